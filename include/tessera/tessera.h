@@ -1,0 +1,100 @@
+/* Tessera C API.
+ *
+ * Conventions: opaque handles; functions named tsr_<object>_<verb>; every
+ * fallible function returns a tsr_status* that is NULL on success, and owned
+ * by the caller otherwise (free it with tsr_status_free); output parameters
+ * come last and start with out_. No C++ exception crosses this API.
+ * Tensors are DLPack DLTensors on the CPU (kDLCPU), contiguous row-major.
+ */
+#ifndef TESSERA_TESSERA_H_
+#define TESSERA_TESSERA_H_
+
+#include <dlpack/dlpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TSR_API __attribute__((visibility("default")))
+
+/* Bool tensors use DLPack's kDLBool type code (6, named from DLPack 0.8 on) with
+ * 8 bits a value; older dlpack.h headers, such as Debian 12's 0.6, lack the name. */
+#define TSR_DL_BOOL_CODE 6
+
+typedef enum tsr_status_code {
+  TSR_OK = 0,
+  TSR_INVALID_ARGUMENT = 1, /* a bad model, input or argument: the caller can fix it */
+  TSR_UNSUPPORTED = 2,      /* valid, but not implemented by Tessera */
+  TSR_INTERNAL = 3,         /* a bug in Tessera */
+} tsr_status_code;
+
+typedef struct tsr_status tsr_status;
+typedef struct tsr_options tsr_options;
+typedef struct tsr_model tsr_model;
+
+TSR_API tsr_status_code tsr_status_code_of(const tsr_status* status);
+/* The message lives as long as the status. */
+TSR_API const char* tsr_status_message(const tsr_status* status);
+TSR_API void tsr_status_free(tsr_status* status);
+
+/* Options for loading a model. Create, set, pass to tsr_model_load, free. */
+TSR_API tsr_status* tsr_options_create(tsr_options** out_options);
+TSR_API void tsr_options_free(tsr_options* options);
+/* Intra-op threads for the whole session (default 1). */
+TSR_API tsr_status* tsr_options_set_threads(tsr_options* options, int32_t num_threads);
+/* Binds an input's shape, or a symbolic dimension (name, rank 1: its value). */
+TSR_API tsr_status* tsr_options_set_input_shape(tsr_options* options, const char* name, const int64_t* dims,
+                                                size_t rank);
+/* Keep initializers that are listed as graph inputs as inputs (default: freeze them into constants). */
+TSR_API tsr_status* tsr_options_set_freeze_weights(tsr_options* options, int32_t freeze);
+
+/* Loads and compiles an ONNX model. options may be NULL. Free with tsr_model_free. */
+TSR_API tsr_status* tsr_model_load(const char* path, const tsr_options* options, tsr_model** out_model);
+TSR_API void tsr_model_free(tsr_model* model);
+
+/* Describes input or output i. Strings and shapes live as long as the model.
+ * Dims that are only known after running (data-dependent) are -1. */
+typedef struct tsr_value_info {
+  size_t struct_size; /* set by the caller to sizeof(tsr_value_info) */
+  const char* name;
+  DLDataType dtype;
+  int32_t ndim;
+  const int64_t* shape;
+} tsr_value_info;
+
+TSR_API size_t tsr_model_input_count(const tsr_model* model);
+TSR_API size_t tsr_model_output_count(const tsr_model* model);
+TSR_API tsr_status* tsr_model_input_info(const tsr_model* model, size_t index, tsr_value_info* out_info);
+TSR_API tsr_status* tsr_model_output_info(const tsr_model* model, size_t index, tsr_value_info* out_info);
+
+/* Where each node ran. Strings live as long as the model. backend is "native",
+ * or "folded" for nodes computed at compile time. */
+TSR_API size_t tsr_model_node_count(const tsr_model* model);
+TSR_API tsr_status* tsr_model_node_placement(const tsr_model* model, size_t index, const char** out_node_name,
+                                             const char** out_op_type, const char** out_backend);
+/* Peak bytes of the planned arena that one run uses, and bytes of constants. */
+TSR_API int64_t tsr_model_arena_bytes(const tsr_model* model);
+TSR_API int64_t tsr_model_constant_bytes(const tsr_model* model);
+/* Elements in the model's initializers (weights), as imported. */
+TSR_API int64_t tsr_model_parameter_count(const tsr_model* model);
+
+/* Runs the model. inputs: one DLTensor per model input, in model order; read
+ * in place, never copied. outputs: one DLTensor per model output whose data,
+ * dtype and shape the caller set; written in place. Safe to call from several
+ * threads at once on one model. */
+TSR_API tsr_status* tsr_model_run(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
+                                  DLTensor* outputs, size_t num_outputs);
+
+/* Runs the model and returns outputs that Tessera allocated (for outputs whose
+ * shape is only known after running). out_outputs must have room for
+ * tsr_model_output_count pointers; the caller frees each with its deleter. */
+TSR_API tsr_status* tsr_model_run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
+                                        DLManagedTensor** out_outputs, size_t num_outputs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TESSERA_TESSERA_H_ */

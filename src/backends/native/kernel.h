@@ -1,0 +1,95 @@
+// The native backend's kernel interface. A kernel reads input views and
+// writes into output views the runtime has already allocated from the
+// shapes shape inference gave; an output whose data is null (data-dependent
+// shape, e.g. NonZero) is allocated by the kernel through allocate_output.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/native/thread_pool.h"
+#include "ir/error.h"
+#include "ir/graph.h"
+
+namespace tessera::native {
+
+class KernelContext {
+ public:
+  using Allocator = std::function<void(size_t index, TensorView& view)>;
+  KernelContext(const Node& node, std::vector<const TensorView*> inputs, std::vector<TensorView*> outputs,
+                ThreadPool& pool, const void* state, Allocator allocator)
+      : node_(node), inputs_(std::move(inputs)), outputs_(std::move(outputs)), pool_(pool), state_(state),
+        allocator_(std::move(allocator)) {}
+
+  const Node& node() const { return node_; }
+  const AttributeMap& attrs() const { return node_.attrs; }
+  int opset() const { return node_.opset; }
+  size_t num_inputs() const { return inputs_.size(); }
+  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  const TensorView& input(size_t i) const {
+    if (!has_input(i)) fail("input ", i, " is required but missing");
+    return *inputs_[i];
+  }
+  size_t num_outputs() const { return outputs_.size(); }
+  bool has_output(size_t i) const { return i < outputs_.size() && outputs_[i] != nullptr; }
+  /// The preallocated output i (data may be null for data-dependent outputs).
+  TensorView& output(size_t i) const { return *outputs_[i]; }
+  /// Allocates output i with the given dtype and shape (for data-dependent shapes).
+  TensorView& allocate_output(size_t i, DType dtype, Shape shape) const {
+    TensorView& v = *outputs_[i];
+    v.dtype = dtype;
+    v.shape = std::move(shape);
+    allocator_(i, v);
+    return v;
+  }
+  ThreadPool& pool() const { return pool_; }
+  /// What the kernel's prepare function returned at compile time (or null).
+  template <typename T>
+  const T* state() const { return static_cast<const T*>(state_); }
+
+  template <typename... Args>
+  [[noreturn]] void fail(Args&&... args) const {
+    throw_user_error(node_.describe(), ": ", std::forward<Args>(args)...);
+  }
+
+ private:
+  const Node& node_;
+  std::vector<const TensorView*> inputs_;
+  std::vector<TensorView*> outputs_;
+  ThreadPool& pool_;
+  const void* state_;
+  Allocator allocator_;
+};
+
+using KernelFn = void (*)(KernelContext& ctx);
+/// Compile-time preparation (e.g. packing constant weights). `constants[i]` is
+/// the value of input i when it is a constant, else null.
+using PrepareFn = std::shared_ptr<void> (*)(const Node& node, const std::vector<const Tensor*>& constants,
+                                            const std::vector<TensorType>& input_types);
+
+struct KernelDef {
+  std::string op_type;
+  std::string domain;
+  KernelFn run = nullptr;
+  PrepareFn prepare = nullptr;
+};
+
+class KernelRegistry {
+ public:
+  static const KernelRegistry& instance();
+  void add(KernelDef def);
+  const KernelDef* find(const std::string& domain, const std::string& op_type) const;
+
+ private:
+  std::vector<KernelDef> defs_;
+};
+
+// One registration function per kernel family (src/backends/native/kernels/<family>.cc).
+void register_elementwise_kernels(KernelRegistry& registry);
+void register_nn_kernels(KernelRegistry& registry);
+void register_tensor_kernels(KernelRegistry& registry);
+void register_reduction_kernels(KernelRegistry& registry);
+void register_misc_kernels(KernelRegistry& registry);
+
+}  // namespace tessera::native

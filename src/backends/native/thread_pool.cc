@@ -1,0 +1,106 @@
+#include "backends/native/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+
+namespace tessera::native {
+
+struct ThreadPool::Job {
+  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  int64_t n = 0;
+  int64_t chunk = 1;
+  int64_t num_chunks = 0;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+  std::mutex mutex;
+  std::condition_variable finished;
+  std::exception_ptr error;
+};
+
+ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::run_chunks(Job& job) {
+  for (;;) {
+    int64_t c = job.next.fetch_add(1);
+    if (c >= job.num_chunks) return;
+    int64_t begin = c * job.chunk;
+    int64_t end = std::min(job.n, begin + job.chunk);
+    try {
+      (*job.fn)(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(job.mutex);
+      if (!job.error) job.error = std::current_exception();
+    }
+    if (job.done.fetch_add(1) + 1 == job.num_chunks) {
+      std::lock_guard<std::mutex> lock(job.mutex);
+      job.finished.notify_all();
+    }
+  }
+}
+
+void ThreadPool::worker_loop() {
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      job = queue_.front();
+      if (job->next.load() >= job->num_chunks) {
+        queue_.pop_front();
+        continue;
+      }
+    }
+    run_chunks(*job);
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  int64_t max_chunks = (n + grain - 1) / grain;
+  int64_t num_chunks = std::min<int64_t>(max_chunks, static_cast<int64_t>(num_threads_) * 4);
+  if (num_threads_ == 1 || num_chunks <= 1) {
+    fn(0, n);
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->fn = &fn;
+  job->n = n;
+  job->chunk = (n + num_chunks - 1) / num_chunks;
+  job->num_chunks = (n + job->chunk - 1) / job->chunk;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(job);
+  }
+  wake_.notify_all();
+  run_chunks(*job);
+  {
+    std::unique_lock<std::mutex> lock(job->mutex);
+    job->finished.wait(lock, [&] { return job->done.load() == job->num_chunks; });
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (*it == job) {
+        queue_.erase(it);
+        break;
+      }
+    }
+  }
+  if (job->error) std::rethrow_exception(job->error);
+}
+
+}  // namespace tessera::native

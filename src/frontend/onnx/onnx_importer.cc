@@ -1,0 +1,300 @@
+#include "frontend/onnx/onnx_importer.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "frontend/onnx/tensor_proto.h"
+#include "ir/error.h"
+#include "ir/op_schema.h"
+
+namespace tessera::onnx_frontend {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw_user_error("cannot open '", path, "'");
+  std::ostringstream data;
+  data << file.rdbuf();
+  return data.str();
+}
+
+TensorType type_from_proto(const onnx::TypeProto& type, const std::string& value_name) {
+  TensorType out;
+  if (!type.has_tensor_type()) {
+    if (type.value_case() == onnx::TypeProto::VALUE_NOT_SET) return out;
+    throw_unsupported("value '", value_name, "' is not a tensor (sequences, maps and optionals are not supported)");
+  }
+  const auto& tensor_type = type.tensor_type();
+  out.dtype = dtype_from_onnx(tensor_type.elem_type(), value_name);
+  if (tensor_type.has_shape()) {
+    out.rank_known = true;
+    for (const auto& dim : tensor_type.shape().dim()) {
+      if (dim.has_dim_value()) {
+        if (dim.dim_value() < 0) throw_user_error("value '", value_name, "' has a negative dimension");
+        out.dims.push_back(dim.dim_value());
+        out.symbols.emplace_back();
+      } else {
+        out.dims.push_back(-1);
+        out.symbols.push_back(dim.has_dim_param() ? dim.dim_param() : "");
+      }
+    }
+  }
+  return out;
+}
+
+class Importer {
+ public:
+  Importer(const onnx::ModelProto& model, std::string base_dir, const ImportOptions& options)
+      : model_(model), base_dir_(std::move(base_dir)), options_(options) {}
+
+  Graph run() {
+    read_opsets();
+    if (!model_.has_graph()) throw_user_error("the model has no graph (is this an ONNX file?)");
+    const onnx::GraphProto& g = model_.graph();
+    graph_.name = g.name();
+    read_metadata();
+    if (g.sparse_initializer_size() > 0) throw_unsupported("sparse initializers are not supported");
+
+    std::map<std::string, const onnx::TensorProto*> initializers;
+    for (const auto& init : g.initializer()) {
+      if (init.name().empty()) throw_user_error("an initializer has no name");
+      initializers[init.name()] = &init;
+    }
+    std::set<std::string> input_names;
+    for (const auto& input : g.input()) {
+      if (input.name().empty()) throw_user_error("a graph input has no name");
+      if (!input_names.insert(input.name()).second) throw_user_error("graph input '", input.name(), "' is listed twice");
+      auto it = initializers.find(input.name());
+      if (it != initializers.end() && options_.freeze_weights) continue;  // becomes a constant below
+      TensorType type = type_from_proto(input.type(), input.name());
+      if (type.dtype == DType::kUndefined) throw_user_error("graph input '", input.name(), "' has no element type");
+      ValueId id = graph_.add_value(input.name(), type);
+      graph_.inputs.push_back(id);
+      if (it != initializers.end()) {
+        // An input with a default value that is fed at run time: its type comes from the initializer.
+        Tensor t = tensor_from_proto(*it->second, base_dir_);
+        graph_.value(id).type = TensorType::make(t.dtype(), t.shape());
+      }
+    }
+    for (const auto& [name, proto] : initializers) {
+      if (graph_.find_value(name) != kNoValue) continue;
+      graph_.add_constant(name, tensor_from_proto(*proto, base_dir_));
+    }
+    std::vector<const onnx::NodeProto*> order = topological_order(g);
+    for (size_t k = 0; k < order.size(); ++k) import_node(*order[k], k);
+    for (const auto& output : g.output()) {
+      ValueId id = graph_.find_value(output.name());
+      if (id == kNoValue) throw_user_error("graph output '", output.name(), "' is not produced by any node, initializer or input");
+      if (std::find(graph_.outputs.begin(), graph_.outputs.end(), id) != graph_.outputs.end()) {
+        throw_unsupported("graph output '", output.name(), "' is listed twice");
+      }
+      graph_.outputs.push_back(id);
+    }
+    if (graph_.outputs.empty()) throw_user_error("the graph has no outputs");
+    return std::move(graph_);
+  }
+
+ private:
+  void read_opsets() {
+    for (const auto& opset : model_.opset_import()) {
+      std::string domain = opset.domain() == "ai.onnx" ? "" : opset.domain();
+      opsets_[domain] = static_cast<int>(opset.version());
+    }
+    if (model_.opset_import_size() == 0) opsets_[""] = 1;  // IR version 1-2 models
+    auto it = opsets_.find("");
+    if (it != opsets_.end() && (it->second < 1 || it->second > 17)) {
+      throw_unsupported("the model uses ONNX opset ", it->second, "; Tessera supports opsets 7 to 17");
+    }
+  }
+
+  void read_metadata() {
+    if (!model_.producer_name().empty()) graph_.metadata["producer_name"] = model_.producer_name();
+    if (!model_.producer_version().empty()) graph_.metadata["producer_version"] = model_.producer_version();
+    if (!model_.domain().empty()) graph_.metadata["domain"] = model_.domain();
+    if (model_.model_version()) graph_.metadata["model_version"] = std::to_string(model_.model_version());
+    if (!model_.doc_string().empty()) graph_.metadata["doc_string"] = model_.doc_string();
+    graph_.metadata["ir_version"] = std::to_string(model_.ir_version());
+    for (const auto& prop : model_.metadata_props()) graph_.metadata[prop.key()] = prop.value();
+  }
+
+  /// ONNX requires nodes to be sorted; accept unsorted graphs too, and name the
+  /// value when an input is never produced (or a cycle exists).
+  std::vector<const onnx::NodeProto*> topological_order(const onnx::GraphProto& g) {
+    std::set<std::string> available;
+    for (const Value& v : graph_.values) available.insert(v.name);
+    std::vector<const onnx::NodeProto*> pending;
+    for (const auto& node : g.node()) pending.push_back(&node);
+    std::vector<const onnx::NodeProto*> order;
+    while (!pending.empty()) {
+      std::vector<const onnx::NodeProto*> still;
+      for (const onnx::NodeProto* node : pending) {
+        bool ready = true;
+        for (const auto& in : node->input()) ready &= in.empty() || available.count(in) > 0;
+        if (!ready) {
+          still.push_back(node);
+          continue;
+        }
+        order.push_back(node);
+        for (const auto& out : node->output()) {
+          if (!out.empty()) available.insert(out);
+        }
+      }
+      if (still.size() == pending.size()) {
+        const onnx::NodeProto& node = *still.front();
+        for (const auto& in : node.input()) {
+          if (!in.empty() && !available.count(in)) {
+            throw_user_error("node '", node.name().empty() ? node.op_type() : node.name(), "' (", node.op_type(),
+                             "): input '", in, "' is not produced by any node, initializer or graph input",
+                             still.size() > 1 ? " (or the graph has a cycle)" : "");
+          }
+        }
+      }
+      pending = std::move(still);
+    }
+    return order;
+  }
+
+  Attribute convert_attribute(const onnx::AttributeProto& a, const std::string& where) {
+    switch (a.type()) {
+      case onnx::AttributeProto::INT: return Attribute::of_int(a.i());
+      case onnx::AttributeProto::FLOAT: return Attribute::of_float(a.f());
+      case onnx::AttributeProto::STRING: return Attribute::of_string(a.s());
+      case onnx::AttributeProto::INTS: return Attribute::of_ints({a.ints().begin(), a.ints().end()});
+      case onnx::AttributeProto::FLOATS: return Attribute::of_floats({a.floats().begin(), a.floats().end()});
+      case onnx::AttributeProto::STRINGS: {
+        Attribute out;
+        out.kind = Attribute::Kind::kStrings;
+        out.strings.assign(a.strings().begin(), a.strings().end());
+        return out;
+      }
+      case onnx::AttributeProto::TENSOR: return Attribute::of_tensor(tensor_from_proto(a.t(), base_dir_));
+      case onnx::AttributeProto::GRAPH:
+        throw_unsupported(where, ": attribute '", a.name(), "' is a subgraph; control flow is not supported yet");
+      default:
+        throw_unsupported(where, ": attribute '", a.name(), "' has an unsupported kind (", static_cast<int>(a.type()), ")");
+    }
+  }
+
+  std::string node_name(const onnx::NodeProto& proto, size_t index) {
+    std::string base = proto.name().empty() ? proto.op_type() + "_" + std::to_string(index) : proto.name();
+    std::string name = base;
+    for (int i = 1; node_names_.count(name); ++i) name = base + "_" + std::to_string(i);
+    node_names_.insert(name);
+    return name;
+  }
+
+  void import_node(const onnx::NodeProto& proto, size_t index) {
+    Node node;
+    node.name = node_name(proto, index);
+    node.op_type = proto.op_type();
+    node.domain = proto.domain() == "ai.onnx" ? "" : proto.domain();
+    auto opset = opsets_.find(node.domain);
+    if (opset == opsets_.end()) {
+      throw_user_error(node.describe(), ": domain '", node.domain, "' is not in the model's opset imports");
+    }
+    node.opset = opset->second;
+    const OpSchema* schema = OpRegistry::instance().find(node.domain, node.op_type);
+    if (!schema) {
+      throw_unsupported(node.describe(), ": unknown op '", node.op_type, "'",
+                        node.domain.empty() ? std::string() : " in domain '" + node.domain + "'", " (opset ", node.opset,
+                        ")");
+    }
+    if (node.opset < schema->min_opset || node.opset > schema->max_opset) {
+      throw_unsupported(node.describe(), ": opset ", node.opset, " is not supported for ", node.op_type, " (supported: ",
+                        schema->min_opset, " to ", schema->max_opset, ")");
+    }
+    std::string where = node.describe() + " (opset " + std::to_string(node.opset) + ")";
+    for (const auto& a : proto.attribute()) {
+      if (!a.ref_attr_name().empty()) throw_unsupported(where, ": attribute references are only valid inside functions");
+      node.attrs.set(a.name(), convert_attribute(a, where));
+    }
+    for (const AttributeSpec& spec : schema->attributes) {
+      const Attribute* a = node.attrs.find(spec.name);
+      if (!a) {
+        if (spec.required) throw_user_error(where, ": required attribute '", spec.name, "' is missing");
+        if (spec.default_value) node.attrs.set(spec.name, *spec.default_value);
+      } else if (a->kind != spec.kind) {
+        // ONNX allows an int where a float is expected in some exporters; convert that one case.
+        if (spec.kind == Attribute::Kind::kFloat && a->kind == Attribute::Kind::kInt) {
+          node.attrs.set(spec.name, Attribute::of_float(static_cast<float>(a->i)));
+        } else {
+          throw_user_error(where, ": attribute '", spec.name, "' is ", attribute_kind_name(a->kind), ", expected ",
+                           attribute_kind_name(spec.kind));
+        }
+      }
+    }
+    int n_in = proto.input_size();
+    while (n_in > 0 && proto.input(n_in - 1).empty()) --n_in;  // trailing omitted optionals
+    if (n_in < schema->min_inputs || n_in > schema->max_inputs) {
+      throw_user_error(where, ": has ", n_in, " inputs, expected ", schema->min_inputs,
+                       schema->max_inputs != schema->min_inputs ? " to " + std::to_string(schema->max_inputs) : "");
+    }
+    for (int i = 0; i < n_in; ++i) {
+      const std::string& in = proto.input(i);
+      node.inputs.push_back(in.empty() ? kNoValue : graph_.find_value(in));
+    }
+    int n_out = proto.output_size();
+    if (n_out < schema->min_outputs || n_out > schema->max_outputs) {
+      throw_user_error(where, ": has ", n_out, " outputs, expected ", schema->min_outputs,
+                       schema->max_outputs != schema->min_outputs ? " to " + std::to_string(schema->max_outputs) : "");
+    }
+    for (int i = 0; i < n_out; ++i) {
+      const std::string& out = proto.output(i);
+      if (out.empty()) {
+        node.outputs.push_back(kNoValue);
+        continue;
+      }
+      if (graph_.find_value(out) != kNoValue) throw_user_error(where, ": output '", out, "' is already defined elsewhere");
+      node.outputs.push_back(graph_.add_value(out));
+    }
+    if (schema->normalize) schema->normalize(graph_, node);
+    graph_.nodes.push_back(std::move(node));
+  }
+
+  const onnx::ModelProto& model_;
+  std::string base_dir_;
+  ImportOptions options_;
+  Graph graph_;
+  std::map<std::string, int> opsets_;
+  std::set<std::string> node_names_;
+};
+
+}  // namespace
+
+Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const ImportOptions& options) {
+  onnx::ModelProto model;
+  if (bytes.size() > static_cast<size_t>(INT32_MAX)) throw_unsupported("models over 2 GiB must use external data");
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    throw_user_error("not a valid ONNX model: the protobuf is malformed or truncated");
+  }
+  return Importer(model, base_dir, options).run();
+}
+
+Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
+  std::string bytes = read_file(path);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  try {
+    return import_onnx_bytes(bytes, dir.empty() ? "." : dir, options);
+  } catch (const Error& e) {
+    throw Error(e.kind(), path + ": " + e.what());
+  }
+}
+
+Tensor load_tensor_proto_file(const std::string& path) {
+  std::string bytes = read_file(path);
+  onnx::TensorProto proto;
+  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    throw_user_error(path, ": not a valid TensorProto");
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return tensor_from_proto(proto, dir);
+}
+
+}  // namespace tessera::onnx_frontend

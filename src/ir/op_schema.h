@@ -1,0 +1,112 @@
+// One definition per op: name, opset range, arity, attributes with defaults,
+// accepted dtypes, normalisation of legacy forms, and shape inference.
+// Kernels live in the backends; everything else about an op lives here.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/graph.h"
+
+namespace tessera {
+
+/// What shape inference sees of one node. Input values are known for
+/// constants at compile time and for every input at run time.
+class InferContext {
+ public:
+  InferContext(const Node& node, std::vector<const TensorType*> input_types,
+               std::vector<const TensorView*> input_values, std::vector<TensorType>* outputs)
+      : node_(node), input_types_(std::move(input_types)), input_values_(std::move(input_values)),
+        outputs_(outputs) {}
+
+  const Node& node() const { return node_; }
+  const AttributeMap& attrs() const { return node_.attrs; }
+  int opset() const { return node_.opset; }
+  size_t num_inputs() const { return input_types_.size(); }
+  bool has_input(size_t i) const { return i < input_types_.size() && input_types_[i] != nullptr; }
+  /// Throws a user error naming the node when input i is absent.
+  const TensorType& input_type(size_t i) const;
+  DType input_dtype(size_t i) const { return input_type(i).dtype; }
+  /// The value of input i when known, else nullptr.
+  const TensorView* input_value(size_t i) const {
+    return i < input_values_.size() ? input_values_[i] : nullptr;
+  }
+  /// The value of input i as integers, when known.
+  std::optional<std::vector<int64_t>> input_ints(size_t i) const;
+  size_t num_outputs() const { return outputs_->size(); }
+  TensorType& output(size_t i) { return (*outputs_)[i]; }
+  void set_output(size_t i, DType dtype, Shape dims) { (*outputs_)[i] = TensorType::make(dtype, std::move(dims)); }
+  /// Output of unknown shape (rank known or not).
+  void set_output_unknown(size_t i, DType dtype, int64_t rank = -1);
+
+  /// Throws "node 'x' (Op): <message>".
+  template <typename... Args>
+  [[noreturn]] void fail(Args&&... args) const;
+
+ private:
+  const Node& node_;
+  std::vector<const TensorType*> input_types_;
+  std::vector<const TensorView*> input_values_;
+  std::vector<TensorType>* outputs_;
+};
+
+using InferFn = std::function<void(InferContext&)>;
+/// Rewrites a legacy form of the op into the form the kernels implement
+/// (e.g. Squeeze's axes attribute before opset 13 into an input).
+using NormalizeFn = std::function<void(Graph&, Node&)>;
+
+struct AttributeSpec {
+  std::string name;
+  Attribute::Kind kind;
+  std::optional<Attribute> default_value;  // absent: optional with no default, or required
+  bool required = false;
+};
+
+struct OpSchema {
+  std::string op_type;
+  std::string domain;  // "" is the ONNX default domain
+  int min_opset = 1;   // oldest opset whose semantics this schema implements
+  int max_opset = 17;
+  int min_inputs = 1;
+  int max_inputs = 1;
+  int min_outputs = 1;
+  int max_outputs = 1;
+  std::vector<AttributeSpec> attributes;
+  std::vector<DType> input_dtypes;  // accepted dtypes of input 0; empty = any
+  NormalizeFn normalize;
+  InferFn infer;
+  bool data_dependent_output = false;  // output shape depends on input values beyond what infer can see
+  bool deterministic = true;           // false for random ops: never constant-folded
+};
+
+class OpRegistry {
+ public:
+  static const OpRegistry& instance();
+  void add(OpSchema schema);
+  const OpSchema* find(const std::string& domain, const std::string& op_type) const;
+  std::vector<const OpSchema*> all() const;
+
+ private:
+  std::vector<OpSchema> schemas_;
+};
+
+/// Dtype lists for schemas.
+extern const std::vector<DType> kFloatTypes;
+extern const std::vector<DType> kNumericTypes;  // floats and integers
+extern const std::vector<DType> kSignedNumericTypes;
+
+// Registration, one function per op family (src/ir/ops/<family>.cc).
+void register_elementwise_ops(OpRegistry& registry);
+void register_nn_ops(OpRegistry& registry);
+void register_tensor_ops(OpRegistry& registry);
+void register_reduction_ops(OpRegistry& registry);
+void register_misc_ops(OpRegistry& registry);
+
+template <typename... Args>
+[[noreturn]] void InferContext::fail(Args&&... args) const {
+  throw_user_error(node_.describe(), ": ", std::forward<Args>(args)...);
+}
+
+}  // namespace tessera

@@ -1,0 +1,53 @@
+#include "ir/shape_util.h"
+
+#include <algorithm>
+
+namespace tessera {
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da == db || db == 1) {
+      out[i] = da;
+    } else if (da == 1) {
+      out[i] = db;
+    } else if (da < 0 || db < 0) {
+      out[i] = -1;
+    } else {
+      throw_user_error("shapes ", shape_to_string(a), " and ", shape_to_string(b), " cannot be broadcast");
+    }
+  }
+  return out;
+}
+
+int64_t normalize_axis(int64_t axis, int64_t rank, const char* what) {
+  if (axis < -rank || axis >= rank) {
+    throw_user_error(what, " ", axis, " is out of range for rank ", rank);
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+std::vector<int64_t> strides_of(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t s = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+std::vector<int64_t> broadcast_strides(const Shape& from, const Shape& to) {
+  std::vector<int64_t> own = strides_of(from);
+  std::vector<int64_t> out(to.size(), 0);
+  size_t offset = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i) {
+    out[i + offset] = from[i] == 1 ? 0 : own[i];
+  }
+  return out;
+}
+
+}  // namespace tessera

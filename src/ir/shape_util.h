@@ -1,0 +1,20 @@
+// Small helpers shared by shape inference and kernels.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/error.h"
+#include "ir/tensor.h"
+
+namespace tessera {
+
+/// Numpy broadcasting of two shapes; throws a user error on mismatch.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+/// Maps a possibly negative axis into [0, rank); throws when out of range.
+int64_t normalize_axis(int64_t axis, int64_t rank, const char* what = "axis");
+/// Row-major strides of a shape.
+std::vector<int64_t> strides_of(const Shape& shape);
+/// Strides to read `from` as if broadcast to `to` (0 on broadcast dims).
+std::vector<int64_t> broadcast_strides(const Shape& from, const Shape& to);
+
+}  // namespace tessera

@@ -1,0 +1,104 @@
+#include "ir/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "ir/error.h"
+
+namespace tessera {
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_to_string(const Shape& shape) {
+  if (shape.empty()) return "scalar";
+  std::string out;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += "x";
+    out += shape[i] < 0 ? std::string("?") : std::to_string(shape[i]);
+  }
+  return out;
+}
+
+Buffer::Buffer(size_t nbytes) : size_(nbytes) {
+  size_t rounded = (nbytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  data_ = std::aligned_alloc(64, rounded);
+  if (!data_) throw std::bad_alloc();
+  std::memset(data_, 0, rounded);
+}
+
+Buffer::~Buffer() { std::free(data_); }
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  for (int64_t d : shape_) {
+    if (d < 0) throw_internal_error("tensor with negative dimension ", shape_to_string(shape_));
+  }
+  buffer_ = std::make_shared<Buffer>(nbytes());
+}
+
+Tensor Tensor::clone() const {
+  Tensor copy(dtype_, shape_);
+  if (nbytes()) std::memcpy(copy.data(), data(), nbytes());
+  return copy;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  if (shape_numel(shape) != numel()) {
+    throw_internal_error("reshape of ", shape_to_string(shape_), " to ", shape_to_string(shape));
+  }
+  Tensor copy = *this;
+  copy.shape_ = std::move(shape);
+  return copy;
+}
+
+Tensor Tensor::from_view(const TensorView& view) {
+  Tensor copy(view.dtype, view.shape);
+  if (copy.nbytes()) std::memcpy(copy.data(), view.data, copy.nbytes());
+  return copy;
+}
+
+int64_t view_int_at(const TensorView& v, int64_t i) {
+  switch (v.dtype) {
+    case DType::kInt64: return v.as<int64_t>()[i];
+    case DType::kInt32: return v.as<int32_t>()[i];
+    case DType::kInt16: return v.as<int16_t>()[i];
+    case DType::kInt8: return v.as<int8_t>()[i];
+    case DType::kUInt8: return v.as<uint8_t>()[i];
+    case DType::kUInt16: return v.as<uint16_t>()[i];
+    case DType::kUInt32: return v.as<uint32_t>()[i];
+    case DType::kUInt64: return static_cast<int64_t>(v.as<uint64_t>()[i]);
+    case DType::kBool: return v.as<uint8_t>()[i] ? 1 : 0;
+    case DType::kFloat32: return static_cast<int64_t>(v.as<float>()[i]);
+    case DType::kFloat64: return static_cast<int64_t>(v.as<double>()[i]);
+    case DType::kFloat16: return static_cast<int64_t>(half_to_float(v.as<uint16_t>()[i]));
+    case DType::kBFloat16: return static_cast<int64_t>(bfloat16_to_float(v.as<uint16_t>()[i]));
+    default: throw_internal_error("int_at on ", dtype_name(v.dtype));
+  }
+}
+
+double view_double_at(const TensorView& v, int64_t i) {
+  switch (v.dtype) {
+    case DType::kFloat32: return v.as<float>()[i];
+    case DType::kFloat64: return v.as<double>()[i];
+    case DType::kFloat16: return half_to_float(v.as<uint16_t>()[i]);
+    case DType::kBFloat16: return bfloat16_to_float(v.as<uint16_t>()[i]);
+    case DType::kUInt64: return static_cast<double>(v.as<uint64_t>()[i]);
+    default: return static_cast<double>(view_int_at(v, i));
+  }
+}
+
+int64_t Tensor::int_at(int64_t i) const { return view_int_at(view(), i); }
+double Tensor::double_at(int64_t i) const { return view_double_at(view(), i); }
+
+std::vector<int64_t> Tensor::to_int64_vector() const {
+  std::vector<int64_t> out(static_cast<size_t>(numel()));
+  for (int64_t i = 0; i < numel(); ++i) out[static_cast<size_t>(i)] = int_at(i);
+  return out;
+}
+
+}  // namespace tessera

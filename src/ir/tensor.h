@@ -1,0 +1,80 @@
+// Tensors: TensorView (non-owning, what kernels see) and Tensor (owning, used
+// for constants, run-time allocations and results).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/dtype.h"
+
+namespace tessera {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_numel(const Shape& shape);
+std::string shape_to_string(const Shape& shape);  // "1x3x224x224", "scalar" for rank 0
+
+/// A non-owning view of contiguous row-major data.
+struct TensorView {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  void* data = nullptr;
+
+  int64_t numel() const { return shape_numel(shape); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data); }
+};
+
+/// 64-byte aligned, owned storage.
+class Buffer {
+ public:
+  explicit Buffer(size_t nbytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+/// An owning tensor. Copies share the storage (cheap); use clone() for a deep copy.
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(DType dtype, Shape shape);  // zero-initialised
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t numel() const { return shape_numel(shape_); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  void* data() const { return buffer_ ? buffer_->data() : nullptr; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data()); }
+  TensorView view() const { return TensorView{dtype_, shape_, data()}; }
+  Tensor clone() const;
+  /// Same data, another shape of the same element count.
+  Tensor reshaped(Shape shape) const;
+  bool defined() const { return dtype_ != DType::kUndefined; }
+
+  static Tensor from_view(const TensorView& view);  // deep copy
+  /// Element i converted to int64 / double, for any numeric dtype.
+  int64_t int_at(int64_t i) const;
+  double double_at(int64_t i) const;
+  std::vector<int64_t> to_int64_vector() const;
+
+ private:
+  DType dtype_ = DType::kUndefined;
+  Shape shape_;
+  std::shared_ptr<Buffer> buffer_;
+};
+
+int64_t view_int_at(const TensorView& view, int64_t i);
+double view_double_at(const TensorView& view, int64_t i);
+
+}  // namespace tessera

@@ -1,0 +1,53 @@
+#include "passes/bind_input_shapes.h"
+
+#include "ir/error.h"
+
+namespace tessera {
+
+void bind_input_shapes(Graph& graph, const std::map<std::string, Shape>& shapes) {
+  for (const auto& [name, dims] : shapes) {
+    bool known = graph.find_value(name) != kNoValue;
+    bool is_symbol = false;
+    for (ValueId id : graph.inputs) {
+      for (const std::string& s : graph.value(id).type.symbols) is_symbol |= s == name;
+    }
+    if (!known && !is_symbol) throw_user_error("--input-shape names '", name, "', which is neither an input nor a symbolic dimension of the model");
+  }
+  for (ValueId id : graph.inputs) {
+    Value& v = graph.value(id);
+    auto it = shapes.find(v.name);
+    if (it != shapes.end()) {
+      if (v.type.rank_known && v.type.rank() != static_cast<int64_t>(it->second.size())) {
+        throw_user_error("input '", v.name, "' has rank ", v.type.rank(), " but --input-shape gives ",
+                         shape_to_string(it->second));
+      }
+      for (size_t i = 0; v.type.rank_known && i < it->second.size(); ++i) {
+        if (v.type.dims[i] >= 0 && v.type.dims[i] != it->second[i]) {
+          throw_user_error("input '", v.name, "' has dimension ", i, " fixed to ", v.type.dims[i],
+                           " in the model, but --input-shape gives ", it->second[i]);
+        }
+      }
+      for (int64_t d : it->second) {
+        if (d < 0) throw_user_error("--input-shape for '", v.name, "' has a negative dimension");
+      }
+      v.type.rank_known = true;
+      v.type.dims = it->second;
+      continue;
+    }
+    if (!v.type.rank_known) throw_user_error("input '", v.name, "' has no shape in the model; give it with --input-shape ", v.name, "=DIMS");
+    for (size_t i = 0; i < v.type.dims.size(); ++i) {
+      if (v.type.dims[i] >= 0) continue;
+      std::string symbol = i < v.type.symbols.size() ? v.type.symbols[i] : "";
+      auto bound = symbol.empty() ? shapes.end() : shapes.find(symbol);
+      if (bound != shapes.end() && bound->second.size() == 1) {
+        v.type.dims[i] = bound->second[0];
+      } else {
+        throw_user_error("input '", v.name, "' dimension ", i, (symbol.empty() ? "" : " ('" + symbol + "')"),
+                         " is not fixed; give it with --input-shape ", v.name, "=DIMS",
+                         (symbol.empty() ? "" : " or " + symbol + "=N"));
+      }
+    }
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,110 @@
+#include "passes/infer_and_fold.h"
+
+#include <algorithm>
+
+#include "ir/error.h"
+#include "ir/op_schema.h"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kMaxFoldedBytes = 64 << 20;
+
+bool all_inputs_constant(const Graph& graph, const Node& node) {
+  for (ValueId id : node.inputs) {
+    if (id != kNoValue && !graph.is_constant(id)) return false;
+  }
+  return true;
+}
+
+std::string dtype_list(const std::vector<DType>& types) {
+  std::string out;
+  for (size_t i = 0; i < types.size(); ++i) out += (i ? ", " : "") + std::string(dtype_name(types[i]));
+  return out;
+}
+
+}  // namespace
+
+void infer_and_fold(Graph& graph, const NodeEvaluator& evaluate) {
+  for (Node& node : graph.nodes) {
+    const OpSchema* schema = OpRegistry::instance().find(node.domain, node.op_type);
+    if (!schema) throw_unsupported(node.describe(), ": unknown op");
+    if (!schema->input_dtypes.empty() && node.has_input(0)) {
+      const Value& in = graph.value(node.inputs[0]);
+      if (std::find(schema->input_dtypes.begin(), schema->input_dtypes.end(), in.type.dtype) ==
+          schema->input_dtypes.end()) {
+        throw_unsupported(node.describe(), ": input '", in.name, "' has dtype ", dtype_name(in.type.dtype), "; ",
+                          node.op_type, " supports ", dtype_list(schema->input_dtypes));
+      }
+    }
+    std::vector<const TensorType*> input_types(node.inputs.size(), nullptr);
+    std::vector<TensorView> value_views(node.inputs.size());
+    std::vector<const TensorView*> input_values(node.inputs.size(), nullptr);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.inputs[i] == kNoValue) continue;
+      const Value& v = graph.value(node.inputs[i]);
+      input_types[i] = &v.type;
+      if (v.constant) {
+        value_views[i] = v.constant->view();
+        input_values[i] = &value_views[i];
+      }
+    }
+    std::vector<TensorType> outputs(node.outputs.size());
+    InferContext ctx(node, input_types, input_values, &outputs);
+    schema->infer(ctx);
+
+    bool fold = schema->deterministic && all_inputs_constant(graph, node);
+    if (fold) {
+      for (const TensorType& t : outputs) {
+        if (t.is_static() && shape_numel(t.dims) * static_cast<int64_t>(dtype_size(t.dtype)) > kMaxFoldedBytes) fold = false;
+      }
+    }
+    if (fold) {
+      std::vector<const Tensor*> inputs(node.inputs.size(), nullptr);
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (node.inputs[i] != kNoValue) inputs[i] = graph.value(node.inputs[i]).constant.get();
+      }
+      std::vector<Tensor> results = evaluate(node, inputs);
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        if (node.outputs[i] == kNoValue) continue;
+        Value& out = graph.value(node.outputs[i]);
+        out.type = TensorType::make(results[i].dtype(), results[i].shape());
+        out.constant = std::make_shared<const Tensor>(std::move(results[i]));
+      }
+      continue;
+    }
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      if (node.outputs[i] != kNoValue) graph.value(node.outputs[i]).type = outputs[i];
+    }
+  }
+}
+
+void eliminate_dead_nodes(Graph& graph) {
+  std::vector<char> used(graph.values.size(), 0);
+  for (ValueId id : graph.outputs) used[static_cast<size_t>(id)] = 1;
+  std::vector<char> keep(graph.nodes.size(), 0);
+  for (size_t n = graph.nodes.size(); n-- > 0;) {
+    const Node& node = graph.nodes[n];
+    bool live = false;
+    for (ValueId id : node.outputs) {
+      // A folded output is a constant: the node that computed it is no longer needed.
+      if (id != kNoValue && used[static_cast<size_t>(id)] && !graph.is_constant(id)) live = true;
+    }
+    if (!live) continue;
+    keep[n] = 1;
+    for (ValueId id : node.inputs) {
+      if (id != kNoValue) used[static_cast<size_t>(id)] = 1;
+    }
+  }
+  std::vector<Node> kept;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (keep[n]) kept.push_back(std::move(graph.nodes[n]));
+  }
+  graph.nodes = std::move(kept);
+  // Drop constants nothing reads, so the plan does not own dead weights.
+  for (size_t i = 0; i < graph.values.size(); ++i) {
+    if (graph.values[i].constant && !used[i]) graph.values[i].constant = nullptr;
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,24 @@
+// Static memory planning: every intermediate value of static shape gets an
+// offset in one arena, reusing memory of values whose lifetimes do not overlap.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace tessera {
+
+struct MemoryPlan {
+  static constexpr int64_t kNotPlanned = -1;
+  std::vector<int64_t> offsets;  // per ValueId; kNotPlanned for inputs, constants, outputs, dynamic values
+  int64_t arena_bytes = 0;       // peak, what one run allocates
+  int64_t unplanned_bytes = 0;   // sum of planned sizes without reuse, for reporting
+};
+
+/// Plans intermediates (not graph inputs, outputs or constants) whose types
+/// are static. Lifetimes are [defining node, last reading node] in node order.
+/// Needs: nodes in execution order. Guarantees: two values whose lifetimes
+/// overlap never overlap in memory; offsets are 64-byte aligned.
+MemoryPlan plan_memory(const Graph& graph);
+
+}  // namespace tessera

@@ -1,0 +1,207 @@
+#include "runtime/session.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#include "backends/native/native_backend.h"
+#include "ir/error.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/bind_input_shapes.h"
+#include "passes/infer_and_fold.h"
+
+namespace tessera {
+namespace {
+
+bool dump_after_each_pass() {
+  const char* dump = std::getenv("TESSERA_DUMP");
+  return dump && std::string(dump) == "after-each-pass";
+}
+
+bool verify_between_passes() {
+#ifndef NDEBUG
+  return true;
+#else
+  const char* verify = std::getenv("TESSERA_VERIFY");
+  return verify && std::string(verify) == "1";
+#endif
+}
+
+void after_pass(const Graph& graph, const char* pass) {
+  if (dump_after_each_pass()) std::cerr << "// after " << pass << "\n" << print_graph(graph);
+  if (verify_between_passes()) {
+    try {
+      verify_graph(graph);
+    } catch (const Error& e) {
+      throw_internal_error("after pass ", pass, ": ", e.what());
+    }
+  }
+}
+
+/// Per-run values: inputs point at the caller's data, intermediates into the
+/// arena, outputs at caller buffers or owned tensors, dynamic values owned.
+class RunStore : public ValueStore {
+ public:
+  RunStore(const Graph& graph, const MemoryPlan& plan) : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()) {
+    arena_ = std::make_unique<Buffer>(static_cast<size_t>(plan.arena_bytes));
+    auto* base = static_cast<char*>(arena_->data());
+    for (size_t i = 0; i < graph.values.size(); ++i) {
+      const Value& v = graph.values[i];
+      if (v.constant) {
+        views_[i] = v.constant->view();
+      } else if (v.type.is_static()) {
+        views_[i].dtype = v.type.dtype;
+        views_[i].shape = v.type.dims;
+        if (plan.offsets[i] != MemoryPlan::kNotPlanned) views_[i].data = base + plan.offsets[i];
+      }
+    }
+  }
+  const TensorView& get(ValueId id) override { return views_[static_cast<size_t>(id)]; }
+  TensorView& output(ValueId id) override {
+    TensorView& v = views_[static_cast<size_t>(id)];
+    if (!v.data && graph_.value(id).type.is_static()) allocate(id);
+    return v;
+  }
+  void allocate(ValueId id) override {
+    TensorView& v = views_[static_cast<size_t>(id)];
+    owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
+    v.data = owned_[static_cast<size_t>(id)].data();
+  }
+  void bind(ValueId id, const TensorView& view) { views_[static_cast<size_t>(id)] = view; }
+  /// The owned tensor holding a value, or a copy when the value lives elsewhere.
+  Tensor take(ValueId id) {
+    const TensorView& v = views_[static_cast<size_t>(id)];
+    Tensor& t = owned_[static_cast<size_t>(id)];
+    if (t.defined() && t.data() == v.data && t.shape() == v.shape) return t;
+    return Tensor::from_view(v);
+  }
+
+ private:
+  const Graph& graph_;
+  std::unique_ptr<Buffer> arena_;
+  std::vector<TensorView> views_;
+  std::vector<Tensor> owned_;
+};
+
+}  // namespace
+
+CompiledModel::~CompiledModel() = default;
+
+std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const CompileOptions& options) {
+  std::unique_ptr<CompiledModel> model(new CompiledModel());
+  after_pass(graph, "import");
+  for (const Value& v : graph.values) {
+    if (v.constant) model->parameter_count_ += v.constant->numel();
+  }
+  bind_input_shapes(graph, options.input_shapes);
+  after_pass(graph, "bind_input_shapes");
+  std::vector<std::string> node_names_before;
+  std::vector<std::string> node_ops_before;
+  for (const Node& node : graph.nodes) {
+    node_names_before.push_back(node.name);
+    node_ops_before.push_back(node.op_type);
+  }
+  infer_and_fold(graph, evaluate_node_natively);
+  after_pass(graph, "infer_and_fold");
+  eliminate_dead_nodes(graph);
+  after_pass(graph, "eliminate_dead_nodes");
+
+  // Partitioning: with only the native backend, one region holds every node.
+  model->backends_.push_back(make_native_backend());
+  const Backend& native = *model->backends_.back();
+  std::vector<size_t> all_nodes(graph.nodes.size());
+  for (size_t i = 0; i < all_nodes.size(); ++i) {
+    SupportDecision decision = native.supports(graph, graph.nodes[i]);
+    if (!decision.supported) throw_unsupported(graph.nodes[i].describe(), ": ", decision.reason);
+    all_nodes[i] = i;
+  }
+  model->graph_ = std::move(graph);
+  const Graph& g = model->graph_;
+  RegionOptions region_options;
+  region_options.num_threads = options.num_threads;
+  if (!all_nodes.empty()) model->regions_.push_back(native.compile(g, all_nodes, region_options));
+  model->memory_plan_ = plan_memory(g);
+
+  std::map<std::string, bool> kept;
+  for (const Node& node : g.nodes) {
+    model->placement_.push_back({node.name, node.op_type, native.name()});
+    kept[node.name] = true;
+  }
+  for (size_t i = 0; i < node_names_before.size(); ++i) {
+    if (!kept.count(node_names_before[i])) model->folded_.push_back({node_names_before[i], node_ops_before[i], "folded"});
+  }
+  model->placement_.insert(model->placement_.end(), model->folded_.begin(), model->folded_.end());
+  for (ValueId id : g.inputs) model->inputs_.push_back({g.value(id).name, g.value(id).type.dtype, g.value(id).type.dims});
+  for (ValueId id : g.outputs) {
+    const TensorType& t = g.value(id).type;
+    model->outputs_.push_back({g.value(id).name, t.dtype, t.rank_known ? t.dims : Shape{}});
+  }
+  return model;
+}
+
+int64_t CompiledModel::constant_bytes() const {
+  int64_t total = 0;
+  for (const Value& v : graph_.values) {
+    if (v.constant) total += static_cast<int64_t>(v.constant->nbytes());
+  }
+  return total;
+}
+
+void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs) const {
+  if (inputs.size() != inputs_.size()) {
+    throw_user_error("the model has ", inputs_.size(), " inputs but ", inputs.size(), " were given");
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ValueDesc& want = inputs_[i];
+    const TensorView& got = inputs[i];
+    if (got.dtype != want.dtype || got.shape != want.shape) {
+      throw_user_error("input '", want.name, "': expected ", dtype_name(want.dtype), "[", shape_to_string(want.shape),
+                       "], got ", dtype_name(got.dtype), "[", shape_to_string(got.shape), "]");
+    }
+    if (!got.data && got.numel() != 0) throw_user_error("input '", want.name, "' has no data");
+  }
+}
+
+std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs,
+                                       const std::vector<TensorView*>& caller_outputs) const {
+  validate_inputs(inputs);
+  if (!caller_outputs.empty() && caller_outputs.size() != outputs_.size()) {
+    throw_user_error("the model has ", outputs_.size(), " outputs but ", caller_outputs.size(), " output buffers were given");
+  }
+  RunStore store(graph_, memory_plan_);
+  for (size_t i = 0; i < inputs.size(); ++i) store.bind(graph_.inputs[i], inputs[i]);
+  // Outputs computed by a node are written straight into the caller's buffer.
+  std::vector<char> written_in_place(outputs_.size(), 0);
+  for (size_t i = 0; i < caller_outputs.size(); ++i) {
+    TensorView* dest = caller_outputs[i];
+    if (!dest) continue;
+    const ValueDesc& want = outputs_[i];
+    if (dest->dtype != want.dtype || dest->shape != want.shape) {
+      throw_user_error("output '", want.name, "': buffer is ", dtype_name(dest->dtype), "[", shape_to_string(dest->shape),
+                       "], the model produces ", dtype_name(want.dtype), "[", shape_to_string(want.shape), "]");
+    }
+    ValueId id = graph_.outputs[i];
+    bool computed = !graph_.is_constant(id);
+    for (ValueId in : graph_.inputs) computed &= in != id;
+    for (size_t j = 0; j < i; ++j) computed &= graph_.outputs[j] != id;
+    if (computed) {
+      store.bind(id, *dest);
+      written_in_place[i] = 1;
+    }
+  }
+  for (const auto& region : regions_) region->run(store);
+  std::vector<Tensor> results(outputs_.size());
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (written_in_place[i]) continue;
+    Tensor t = store.take(graph_.outputs[i]);
+    if (i < caller_outputs.size() && caller_outputs[i]) {
+      if (t.nbytes()) std::memcpy(caller_outputs[i]->data, t.data(), t.nbytes());
+    } else {
+      results[i] = t;
+    }
+  }
+  return results;
+}
+
+}  // namespace tessera

@@ -1,0 +1,90 @@
+#include "test_util.h"
+
+#include <cmath>
+
+#include "ir/op_schema.h"
+
+namespace tessera::testing {
+
+std::vector<Tensor> run_one_op(const OneOpGraph& spec, int threads) {
+  Graph graph;
+  Node node;
+  node.name = spec.op_type + "_0";
+  node.op_type = spec.op_type;
+  node.opset = spec.opset;
+  node.attrs = spec.attrs;
+  size_t total_inputs = spec.inputs.size() + spec.constants.size();
+  node.inputs.assign(total_inputs, kNoValue);
+  std::vector<bool> is_const(total_inputs, false);
+  for (const auto& [pos, value] : spec.constants) {
+    node.inputs[pos] = graph.add_constant("c" + std::to_string(pos), value);
+    is_const[pos] = true;
+  }
+  size_t next = 0;
+  std::vector<TensorView> feeds;
+  for (size_t pos = 0; pos < total_inputs; ++pos) {
+    if (is_const[pos]) continue;
+    const Tensor& t = spec.inputs[next++];
+    ValueId id = graph.add_value("x" + std::to_string(pos), TensorType::make(t.dtype(), t.shape()));
+    graph.inputs.push_back(id);
+    node.inputs[pos] = id;
+    feeds.push_back(t.view());
+  }
+  for (int i = 0; i < spec.num_outputs; ++i) {
+    ValueId id = graph.add_value("y" + std::to_string(i));
+    node.outputs.push_back(id);
+    graph.outputs.push_back(id);
+  }
+  const OpSchema* schema = OpRegistry::instance().find("", spec.op_type);
+  if (schema) {
+    for (const AttributeSpec& a : schema->attributes) {
+      if (!node.attrs.has(a.name) && a.default_value) node.attrs.set(a.name, *a.default_value);
+    }
+    if (schema->normalize) schema->normalize(graph, node);
+  }
+  graph.nodes.push_back(node);
+  CompileOptions options;
+  options.num_threads = threads;
+  auto model = CompiledModel::compile(std::move(graph), options);
+  return model->run(feeds);
+}
+
+Tensor make_float(Shape shape, std::vector<float> values) {
+  Tensor t(DType::kFloat32, std::move(shape));
+  EXPECT_EQ(static_cast<int64_t>(values.size()), t.numel());
+  for (size_t i = 0; i < values.size(); ++i) t.as<float>()[i] = values[i];
+  return t;
+}
+
+Tensor make_int64(Shape shape, std::vector<int64_t> values) {
+  Tensor t(DType::kInt64, std::move(shape));
+  EXPECT_EQ(static_cast<int64_t>(values.size()), t.numel());
+  for (size_t i = 0; i < values.size(); ++i) t.as<int64_t>()[i] = values[i];
+  return t;
+}
+
+Tensor random_float(Shape shape, uint32_t seed) {
+  Tensor t(DType::kFloat32, std::move(shape));
+  uint32_t state = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    state = state * 1664525u + 1013904223u;
+    t.as<float>()[i] = static_cast<float>(state >> 8) / static_cast<float>(1 << 23) - 1.0f;
+  }
+  return t;
+}
+
+void expect_close(const Tensor& actual, const Tensor& expected, double atol, double rtol) {
+  ASSERT_EQ(actual.dtype(), expected.dtype());
+  ASSERT_EQ(actual.shape(), expected.shape());
+  int failures = 0;
+  for (int64_t i = 0; i < actual.numel() && failures < 10; ++i) {
+    double a = actual.double_at(i), b = expected.double_at(i);
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (!(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+      ADD_FAILURE() << "element " << i << ": got " << a << ", expected " << b;
+      ++failures;
+    }
+  }
+}
+
+}  // namespace tessera::testing

@@ -1,0 +1,36 @@
+// Helpers for unit tests: build one-op graphs and run them through the
+// runtime, and a plain comparison of tensors.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/session.h"
+
+namespace tessera::testing {
+
+/// A graph with one node `op_type` reading graph inputs (or constants, for
+/// inputs given in `constants`) and producing `num_outputs` graph outputs.
+struct OneOpGraph {
+  std::string op_type;
+  int opset = 17;
+  std::vector<Tensor> inputs;               // fed at run time
+  std::vector<std::pair<size_t, Tensor>> constants;  // (input position, value) baked into the graph
+  AttributeMap attrs;
+  int num_outputs = 1;
+};
+
+/// Builds, compiles and runs the graph; returns the outputs.
+std::vector<Tensor> run_one_op(const OneOpGraph& spec, int threads = 1);
+
+Tensor make_float(Shape shape, std::vector<float> values);
+Tensor make_int64(Shape shape, std::vector<int64_t> values);
+/// Deterministic pseudo-random floats in [-1, 1).
+Tensor random_float(Shape shape, uint32_t seed);
+
+/// Asserts same dtype and shape and |a-b| <= atol + rtol*|b| elementwise.
+void expect_close(const Tensor& actual, const Tensor& expected, double atol = 1e-5, double rtol = 1e-5);
+
+}  // namespace tessera::testing

@@ -1,0 +1,394 @@
+// The tessera command line, built on the C API only.
+//   tessera run MODEL.onnx [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS] [--output-dir DIR]
+//                          [--threads N] [--placement] [--seed S]
+//   tessera info MODEL.onnx [--input-shape NAME=DIMS]
+//   tessera bench MODEL.onnx [--threads N] [--warmup W] [--iterations K] [--json]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "npy.h"
+#include "tessera/tessera.h"
+
+namespace {
+
+using tessera::tools::NpyArray;
+
+struct CliError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check(tsr_status* status) {
+  if (!status) return;
+  std::string message = tsr_status_message(status);
+  tsr_status_free(status);
+  throw CliError(message);
+}
+
+const char* kUsage =
+    "usage:\n"
+    "  tessera run MODEL.onnx [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...]\n"
+    "                         [--output-dir DIR] [--threads N] [--placement] [--seed S]\n"
+    "  tessera info MODEL.onnx [--input-shape NAME=DIMS ...]\n"
+    "  tessera bench MODEL.onnx [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [--threads N]\n"
+    "                           [--warmup W] [--iterations K] [--json]\n"
+    "DIMS is like 1x3x224x224; a symbolic dimension can be bound by name: --input-shape batch=4.\n"
+    "Without --input, inputs are random (seeded, uniform in [-1, 1) for floats, 0 for integers).\n";
+
+struct Args {
+  std::string command;
+  std::string model;
+  std::map<std::string, std::string> inputs;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  std::string output_dir;
+  int threads = 1;
+  int warmup = 5;
+  int iterations = 20;
+  bool json = false;
+  bool placement = false;
+  bool keep_weights = false;
+  uint64_t seed = 0;
+};
+
+int64_t parse_int(const std::string& text, const std::string& what) {
+  try {
+    size_t used = 0;
+    long long v = std::stoll(text, &used);
+    if (used != text.size()) throw std::invalid_argument(text);
+    return v;
+  } catch (const std::logic_error&) {
+    throw CliError(what + ": '" + text + "' is not an integer");
+  }
+}
+
+std::pair<std::string, std::string> split_assignment(const std::string& text, const std::string& option) {
+  size_t eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0) throw CliError(option + " expects NAME=VALUE, got '" + text + "'");
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+Args parse_args(int argc, char** argv) {
+  if (argc < 2) throw CliError(kUsage);
+  Args args;
+  args.command = argv[1];
+  if (args.command == "--help" || args.command == "-h" || args.command == "help") {
+    std::cout << kUsage;
+    std::exit(0);
+  }
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw CliError(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--input") {
+      auto [name, file] = split_assignment(value(), a);
+      args.inputs[name] = file;
+    } else if (a == "--input-shape") {
+      auto [name, dims_text] = split_assignment(value(), a);
+      std::vector<int64_t> dims;
+      size_t start = 0;
+      while (start <= dims_text.size()) {
+        size_t x = dims_text.find('x', start);
+        std::string part = dims_text.substr(start, x == std::string::npos ? std::string::npos : x - start);
+        if (!part.empty()) dims.push_back(parse_int(part, "--input-shape " + name));
+        if (x == std::string::npos) break;
+        start = x + 1;
+      }
+      args.shapes.emplace_back(name, dims);
+    } else if (a == "--output-dir") {
+      args.output_dir = value();
+    } else if (a == "--threads") {
+      args.threads = static_cast<int>(parse_int(value(), a));
+    } else if (a == "--warmup") {
+      args.warmup = static_cast<int>(parse_int(value(), a));
+    } else if (a == "--iterations") {
+      args.iterations = static_cast<int>(parse_int(value(), a));
+    } else if (a == "--seed") {
+      args.seed = static_cast<uint64_t>(parse_int(value(), a));
+    } else if (a == "--json") {
+      args.json = true;
+    } else if (a == "--placement") {
+      args.placement = true;
+    } else if (a == "--keep-weights-as-inputs") {
+      args.keep_weights = true;
+    } else if (!a.empty() && a[0] == '-') {
+      throw CliError("unknown option '" + a + "'\n" + kUsage);
+    } else if (args.model.empty()) {
+      args.model = a;
+    } else {
+      throw CliError("unexpected argument '" + a + "'");
+    }
+  }
+  if (args.model.empty()) throw CliError(std::string("no model given\n") + kUsage);
+  if (args.warmup < 0 || args.iterations < 1) throw CliError("--warmup must be >= 0 and --iterations >= 1");
+  return args;
+}
+
+struct ModelHandle {
+  tsr_model* model = nullptr;
+  ~ModelHandle() { tsr_model_free(model); }
+};
+
+void load_model(const Args& args, ModelHandle& handle) {
+  tsr_options* options = nullptr;
+  check(tsr_options_create(&options));
+  std::unique_ptr<tsr_options, void (*)(tsr_options*)> guard(options, tsr_options_free);
+  check(tsr_options_set_threads(options, args.threads));
+  check(tsr_options_set_freeze_weights(options, args.keep_weights ? 0 : 1));
+  for (const auto& [name, dims] : args.shapes) check(tsr_options_set_input_shape(options, name.c_str(), dims.data(), dims.size()));
+  check(tsr_model_load(args.model.c_str(), options, &handle.model));
+}
+
+tsr_value_info input_info(const tsr_model* model, size_t i) {
+  tsr_value_info info{};
+  info.struct_size = sizeof(info);
+  check(tsr_model_input_info(model, i, &info));
+  return info;
+}
+
+tsr_value_info output_info(const tsr_model* model, size_t i) {
+  tsr_value_info info{};
+  info.struct_size = sizeof(info);
+  check(tsr_model_output_info(model, i, &info));
+  return info;
+}
+
+bool same_dtype(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
+
+std::string shape_text(const int64_t* shape, int ndim) {
+  if (ndim == 0) return "scalar";
+  std::string out;
+  for (int i = 0; i < ndim; ++i) out += (i ? "x" : "") + (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
+  return out;
+}
+
+/// Reads the --input files, or makes seeded random inputs, in model input order.
+std::vector<NpyArray> make_inputs(const Args& args, const tsr_model* model) {
+  std::vector<NpyArray> arrays;
+  std::mt19937_64 rng(args.seed);
+  std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+  std::map<std::string, bool> used;
+  for (size_t i = 0; i < tsr_model_input_count(model); ++i) {
+    tsr_value_info info = input_info(model, i);
+    auto it = args.inputs.find(info.name);
+    NpyArray array;
+    if (it != args.inputs.end()) {
+      used[it->first] = true;
+      array = tessera::tools::read_npy(it->second);
+      if (!same_dtype(array.dtype, info.dtype)) {
+        throw CliError("input '" + std::string(info.name) + "': " + it->second + " holds " +
+                       tessera::tools::dl_dtype_name(array.dtype) + ", the model expects " +
+                       tessera::tools::dl_dtype_name(info.dtype));
+      }
+    } else {
+      array.dtype = info.dtype;
+      array.shape.assign(info.shape, info.shape + info.ndim);
+      int64_t n = 1;
+      for (int64_t d : array.shape) n *= d;
+      array.data.assign(static_cast<size_t>(n) * tessera::tools::dl_dtype_size(info.dtype), 0);
+      if (info.dtype.code == kDLFloat && info.dtype.bits == 32) {
+        auto* p = reinterpret_cast<float*>(array.data.data());
+        for (int64_t k = 0; k < n; ++k) p[k] = static_cast<float>(uniform(rng));
+      } else if (info.dtype.code == kDLFloat && info.dtype.bits == 64) {
+        auto* p = reinterpret_cast<double*>(array.data.data());
+        for (int64_t k = 0; k < n; ++k) p[k] = uniform(rng);
+      }
+    }
+    arrays.push_back(std::move(array));
+  }
+  for (const auto& [name, file] : args.inputs) {
+    if (!used.count(name)) throw CliError("--input names '" + name + "', which is not an input of the model");
+  }
+  return arrays;
+}
+
+std::vector<DLTensor> as_dl(std::vector<NpyArray>& arrays) {
+  std::vector<DLTensor> out;
+  for (NpyArray& a : arrays) {
+    DLTensor t{};
+    t.data = a.data.data();
+    t.device = {kDLCPU, 0};
+    t.ndim = static_cast<int32_t>(a.shape.size());
+    t.dtype = a.dtype;
+    t.shape = a.shape.data();
+    out.push_back(t);
+  }
+  return out;
+}
+
+struct Outputs {
+  std::vector<DLManagedTensor*> tensors;
+  ~Outputs() {
+    for (DLManagedTensor* t : tensors) {
+      if (t && t->deleter) t->deleter(t);
+    }
+  }
+};
+
+std::string sanitize(const std::string& name) {
+  std::string out = name;
+  for (char& c : out) {
+    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+    if (!ok) c = '_';
+  }
+  if (out.empty() || out == "." || out == "..") out = "_" + out;
+  return out;
+}
+
+std::string summarize(const DLTensor& t) {
+  int64_t n = 1;
+  for (int i = 0; i < t.ndim; ++i) n *= t.shape[i];
+  char buffer[256] = "";
+  if (n > 0 && t.dtype.code == kDLFloat && (t.dtype.bits == 32 || t.dtype.bits == 64)) {
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double v = t.dtype.bits == 32 ? static_cast<const float*>(t.data)[i] : static_cast<const double*>(t.data)[i];
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+    }
+    std::snprintf(buffer, sizeof(buffer), " min %.6g max %.6g mean %.6g", lo, hi, sum / static_cast<double>(n));
+  } else if (n > 0 && (t.dtype.code == kDLInt || t.dtype.code == kDLUInt) && t.dtype.bits == 64) {
+    auto* p = static_cast<const int64_t*>(t.data);
+    std::snprintf(buffer, sizeof(buffer), " first %lld", static_cast<long long>(p[0]));
+  }
+  return buffer;
+}
+
+void print_placement(const tsr_model* model) {
+  std::map<std::string, int> per_backend;
+  size_t n = tsr_model_node_count(model);
+  std::cout << "placement (" << n << " nodes):\n";
+  for (size_t i = 0; i < n; ++i) {
+    const char *name, *op, *backend;
+    check(tsr_model_node_placement(model, i, &name, &op, &backend));
+    ++per_backend[backend];
+    std::cout << "  " << name << " (" << op << ") -> " << backend << "\n";
+  }
+  for (const auto& [backend, count] : per_backend) std::cout << "  total on " << backend << ": " << count << "\n";
+}
+
+int command_run(const Args& args) {
+  ModelHandle handle;
+  load_model(args, handle);
+  std::vector<NpyArray> arrays = make_inputs(args, handle.model);
+  std::vector<DLTensor> inputs = as_dl(arrays);
+  Outputs outputs;
+  size_t n_out = tsr_model_output_count(handle.model);
+  outputs.tensors.assign(n_out, nullptr);
+  check(tsr_model_run_alloc(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out));
+  if (!args.output_dir.empty()) std::filesystem::create_directories(args.output_dir);
+  for (size_t i = 0; i < n_out; ++i) {
+    tsr_value_info info = output_info(handle.model, i);
+    const DLTensor& t = outputs.tensors[i]->dl_tensor;
+    std::cout << "output " << info.name << ": " << tessera::tools::dl_dtype_name(t.dtype) << "["
+              << shape_text(t.shape, t.ndim) << "]" << summarize(t);
+    if (!args.output_dir.empty()) {
+      NpyArray a;
+      a.dtype = t.dtype;
+      a.shape.assign(t.shape, t.shape + t.ndim);
+      int64_t n = 1;
+      for (int64_t d : a.shape) n *= d;
+      const auto* p = static_cast<const unsigned char*>(t.data);
+      a.data.assign(p, p + static_cast<size_t>(n) * tessera::tools::dl_dtype_size(t.dtype));
+      std::string path = (std::filesystem::path(args.output_dir) / (sanitize(info.name) + ".npy")).string();
+      tessera::tools::write_npy(path, a);
+      std::cout << " -> " << path;
+    }
+    std::cout << "\n";
+  }
+  if (args.placement) print_placement(handle.model);
+  return 0;
+}
+
+int command_info(const Args& args) {
+  ModelHandle handle;
+  load_model(args, handle);
+  const tsr_model* model = handle.model;
+  std::cout << "model: " << args.model << "\n";
+  for (size_t i = 0; i < tsr_model_input_count(model); ++i) {
+    tsr_value_info info = input_info(model, i);
+    std::cout << "input  " << info.name << ": " << tessera::tools::dl_dtype_name(info.dtype) << "["
+              << shape_text(info.shape, info.ndim) << "]\n";
+  }
+  for (size_t i = 0; i < tsr_model_output_count(model); ++i) {
+    tsr_value_info info = output_info(model, i);
+    std::cout << "output " << info.name << ": " << tessera::tools::dl_dtype_name(info.dtype) << "["
+              << shape_text(info.shape, info.ndim) << "]\n";
+  }
+  std::map<std::string, int> histogram;
+  for (size_t i = 0; i < tsr_model_node_count(model); ++i) {
+    const char* op;
+    check(tsr_model_node_placement(model, i, nullptr, &op, nullptr));
+    ++histogram[op];
+  }
+  std::vector<std::pair<int, std::string>> sorted;
+  for (const auto& [op, count] : histogram) sorted.emplace_back(-count, op);
+  std::sort(sorted.begin(), sorted.end());
+  std::cout << "nodes: " << tsr_model_node_count(model) << "\n";
+  for (const auto& [count, op] : sorted) std::cout << "  " << op << ": " << -count << "\n";
+  std::cout << "parameters: " << tsr_model_parameter_count(model) << "\n";
+  std::cout << "constant bytes: " << tsr_model_constant_bytes(model) << "\n";
+  std::cout << "arena bytes (peak per run): " << tsr_model_arena_bytes(model) << "\n";
+  return 0;
+}
+
+int command_bench(const Args& args) {
+  ModelHandle handle;
+  load_model(args, handle);
+  std::vector<NpyArray> arrays = make_inputs(args, handle.model);
+  std::vector<DLTensor> inputs = as_dl(arrays);
+  size_t n_out = tsr_model_output_count(handle.model);
+  std::vector<double> times;
+  for (int i = 0; i < args.warmup + args.iterations; ++i) {
+    Outputs outputs;
+    outputs.tensors.assign(n_out, nullptr);
+    auto start = std::chrono::steady_clock::now();
+    check(tsr_model_run_alloc(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out));
+    auto end = std::chrono::steady_clock::now();
+    if (i >= args.warmup) times.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  auto pct = [&](double p) {
+    double pos = p * static_cast<double>(times.size() - 1);
+    size_t lo = static_cast<size_t>(pos);
+    size_t hi = std::min(lo + 1, times.size() - 1);
+    return times[lo] + (times[hi] - times[lo]) * (pos - static_cast<double>(lo));
+  };
+  if (args.json) {
+    std::printf("{\"model\": \"%s\", \"threads\": %d, \"warmup\": %d, \"iterations\": %d, \"median_ms\": %.4f, "
+                "\"p10_ms\": %.4f, \"p90_ms\": %.4f, \"min_ms\": %.4f, \"max_ms\": %.4f}\n",
+                args.model.c_str(), args.threads, args.warmup, args.iterations, pct(0.5), pct(0.1), pct(0.9),
+                times.front(), times.back());
+  } else {
+    std::printf("%s: threads %d, %d iterations: median %.3f ms, p10 %.3f ms, p90 %.3f ms\n", args.model.c_str(),
+                args.threads, args.iterations, pct(0.5), pct(0.1), pct(0.9));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Args args = parse_args(argc, argv);
+    if (args.command == "run") return command_run(args);
+    if (args.command == "info") return command_info(args);
+    if (args.command == "bench") return command_bench(args);
+    throw CliError("unknown command '" + args.command + "'\n" + kUsage);
+  } catch (const std::exception& e) {
+    std::cerr << "tessera: error: " << e.what() << "\n";
+    return 1;
+  }
+}
