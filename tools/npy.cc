@@ -67,7 +67,10 @@ NpyArray read_npy(const std::string& path) {
   if (!file) fail(path, "cannot open");
   std::ostringstream buffer;
   buffer << file.rdbuf();
-  const std::string bytes = buffer.str();
+  return parse_npy(buffer.str(), path);
+}
+
+NpyArray parse_npy(const std::string& bytes, const std::string& path) {
   if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0) fail(path, "not a .npy file");
   int major = static_cast<unsigned char>(bytes[6]);
   size_t header_len, header_start;
@@ -110,6 +113,7 @@ NpyArray read_npy(const std::string& path) {
     try {
       int64_t d = std::stoll(item.substr(a));
       if (d < 0) fail(path, "negative dimension in npy shape");
+      if (d > 0 && count > (int64_t{1} << 40) / d) fail(path, "npy shape is too large");
       array.shape.push_back(d);
       count *= d;
     } catch (const std::logic_error&) {

@@ -18,6 +18,8 @@ struct NpyArray {
 };
 
 NpyArray read_npy(const std::string& path);
+/// Parses the bytes of a .npy file; `name` is used in error messages.
+NpyArray parse_npy(const std::string& bytes, const std::string& name);
 void write_npy(const std::string& path, const NpyArray& array);
 /// Bytes per element of a DLPack dtype.
 size_t dl_dtype_size(DLDataType dtype);

@@ -65,7 +65,8 @@ std::string read_external(const onnx::TensorProto& proto, const std::string& bas
                      " fall outside '", path.string(), "' (", file_size, " bytes)");
   }
   if (static_cast<size_t>(length) != expected) {
-    throw_user_error("tensor '", proto.name(), "': external data has ", length, " bytes, the shape needs ", expected);
+    throw_user_error("tensor '", proto.name(), "': external data in '", path.string(), "' has ", length,
+                     " bytes from offset ", offset, ", the shape needs ", expected);
   }
   std::string data(static_cast<size_t>(length), '\0');
   file.seekg(offset);

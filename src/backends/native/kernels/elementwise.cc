@@ -1,73 +1,159 @@
-// Native kernels of element-wise ops. Binary ops broadcast with numpy rules.
-#include <algorithm>
+// Native kernels of element-wise ops: the broadcast planner shared by the
+// element-wise kernel files, the data-movement ops (Cast, CastLike, Identity,
+// Dropout in inference mode) and the family's registration. The math lives in
+// elementwise_unary.cc, elementwise_activation.cc, elementwise_binary.cc and
+// elementwise_variadic.cc.
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "backends/native/dispatch.h"
 #include "backends/native/kernel.h"
-#include "ir/shape_util.h"
+#include "backends/native/kernels/elementwise_internal.h"
 
 namespace tessera::native {
+namespace elementwise {
+
+BroadcastPlan plan_broadcast(const std::vector<Shape>& inputs, const Shape& output) {
+  const size_t count = inputs.size();
+  if (count > 64) throw_internal_error("plan_broadcast: ", count, " inputs, at most 64");
+  const size_t rank = output.size();
+  struct Dim {
+    int64_t size;
+    uint64_t broadcast_mask;  // bit i: input i repeats along this dim
+  };
+  std::vector<Dim> dims;
+  for (size_t d = 0; d < rank; ++d) {
+    if (output[d] == 1) continue;  // size-1 dims do not move any offset
+    uint64_t mask = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const Shape& s = inputs[i];
+      const size_t pad = rank - s.size();
+      if (s.size() > rank) throw_internal_error("plan_broadcast: input rank ", s.size(), " above output rank ", rank);
+      int64_t size = d >= pad ? s[d - pad] : 1;
+      if (size == 1) {
+        mask |= uint64_t{1} << i;
+      } else if (size != output[d]) {
+        throw_internal_error("plan_broadcast: ", shape_to_string(s), " does not broadcast to ", shape_to_string(output));
+      }
+    }
+    if (!dims.empty() && dims.back().broadcast_mask == mask) {
+      dims.back().size *= output[d];
+    } else {
+      dims.push_back({output[d], mask});
+    }
+  }
+  if (dims.empty()) dims.push_back({1, 0});
+
+  BroadcastPlan plan;
+  plan.numel = shape_numel(output);
+  plan.inner = dims.back().size;
+  plan.outer_dims.reserve(dims.size() - 1);
+  for (size_t d = 0; d + 1 < dims.size(); ++d) plan.outer_dims.push_back(dims[d].size);
+  plan.outer_strides.assign(count, std::vector<int64_t>(plan.outer_dims.size(), 0));
+  plan.inner_steps.assign(count, 0);
+  for (size_t i = 0; i < count; ++i) {
+    int64_t running = 1;
+    for (size_t d = dims.size(); d-- > 0;) {
+      const bool repeats = (dims[d].broadcast_mask >> i) & 1;
+      const int64_t stride = repeats ? 0 : running;
+      if (!repeats) running *= dims[d].size;
+      if (d + 1 == dims.size()) {
+        plan.inner_steps[i] = stride;
+      } else {
+        plan.outer_strides[i][d] = stride;
+      }
+    }
+  }
+  return plan;
+}
+
+void BroadcastPlan::row_offsets(int64_t row, int64_t* offsets) const {
+  const size_t count = inner_steps.size();
+  for (size_t i = 0; i < count; ++i) offsets[i] = 0;
+  for (size_t d = outer_dims.size(); d-- > 0;) {
+    const int64_t index = row % outer_dims[d];
+    row /= outer_dims[d];
+    for (size_t i = 0; i < count; ++i) offsets[i] += index * outer_strides[i][d];
+  }
+}
+
+}  // namespace elementwise
+
 namespace {
 
-void relu_kernel(KernelContext& ctx) {
-  const TensorView& x = ctx.input(0);
-  const TensorView& y = ctx.output(0);
-  dispatch_numeric(x.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T* in = x.as<T>();
-    T* out = y.as<T>();
-    ctx.pool().parallel_for(x.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) out[i] = std::max(in[i], T(0));
+using namespace elementwise;
+
+/// Float to integer conversion without undefined behaviour: NaN gives 0 and
+/// out-of-range values saturate (ONNX leaves these cases undefined).
+template <typename Out, typename In>
+Out convert_value(In v) {
+  if constexpr (std::is_integral_v<Out> && !std::is_same_v<Out, bool> && std::is_floating_point_v<In>) {
+    if (std::isnan(v)) return Out(0);
+    if (v <= static_cast<In>(std::numeric_limits<Out>::lowest())) return std::numeric_limits<Out>::lowest();
+    if (v >= static_cast<In>(std::numeric_limits<Out>::max())) return std::numeric_limits<Out>::max();
+    return static_cast<Out>(v);
+  } else {
+    // double to float16 goes through float (store's rule): it can round twice,
+    // which only changes exact ties.
+    return store<Out>(v);
+  }
+}
+
+void cast_view(ThreadPool& pool, const TensorView& x, const TensorView& y) {
+  if (x.dtype == y.dtype) {
+    if (x.nbytes()) std::memcpy(y.data, x.data, x.nbytes());
+    return;
+  }
+  dispatch_all(x.dtype, [&](auto in_tag) {
+    using In = decltype(in_tag);
+    dispatch_all(y.dtype, [&](auto out_tag) {
+      using Out = decltype(out_tag);
+      const In* in = x.as<In>();
+      Out* out = y.as<Out>();
+      pool.parallel_for(x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) out[i] = convert_value<Out>(load(in[i]));
+      });
     });
   });
 }
 
-/// Applies op over the broadcast of a and b into y.
-template <typename T, typename R, typename Op>
-void broadcast_binary(const TensorView& a, const TensorView& b, const TensorView& y, Op op) {
-  const T* pa = a.as<T>();
-  const T* pb = b.as<T>();
-  R* py = y.as<R>();
-  const int64_t n = y.numel();
-  if (a.shape == b.shape) {
-    for (int64_t i = 0; i < n; ++i) py[i] = op(pa[i], pb[i]);
-    return;
-  }
-  if (b.numel() == 1) {
-    T s = pb[0];
-    for (int64_t i = 0; i < n; ++i) py[i] = op(pa[i], s);
-    return;
-  }
-  const size_t rank = y.shape.size();
-  std::vector<int64_t> sa = broadcast_strides(a.shape, y.shape);
-  std::vector<int64_t> sb = broadcast_strides(b.shape, y.shape);
-  std::vector<int64_t> index(rank, 0);
-  int64_t oa = 0, ob = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    py[i] = op(pa[oa], pb[ob]);
-    for (size_t d = rank; d-- > 0;) {
-      oa += sa[d];
-      ob += sb[d];
-      if (++index[d] < y.shape[d]) break;
-      oa -= sa[d] * y.shape[d];
-      ob -= sb[d] * y.shape[d];
-      index[d] = 0;
-    }
-  }
+void cast_kernel(KernelContext& ctx) { cast_view(ctx.pool(), ctx.input(0), ctx.output(0)); }
+
+void copy_kernel(KernelContext& ctx) {
+  const TensorView& x = ctx.input(0);
+  if (x.nbytes()) std::memcpy(ctx.output(0).data, x.data, x.nbytes());
 }
 
-void add_kernel(KernelContext& ctx) {
-  dispatch_numeric(ctx.input(0).dtype, [&](auto tag) {
-    using T = decltype(tag);
-    broadcast_binary<T, T>(ctx.input(0), ctx.input(1), ctx.output(0), [](T x, T y) { return static_cast<T>(x + y); });
-  });
+void dropout_kernel(KernelContext& ctx) {
+  // Inference only: training_mode (opset 12+) must be false; the schema
+  // rejects a constant true, this catches one fed at run time.
+  if (ctx.has_input(2) && ctx.input(2).numel() > 0 && view_double_at(ctx.input(2), 0) != 0) {
+    throw_unsupported(ctx.node().describe(), ": training_mode=true (random dropout) is not supported");
+  }
+  copy_kernel(ctx);
+  if (ctx.has_output(1)) {
+    const TensorView& mask = ctx.output(1);
+    dispatch_all(mask.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      T* out = mask.as<T>();
+      const T one = store<T>(1.0f);
+      for (int64_t i = 0; i < mask.numel(); ++i) out[i] = one;
+    });
+  }
 }
 
 }  // namespace
 
 void register_elementwise_kernels(KernelRegistry& registry) {
-  registry.add({.op_type = "Relu", .run = relu_kernel});
-  registry.add({.op_type = "Add", .run = add_kernel});
+  register_unary_kernels(registry);
+  register_activation_kernels(registry);
+  register_binary_kernels(registry);
+  register_variadic_kernels(registry);
+  registry.add({.op_type = "Cast", .run = cast_kernel});
+  registry.add({.op_type = "CastLike", .run = cast_kernel});
+  registry.add({.op_type = "Identity", .run = copy_kernel});
+  registry.add({.op_type = "Dropout", .run = dropout_kernel});
 }
 
 }  // namespace tessera::native

@@ -1,0 +1,218 @@
+// Shared machinery of the element-wise kernels (elementwise*.cc):
+//  - Float16 / BFloat16 element types that compute through float, so one
+//    generic lambda serves every floating dtype;
+//  - dtype dispatch over all numeric types (and bool);
+//  - a parallel unary map and broadcasting binary / n-ary loops with fast
+//    paths for same-shape, scalar and trailing-dimension broadcasts.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "backends/native/kernel.h"
+#include "ir/dtype.h"
+#include "ir/error.h"
+#include "ir/tensor.h"
+
+namespace tessera::native::elementwise {
+
+/// Elements per parallel chunk: element-wise loops are memory bound, so chunks
+/// only need to be big enough to amortise the hand-off to a worker.
+constexpr int64_t kGrain = 1 << 14;
+
+struct Float16 {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+
+template <typename T>
+constexpr bool kIsReduced = std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
+
+/// The type arithmetic on T is done in: float for the 16-bit floats, T otherwise.
+template <typename T>
+using Compute = std::conditional_t<kIsReduced<T>, float, T>;
+
+template <typename T>
+inline Compute<T> load(T v) {
+  if constexpr (std::is_same_v<T, Float16>) {
+    return half_to_float(v.bits);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return bfloat16_to_float(v.bits);
+  } else {
+    return v;
+  }
+}
+
+/// Converts a computed value into element type T.
+template <typename T, typename C>
+inline T store(C v) {
+  if constexpr (std::is_same_v<T, Float16>) {
+    return Float16{float_to_half(static_cast<float>(v))};
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return BFloat16{float_to_bfloat16(static_cast<float>(v))};
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v != C(0);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+template <typename T>
+constexpr bool kIsFloat = std::is_floating_point_v<T> || kIsReduced<T>;
+
+/// Calls fn(T{}) for float32, float64, float16 and bfloat16.
+template <typename Fn>
+decltype(auto) dispatch_floats(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(float{});
+    case DType::kFloat64: return fn(double{});
+    case DType::kFloat16: return fn(Float16{});
+    case DType::kBFloat16: return fn(BFloat16{});
+    default: throw_unsupported("dtype ", dtype_name(dtype), " is not supported here (floating types are)");
+  }
+}
+
+/// Calls fn(T{}) for every integer type.
+template <typename Fn>
+decltype(auto) dispatch_integers(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kInt8: return fn(int8_t{});
+    case DType::kInt16: return fn(int16_t{});
+    case DType::kInt32: return fn(int32_t{});
+    case DType::kInt64: return fn(int64_t{});
+    case DType::kUInt8: return fn(uint8_t{});
+    case DType::kUInt16: return fn(uint16_t{});
+    case DType::kUInt32: return fn(uint32_t{});
+    case DType::kUInt64: return fn(uint64_t{});
+    default: throw_unsupported("dtype ", dtype_name(dtype), " is not supported here (integer types are)");
+  }
+}
+
+/// Calls fn(T{}) for every float and integer type.
+template <typename Fn>
+decltype(auto) dispatch_numbers(DType dtype, Fn&& fn) {
+  if (dtype_is_float(dtype)) return dispatch_floats(dtype, std::forward<Fn>(fn));
+  return dispatch_integers(dtype, std::forward<Fn>(fn));
+}
+
+/// Calls fn(T{}) for every numeric type and bool.
+template <typename Fn>
+decltype(auto) dispatch_all(DType dtype, Fn&& fn) {
+  if (dtype == DType::kBool) return fn(bool{});
+  return dispatch_numbers(dtype, std::forward<Fn>(fn));
+}
+
+/// y[i] = op(x[i]) in parallel; op takes and returns compute values.
+template <typename In, typename Out, typename Op>
+void map_unary(ThreadPool& pool, const TensorView& x, const TensorView& y, Op op) {
+  const In* in = x.as<In>();
+  Out* out = y.as<Out>();
+  pool.parallel_for(x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = store<Out>(op(load(in[i])));
+  });
+}
+
+/// The output of a broadcast seen as rows: `outer` dims (iterated with
+/// per-input strides) times a contiguous inner run in which each input either
+/// advances (step 1) or repeats one element (step 0). Adjacent dims with the
+/// same broadcast pattern are merged first, so a per-channel bias over NCHW
+/// becomes rows of H*W with the bias fixed per row.
+struct BroadcastPlan {
+  std::vector<int64_t> outer_dims;
+  std::vector<std::vector<int64_t>> outer_strides;  // [input][outer dim]
+  std::vector<int64_t> inner_steps;                 // [input], 0 or 1
+  int64_t inner = 1;
+  int64_t numel = 0;
+
+  /// Element offset of each input at the start of row `row`.
+  void row_offsets(int64_t row, int64_t* offsets) const;
+};
+
+/// Plans reading each of `inputs` broadcast to `output`.
+BroadcastPlan plan_broadcast(const std::vector<Shape>& inputs, const Shape& output);
+
+/// Calls fn(offsets, count, out_offset) over [0, numel) in parallel, one call
+/// per contiguous run of at most one row.
+template <typename Fn>
+void for_each_run(ThreadPool& pool, const BroadcastPlan& plan, Fn fn) {
+  const size_t k = plan.inner_steps.size();
+  pool.parallel_for(plan.numel, kGrain, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> offsets(k);
+    int64_t pos = begin;
+    while (pos < end) {
+      int64_t row = pos / plan.inner;
+      int64_t col = pos % plan.inner;
+      plan.row_offsets(row, offsets.data());
+      for (size_t i = 0; i < k; ++i) offsets[i] += col * plan.inner_steps[i];
+      int64_t count = std::min(plan.inner - col, end - pos);
+      fn(offsets.data(), count, pos);
+      pos += count;
+    }
+  });
+}
+
+/// y = op(a, b) with numpy broadcasting of a and b to y's shape. op takes
+/// compute values of A and B and returns a value stored as R.
+template <typename A, typename B, typename R, typename Op>
+void broadcast_binary(ThreadPool& pool, const TensorView& a, const TensorView& b, const TensorView& y, Op op) {
+  const A* pa = a.as<A>();
+  const B* pb = b.as<B>();
+  R* py = y.as<R>();
+  BroadcastPlan plan = plan_broadcast({a.shape, b.shape}, y.shape);
+  const int64_t step_a = plan.inner_steps[0];
+  const int64_t step_b = plan.inner_steps[1];
+  // The four step combinations get their own loops so that the common ones
+  // (both advance; one is fixed) compile to plain vectorisable loops.
+  for_each_run(pool, plan, [&](const int64_t* offsets, int64_t count, int64_t out_pos) {
+    const A* ra = pa + offsets[0];
+    const B* rb = pb + offsets[1];
+    R* ry = py + out_pos;
+    if (step_a && step_b) {
+      for (int64_t i = 0; i < count; ++i) ry[i] = store<R>(op(load(ra[i]), load(rb[i])));
+    } else if (step_a) {
+      const auto vb = load(rb[0]);
+      for (int64_t i = 0; i < count; ++i) ry[i] = store<R>(op(load(ra[i]), vb));
+    } else if (step_b) {
+      const auto va = load(ra[0]);
+      for (int64_t i = 0; i < count; ++i) ry[i] = store<R>(op(va, load(rb[i])));
+    } else {
+      const R v = store<R>(op(load(ra[0]), load(rb[0])));
+      for (int64_t i = 0; i < count; ++i) ry[i] = v;
+    }
+  });
+}
+
+/// Plain reference of broadcast_binary (index arithmetic per element), for tests.
+template <typename A, typename B, typename R, typename Op>
+void broadcast_binary_reference(const TensorView& a, const TensorView& b, const TensorView& y, Op op) {
+  const size_t rank = y.shape.size();
+  auto offset_of = [&](const Shape& shape, int64_t flat) {
+    // Walk output dims from the innermost; dims of size 1 in `shape` read index 0.
+    int64_t offset = 0, stride = 1;
+    for (size_t d = rank; d-- > 0;) {
+      int64_t index = flat % y.shape[d];
+      flat /= y.shape[d];
+      const int64_t from_end = static_cast<int64_t>(rank - d);
+      if (from_end <= static_cast<int64_t>(shape.size())) {
+        int64_t size = shape[shape.size() - static_cast<size_t>(from_end)];
+        if (size != 1) offset += index * stride;
+        stride *= size;
+      }
+    }
+    return offset;
+  };
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    y.as<R>()[i] = store<R>(op(load(a.as<A>()[offset_of(a.shape, i)]), load(b.as<B>()[offset_of(b.shape, i)])));
+  }
+}
+
+// Registration of the kernel groups (one per file), called from elementwise.cc.
+void register_unary_kernels(KernelRegistry& registry);
+void register_activation_kernels(KernelRegistry& registry);
+void register_binary_kernels(KernelRegistry& registry);
+void register_variadic_kernels(KernelRegistry& registry);
+
+}  // namespace tessera::native::elementwise

@@ -1,0 +1,291 @@
+// Bad input is a test subject: every malformed model, unknown op, bad dtype,
+// missing initializer, inconsistent shape or bad run-time input must give a
+// clear user error (naming node, op and value) through the C API, never an
+// abort. Models are built here with the ONNX protobuf API.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tessera/tessera.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class ErrorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tessera_error_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& bytes) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  std::string write_model(const onnx::ModelProto& model, const std::string& name = "model.onnx") {
+    return write(name, model.SerializeAsString());
+  }
+
+  /// Loads `path`; expects failure with `code` and a message containing each of `parts`.
+  void expect_load_error(const std::string& path, tsr_status_code code, std::initializer_list<const char*> parts) {
+    tsr_model* model = nullptr;
+    tsr_status* status = tsr_model_load(path.c_str(), nullptr, &model);
+    ASSERT_NE(status, nullptr) << "loading succeeded but should not";
+    EXPECT_EQ(model, nullptr);
+    EXPECT_EQ(tsr_status_code_of(status), code) << tsr_status_message(status);
+    std::string message = tsr_status_message(status);
+    for (const char* part : parts) EXPECT_NE(message.find(part), std::string::npos) << "message: " << message;
+    tsr_status_free(status);
+  }
+
+  fs::path dir_;
+};
+
+void set_type(onnx::ValueInfoProto* v, const std::string& name, int elem_type, std::initializer_list<int64_t> dims) {
+  v->set_name(name);
+  auto* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem_type);
+  auto* shape = t->mutable_shape();
+  for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+}
+
+/// x[2,3] -> op -> y
+onnx::ModelProto unary_model(const std::string& op, int opset = 13) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(opset);
+  auto* g = model.mutable_graph();
+  g->set_name("g");
+  set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+  set_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
+  auto* n = g->add_node();
+  n->set_name("the_node");
+  n->set_op_type(op);
+  n->add_input("x");
+  n->add_output("y");
+  return model;
+}
+
+TEST_F(ErrorTest, MissingFile) {
+  expect_load_error((dir_ / "nope.onnx").string(), TSR_INVALID_ARGUMENT, {"cannot open", "nope.onnx"});
+}
+
+TEST_F(ErrorTest, GarbageBytes) {
+  expect_load_error(write("garbage.onnx", std::string("\xff\xfe\x00\x13garbage\x01\x02", 14)), TSR_INVALID_ARGUMENT,
+                    {"garbage.onnx"});
+}
+
+TEST_F(ErrorTest, EmptyFile) {
+  expect_load_error(write("empty.onnx", ""), TSR_INVALID_ARGUMENT, {"no graph"});
+}
+
+TEST_F(ErrorTest, EveryTruncationIsAUserError) {
+  std::string bytes = unary_model("Relu").SerializeAsString();
+  for (size_t len = 0; len < bytes.size(); ++len) {
+    std::string path = write("truncated.onnx", bytes.substr(0, len));
+    tsr_model* model = nullptr;
+    tsr_status* status = tsr_model_load(path.c_str(), nullptr, &model);
+    if (status) {
+      EXPECT_NE(tsr_status_code_of(status), TSR_INTERNAL) << "length " << len << ": " << tsr_status_message(status);
+      tsr_status_free(status);
+    }
+    tsr_model_free(model);
+  }
+}
+
+TEST_F(ErrorTest, UnknownOpNamesNodeOpAndOpset) {
+  expect_load_error(write_model(unary_model("FancyNewOp")), TSR_UNSUPPORTED, {"the_node", "FancyNewOp", "opset 13"});
+}
+
+TEST_F(ErrorTest, OpsetTooNew) {
+  expect_load_error(write_model(unary_model("Relu", 99)), TSR_UNSUPPORTED, {"opset 99"});
+}
+
+TEST_F(ErrorTest, MissingInitializerNamesTheValue) {
+  onnx::ModelProto model = unary_model("Add");
+  model.mutable_graph()->mutable_node(0)->add_input("bias_that_does_not_exist");
+  expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"the_node", "Add", "bias_that_does_not_exist"});
+}
+
+TEST_F(ErrorTest, UnsupportedDtype) {
+  onnx::ModelProto model = unary_model("Relu");
+  model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::STRING);
+  expect_load_error(write_model(model), TSR_UNSUPPORTED, {"'x'", "string"});
+}
+
+TEST_F(ErrorTest, InconsistentShapes) {
+  onnx::ModelProto model = unary_model("Add");
+  auto* g = model.mutable_graph();
+  set_type(g->add_input(), "z", onnx::TensorProto::FLOAT, {4, 5});
+  g->mutable_node(0)->add_input("z");
+  expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"the_node", "Add", "2x3", "4x5"});
+}
+
+TEST_F(ErrorTest, RawDataOfWrongSize) {
+  onnx::ModelProto model = unary_model("Add");
+  auto* g = model.mutable_graph();
+  auto* init = g->add_initializer();
+  init->set_name("w");
+  init->set_data_type(onnx::TensorProto::FLOAT);
+  init->add_dims(2);
+  init->add_dims(3);
+  init->set_raw_data(std::string(7, '\0'));
+  g->mutable_node(0)->add_input("w");
+  expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"'w'", "7 bytes"});
+}
+
+TEST_F(ErrorTest, ExternalDataCannotLeaveTheModelFolder) {
+  onnx::ModelProto model = unary_model("Add");
+  auto* g = model.mutable_graph();
+  auto* init = g->add_initializer();
+  init->set_name("w");
+  init->set_data_type(onnx::TensorProto::FLOAT);
+  init->add_dims(2);
+  init->add_dims(3);
+  init->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* entry = init->add_external_data();
+  entry->set_key("location");
+  entry->set_value("../../etc/passwd");
+  g->mutable_node(0)->add_input("w");
+  expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"'w'", "leaves the model's folder"});
+}
+
+TEST_F(ErrorTest, ExternalDataOutOfRange) {
+  write("weights.bin", std::string(16, '\0'));
+  onnx::ModelProto model = unary_model("Add");
+  auto* g = model.mutable_graph();
+  auto* init = g->add_initializer();
+  init->set_name("w");
+  init->set_data_type(onnx::TensorProto::FLOAT);
+  init->add_dims(2);
+  init->add_dims(3);
+  init->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* loc = init->add_external_data();
+  loc->set_key("location");
+  loc->set_value("weights.bin");
+  auto* off = init->add_external_data();
+  off->set_key("offset");
+  off->set_value("8");
+  g->mutable_node(0)->add_input("w");
+  expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"'w'", "weights.bin"});
+}
+
+TEST_F(ErrorTest, ExternalDataLoads) {
+  float values[6] = {1, 2, 3, 4, 5, 6};
+  write("weights.bin", std::string("pad!") + std::string(reinterpret_cast<const char*>(values), sizeof(values)));
+  onnx::ModelProto model = unary_model("Add");
+  auto* g = model.mutable_graph();
+  auto* init = g->add_initializer();
+  init->set_name("w");
+  init->set_data_type(onnx::TensorProto::FLOAT);
+  init->add_dims(2);
+  init->add_dims(3);
+  init->set_data_location(onnx::TensorProto::EXTERNAL);
+  for (auto [k, v] : {std::pair{"location", "weights.bin"}, std::pair{"offset", "4"}, std::pair{"length", "24"}}) {
+    auto* e = init->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  g->mutable_node(0)->add_input("w");
+  tsr_model* m = nullptr;
+  tsr_status* status = tsr_model_load(write_model(model).c_str(), nullptr, &m);
+  ASSERT_EQ(status, nullptr) << tsr_status_message(status);
+  float x[6] = {0, 0, 0, 1, 1, 1}, y[6] = {};
+  int64_t shape[2] = {2, 3};
+  DLTensor in{x, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  DLTensor out{y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  ASSERT_EQ(tsr_model_run(m, &in, 1, &out, 1), nullptr);
+  EXPECT_EQ(y[0], 1);
+  EXPECT_EQ(y[5], 7);
+  tsr_model_free(m);
+}
+
+TEST_F(ErrorTest, RunTimeInputErrors) {
+  tsr_model* m = nullptr;
+  ASSERT_EQ(tsr_model_load(write_model(unary_model("Relu")).c_str(), nullptr, &m), nullptr);
+  float x[12] = {}, y[6] = {};
+  int64_t good[2] = {2, 3}, bad[2] = {3, 4};
+  DLTensor out{y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, good, nullptr, 0};
+  struct Case {
+    DLTensor input;
+    const char* expect;
+  } cases[] = {
+      {{x, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, bad, nullptr, 0}, "input 'x': expected float32[2x3], got float32[3x4]"},
+      {{x, {kDLCPU, 0}, 2, {kDLInt, 64, 1}, good, nullptr, 0}, "input 'x': expected float32[2x3], got int64[2x3]"},
+      {{x, {kDLCUDA, 0}, 2, {kDLFloat, 32, 1}, good, nullptr, 0}, "only CPU tensors"},
+      {{x, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, nullptr, nullptr, 0}, "shape is NULL"},
+  };
+  for (const Case& c : cases) {
+    tsr_status* status = tsr_model_run(m, &c.input, 1, &out, 1);
+    ASSERT_NE(status, nullptr);
+    EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(tsr_status_message(status)).find(c.expect), std::string::npos) << tsr_status_message(status);
+    tsr_status_free(status);
+  }
+  DLTensor good_in{x, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, good, nullptr, 0};
+  tsr_status* status = tsr_model_run(m, &good_in, 2, &out, 1);
+  ASSERT_NE(status, nullptr);
+  EXPECT_NE(std::string(tsr_status_message(status)).find("1 inputs but 2"), std::string::npos);
+  tsr_status_free(status);
+  DLTensor bad_out{y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, bad, nullptr, 0};
+  status = tsr_model_run(m, &good_in, 1, &bad_out, 1);
+  ASSERT_NE(status, nullptr);
+  EXPECT_NE(std::string(tsr_status_message(status)).find("output 'y'"), std::string::npos);
+  tsr_status_free(status);
+  EXPECT_EQ(tsr_model_run(m, &good_in, 1, &out, 1), nullptr);
+  tsr_model_free(m);
+}
+
+TEST_F(ErrorTest, NullArgumentsAreErrorsNotCrashes) {
+  tsr_model* m = nullptr;
+  tsr_status* status = tsr_model_load(nullptr, nullptr, &m);
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT);
+  tsr_status_free(status);
+  status = tsr_model_run(nullptr, nullptr, 0, nullptr, 0);
+  ASSERT_NE(status, nullptr);
+  tsr_status_free(status);
+}
+
+TEST_F(ErrorTest, CycleOrUnproducedValue) {
+  onnx::ModelProto model = unary_model("Relu");
+  auto* g = model.mutable_graph();
+  g->mutable_node(0)->set_input(0, "loop_b");
+  auto* n2 = g->add_node();
+  n2->set_name("second");
+  n2->set_op_type("Relu");
+  n2->add_input("y");
+  n2->add_output("loop_b");
+  expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"loop_b", "cycle"});
+}
+
+TEST_F(ErrorTest, UnboundSymbolicDimension) {
+  onnx::ModelProto model = unary_model("Relu");
+  auto* dim = model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0);
+  dim->set_dim_param("batch");
+  expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"'x'", "batch", "--input-shape"});
+  // Binding it by name works.
+  tsr_options* options = nullptr;
+  ASSERT_EQ(tsr_options_create(&options), nullptr);
+  int64_t four = 4;
+  ASSERT_EQ(tsr_options_set_input_shape(options, "batch", &four, 1), nullptr);
+  tsr_model* m = nullptr;
+  tsr_status* status = tsr_model_load(write_model(model).c_str(), options, &m);
+  EXPECT_EQ(status, nullptr) << tsr_status_message(status);
+  tsr_value_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(tsr_model_input_info(m, 0, &info), nullptr);
+  EXPECT_EQ(info.shape[0], 4);
+  tsr_model_free(m);
+  tsr_options_free(options);
+}
+
+}  // namespace

@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""Exports PyTorch models with seeded random weights to ONNX, runs them in
+PyTorch and through `tessera run`, and checks that the outputs agree.
+
+Usage: /usr/bin/python3 tests/models/check_models.py --tessera build/tessera --work DIR MODEL [MODEL ...]
+       (MODEL: a name from MODELS below, or "all")
+
+Agreement: max |tessera - torch| <= 1e-4 * max(1, max |torch|), per output.
+Nothing is downloaded: torchvision models are built with weights=None.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+
+class AttentionEncoder(nn.Module):
+    """A BERT-style encoder written out by hand: token + position embeddings,
+    multi-head self-attention with a mask, LayerNorm, GELU feed-forward."""
+
+    def __init__(self, vocab=100, dim=64, heads=4, layers=2, ff=128, max_len=32):
+        super().__init__()
+        self.heads = heads
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(max_len, dim)
+        self.blocks = nn.ModuleList()
+        for _ in range(layers):
+            self.blocks.append(nn.ModuleDict({
+                "qkv": nn.Linear(dim, 3 * dim), "out": nn.Linear(dim, dim),
+                "ln1": nn.LayerNorm(dim), "ff1": nn.Linear(dim, ff), "ff2": nn.Linear(ff, dim),
+                "ln2": nn.LayerNorm(dim)}))
+        self.pool = nn.Linear(dim, dim)
+
+    def forward(self, ids, mask):
+        b, t = ids.shape
+        positions = torch.arange(t, device=ids.device).unsqueeze(0).expand(b, t)
+        x = self.tok(ids) + self.pos(positions)
+        bias = (1.0 - mask[:, None, None, :].to(x.dtype)) * -10000.0
+        for blk in self.blocks:
+            q, k, v = blk["qkv"](x).chunk(3, dim=-1)
+            d = q.shape[-1] // self.heads
+            q = q.reshape(b, t, self.heads, d).transpose(1, 2)
+            k = k.reshape(b, t, self.heads, d).transpose(1, 2)
+            v = v.reshape(b, t, self.heads, d).transpose(1, 2)
+            att = torch.softmax(q @ k.transpose(-1, -2) / d ** 0.5 + bias, dim=-1)
+            h = (att @ v).transpose(1, 2).reshape(b, t, -1)
+            x = blk["ln1"](x + blk["out"](h))
+            x = blk["ln2"](x + blk["ff2"](nn.functional.gelu(blk["ff1"](x))))
+        return x, torch.tanh(self.pool(x[:, 0]))
+
+
+def torchvision_model(name):
+    import torchvision
+    return getattr(torchvision.models, name)(weights=None)
+
+
+def torch_encoder():
+    layer = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, activation="gelu",
+                                       batch_first=True, dropout=0.0)
+    return nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+
+
+def image(shape=(1, 3, 224, 224)):
+    return lambda g: (torch.randn(*shape, generator=g),)
+
+
+# name -> (constructor, example-input maker, input names, opset)
+MODELS = {
+    "resnet18": (lambda: torchvision_model("resnet18"), image(), ["input"], 13),
+    "mobilenet_v2": (lambda: torchvision_model("mobilenet_v2"), image(), ["input"], 13),
+    "attention_encoder": (AttentionEncoder,
+                          lambda g: (torch.randint(0, 100, (2, 16), generator=g),
+                                     torch.cat([torch.ones(2, 12, dtype=torch.int64),
+                                                torch.zeros(2, 4, dtype=torch.int64)], dim=1)),
+                          ["ids", "mask"], 17),
+    "attention_encoder_opset13": (AttentionEncoder,
+                                  lambda g: (torch.randint(0, 100, (1, 16), generator=g),
+                                             torch.ones(1, 16, dtype=torch.int64)),
+                                  ["ids", "mask"], 13),
+    "torch_transformer_encoder": (torch_encoder, lambda g: (torch.randn(2, 10, 64, generator=g),), ["src"], 14),
+    "squeezenet1_0": (lambda: torchvision_model("squeezenet1_0"), image(), ["input"], 13),
+    "densenet121": (lambda: torchvision_model("densenet121"), image(), ["input"], 13),
+    "efficientnet_b0": (lambda: torchvision_model("efficientnet_b0"), image(), ["input"], 13),
+    "shufflenet_v2_x1_0": (lambda: torchvision_model("shufflenet_v2_x1_0"), image(), ["input"], 13),
+    "vgg11": (lambda: torchvision_model("vgg11"), image(), ["input"], 13),
+    "googlenet": (lambda: torchvision_model("googlenet"), image(), ["input"], 13),
+    "regnet_y_400mf": (lambda: torchvision_model("regnet_y_400mf"), image(), ["input"], 13),
+    "mnasnet0_5": (lambda: torchvision_model("mnasnet0_5"), image(), ["input"], 13),
+    "resnet50": (lambda: torchvision_model("resnet50"), image(), ["input"], 13),
+    "vit_b_16": (lambda: torchvision_model("vit_b_16"), image(), ["input"], 14),
+    "convnext_tiny": (lambda: torchvision_model("convnext_tiny"), image(), ["input"], 13),
+}
+DEFAULT = ["resnet18", "mobilenet_v2", "attention_encoder", "attention_encoder_opset13", "torch_transformer_encoder"]
+
+
+def export(name, work):
+    make, inputs_fn, input_names, opset = MODELS[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    g = torch.Generator().manual_seed(1)
+    inputs = inputs_fn(g)
+    with torch.no_grad():
+        expected = model(*inputs)
+    if isinstance(expected, torch.Tensor):
+        expected = (expected,)
+    folder = os.path.join(work, name)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.onnx")
+    output_names = ["output_%d" % i for i in range(len(expected))]
+    torch.onnx.export(model, inputs, path, opset_version=opset, input_names=input_names,
+                      output_names=output_names, do_constant_folding=True)
+    for n, t in zip(input_names, inputs):
+        np.save(os.path.join(folder, n + ".npy"), t.numpy())
+    return folder, path, input_names, output_names, [e.numpy() for e in expected]
+
+
+def check(name, tessera, work, threads):
+    t0 = time.time()
+    folder, path, input_names, output_names, expected = export(name, work)
+    out_dir = os.path.join(folder, "tessera_out")
+    cmd = [tessera, "run", path, "--output-dir", out_dir, "--threads", str(threads)]
+    for n in input_names:
+        cmd += ["--input", "%s=%s" % (n, os.path.join(folder, n + ".npy"))]
+    t1 = time.time()
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    t2 = time.time()
+    if result.returncode != 0:
+        print("FAIL %s: tessera exited %d: %s" % (name, result.returncode, result.stderr.strip()))
+        return False
+    ok = True
+    for out_name, ref in zip(output_names, expected):
+        got = np.load(os.path.join(out_dir, out_name + ".npy"))
+        if got.shape != ref.shape:
+            print("FAIL %s: %s has shape %s, torch gives %s" % (name, out_name, got.shape, ref.shape))
+            ok = False
+            continue
+        err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) if ref.size else 0.0
+        scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
+        status = "ok" if err <= 1e-4 * scale else "FAIL"
+        ok &= status == "ok"
+        print("%s %s %s: max abs error %.3g (output scale %.3g)" % (status, name, out_name, err, scale))
+    print("  export %.1fs, tessera run %.1fs" % (t1 - t0, t2 - t1))
+    return ok
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tessera", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("models", nargs="+")
+    args = parser.parse_args()
+    names = DEFAULT if args.models == ["all"] else args.models
+    torch.set_num_threads(1)
+    failed = [n for n in names if not check(n, os.path.abspath(args.tessera), args.work, args.threads)]
+    print("%d passed, %d failed" % (len(names) - len(failed), len(failed)))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
