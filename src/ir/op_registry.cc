@@ -16,6 +16,12 @@ const TensorType& InferContext::input_type(size_t i) const {
   return *input_types_[i];
 }
 
+std::string InferContext::input_label(size_t i) const {
+  std::string label = "input " + std::to_string(i);
+  if (i < input_names_.size() && !input_names_[i].empty()) label += " '" + input_names_[i] + "'";
+  return label;
+}
+
 std::optional<std::vector<int64_t>> InferContext::input_ints(size_t i) const {
   const TensorView* v = input_value(i);
   if (!v) return std::nullopt;

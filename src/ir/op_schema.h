@@ -17,9 +17,10 @@ namespace tessera {
 class InferContext {
  public:
   InferContext(const Node& node, std::vector<const TensorType*> input_types,
-               std::vector<const TensorView*> input_values, std::vector<TensorType>* outputs)
+               std::vector<const TensorView*> input_values, std::vector<TensorType>* outputs,
+               std::vector<std::string> input_names = {})
       : node_(node), input_types_(std::move(input_types)), input_values_(std::move(input_values)),
-        outputs_(outputs) {}
+        outputs_(outputs), input_names_(std::move(input_names)) {}
 
   const Node& node() const { return node_; }
   const AttributeMap& attrs() const { return node_.attrs; }
@@ -28,6 +29,8 @@ class InferContext {
   bool has_input(size_t i) const { return i < input_types_.size() && input_types_[i] != nullptr; }
   /// Throws a user error naming the node when input i is absent.
   const TensorType& input_type(size_t i) const;
+  /// "input 1 'bias'" (or "input 1" when names are not known), for messages.
+  std::string input_label(size_t i) const;
   DType input_dtype(size_t i) const { return input_type(i).dtype; }
   /// The value of input i when known, else nullptr.
   const TensorView* input_value(size_t i) const {
@@ -50,6 +53,7 @@ class InferContext {
   std::vector<const TensorType*> input_types_;
   std::vector<const TensorView*> input_values_;
   std::vector<TensorType>* outputs_;
+  std::vector<std::string> input_names_;
 };
 
 using InferFn = std::function<void(InferContext&)>;
@@ -79,6 +83,9 @@ struct OpSchema {
   InferFn infer;
   bool data_dependent_output = false;  // output shape depends on input values beyond what infer can see
   bool deterministic = true;           // false for random ops: never constant-folded
+  /// The outputs depend on the inputs' shapes only, never their data (Shape,
+  /// Size): folded whenever the input shapes are static, data or not.
+  bool reads_shapes_only = false;
 };
 
 class OpRegistry {

@@ -62,6 +62,13 @@ Tensor Tensor::from_view(const TensorView& view) {
   return copy;
 }
 
+Tensor Tensor::without_data(DType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
 int64_t view_int_at(const TensorView& v, int64_t i) {
   switch (v.dtype) {
     case DType::kInt64: return v.as<int64_t>()[i];

@@ -63,6 +63,9 @@ class Tensor {
   bool defined() const { return dtype_ != DType::kUndefined; }
 
   static Tensor from_view(const TensorView& view);  // deep copy
+  /// A tensor with a shape and no data (data() is null), for ops that read
+  /// only shapes (OpSchema::reads_shapes_only).
+  static Tensor without_data(DType dtype, Shape shape);
   /// Element i converted to int64 / double, for any numeric dtype.
   int64_t int_at(int64_t i) const;
   double double_at(int64_t i) const;

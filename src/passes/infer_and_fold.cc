@@ -40,29 +40,42 @@ void infer_and_fold(Graph& graph, const NodeEvaluator& evaluate) {
     std::vector<const TensorType*> input_types(node.inputs.size(), nullptr);
     std::vector<TensorView> value_views(node.inputs.size());
     std::vector<const TensorView*> input_values(node.inputs.size(), nullptr);
+    std::vector<std::string> input_names(node.inputs.size());
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (node.inputs[i] == kNoValue) continue;
       const Value& v = graph.value(node.inputs[i]);
       input_types[i] = &v.type;
+      input_names[i] = v.name;
       if (v.constant) {
         value_views[i] = v.constant->view();
         input_values[i] = &value_views[i];
       }
     }
     std::vector<TensorType> outputs(node.outputs.size());
-    InferContext ctx(node, input_types, input_values, &outputs);
+    InferContext ctx(node, input_types, input_values, &outputs, input_names);
     schema->infer(ctx);
 
-    bool fold = schema->deterministic && all_inputs_constant(graph, node);
+    // Fold when every input is constant, or when only input shapes matter and they are static.
+    bool shapes_suffice = schema->reads_shapes_only;
+    for (const TensorType* t : input_types) shapes_suffice &= t == nullptr || t->is_static();
+    bool fold = schema->deterministic && (all_inputs_constant(graph, node) || shapes_suffice);
     if (fold) {
       for (const TensorType& t : outputs) {
         if (t.is_static() && shape_numel(t.dims) * static_cast<int64_t>(dtype_size(t.dtype)) > kMaxFoldedBytes) fold = false;
       }
     }
     if (fold) {
+      std::vector<Tensor> shape_holders(node.inputs.size());
       std::vector<const Tensor*> inputs(node.inputs.size(), nullptr);
       for (size_t i = 0; i < node.inputs.size(); ++i) {
-        if (node.inputs[i] != kNoValue) inputs[i] = graph.value(node.inputs[i]).constant.get();
+        if (node.inputs[i] == kNoValue) continue;
+        const Value& v = graph.value(node.inputs[i]);
+        if (v.constant) {
+          inputs[i] = v.constant.get();
+        } else {
+          shape_holders[i] = Tensor::without_data(v.type.dtype, v.type.dims);
+          inputs[i] = &shape_holders[i];
+        }
       }
       std::vector<Tensor> results = evaluate(node, inputs);
       for (size_t i = 0; i < node.outputs.size(); ++i) {

@@ -50,6 +50,12 @@ std::vector<int64_t> resolve_pads(const Node& node, int64_t rank, const std::vec
 std::vector<int64_t> resolve_split(const Node& node, int64_t dim, size_t num_outputs,
                                    const std::optional<std::vector<int64_t>>& split);
 
+/// Shape's [start, end) over a rank after opset 15's clamping.
+std::pair<int64_t, int64_t> shape_op_range(const AttributeMap& attrs, int64_t rank);
+
+/// Transpose's permutation: the perm attribute, or reversed axes by default.
+std::vector<int64_t> transpose_perm(const Node& node, int64_t rank);
+
 /// Maps ONNX TensorProto element types (as in EyeLike's `dtype`) to DType.
 DType dtype_from_onnx_code(const Node& node, int64_t code);
 

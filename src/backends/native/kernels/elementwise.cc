@@ -126,9 +126,11 @@ void copy_kernel(KernelContext& ctx) {
 }
 
 void dropout_kernel(KernelContext& ctx) {
-  // Inference only: training_mode (opset 12+) must be false; the schema
-  // rejects a constant true, this catches one fed at run time.
-  if (ctx.has_input(2) && ctx.input(2).numel() > 0 && view_double_at(ctx.input(2), 0) != 0) {
+  // Inference only: training_mode (opset 12+) must be false, or the ratio 0
+  // (nothing dropped). The schema rejects constants; this catches fed values.
+  const bool training = ctx.has_input(2) && ctx.input(2).numel() > 0 && view_double_at(ctx.input(2), 0) != 0;
+  const bool zero_ratio = ctx.has_input(1) && ctx.input(1).numel() == 1 && view_double_at(ctx.input(1), 0) == 0;
+  if (training && !zero_ratio) {
     throw_unsupported(ctx.node().describe(), ": training_mode=true (random dropout) is not supported");
   }
   copy_kernel(ctx);

@@ -9,22 +9,6 @@
 namespace tessera::native::elementwise {
 namespace {
 
-template <typename Op>
-void float_unary(KernelContext& ctx, Op op) {
-  dispatch_floats(ctx.input(0).dtype, [&](auto tag) {
-    using T = decltype(tag);
-    map_unary<T, T>(ctx.pool(), ctx.input(0), ctx.output(0), op);
-  });
-}
-
-template <typename Op>
-void numeric_unary(KernelContext& ctx, Op op) {
-  dispatch_numbers(ctx.input(0).dtype, [&](auto tag) {
-    using T = decltype(tag);
-    map_unary<T, T>(ctx.pool(), ctx.input(0), ctx.output(0), op);
-  });
-}
-
 float attr(const KernelContext& ctx, const char* name, float fallback) { return ctx.attrs().get_float_or(name, fallback); }
 
 void relu_kernel(KernelContext& ctx) {
@@ -53,7 +37,7 @@ void prelu_kernel(KernelContext& ctx) {
 }
 
 void sigmoid_kernel(KernelContext& ctx) {
-  float_unary(ctx, [](auto x) {
+  float_unary_with_span(ctx, float32_math().sigmoid, [](auto x) {
     using C = decltype(x);
     return C(1) / (C(1) + std::exp(-x));
   });
@@ -95,8 +79,11 @@ void clip_kernel(KernelContext& ctx) {
     using C = Compute<T>;
     const C low = clip_bound<C>(ctx, 1, std::numeric_limits<C>::lowest());
     const C high = clip_bound<C>(ctx, 2, std::numeric_limits<C>::max());
-    // min after max: when min > max every element becomes max, as in onnxruntime.
-    map_unary<T, T>(ctx.pool(), ctx.input(0), ctx.output(0), [=](C x) { return x < low ? low : (x > high ? high : x); });
+    // max before min: when min > max every element becomes max, as ONNX specifies.
+    map_unary<T, T>(ctx.pool(), ctx.input(0), ctx.output(0), [=](C x) {
+      const C raised = x < low ? low : x;
+      return high < raised ? high : raised;
+    });
   });
 }
 
@@ -166,7 +153,9 @@ void register_activation_kernels(KernelRegistry& registry) {
   registry.add({.op_type = "LeakyRelu", .run = leaky_relu_kernel});
   registry.add({.op_type = "PRelu", .run = prelu_kernel});
   registry.add({.op_type = "Sigmoid", .run = sigmoid_kernel});
-  registry.add({.op_type = "Tanh", .run = [](KernelContext& ctx) { float_unary(ctx, [](auto x) { return std::tanh(x); }); }});
+  registry.add({.op_type = "Tanh", .run = [](KernelContext& ctx) {
+                  float_unary_with_span(ctx, float32_math().tanh, [](auto x) { return std::tanh(x); });
+                }});
   registry.add({.op_type = "HardSigmoid", .run = hard_sigmoid_kernel});
   registry.add({.op_type = "HardSwish", .run = hard_swish_kernel});
   registry.add({.op_type = "Clip", .run = clip_kernel});

@@ -115,6 +115,24 @@ void map_unary(ThreadPool& pool, const TensorView& x, const TensorView& y, Op op
   });
 }
 
+/// y = op(x) for the floating dtypes (y has x's dtype).
+template <typename Op>
+void float_unary(KernelContext& ctx, Op op) {
+  dispatch_floats(ctx.input(0).dtype, [&](auto tag) {
+    using T = decltype(tag);
+    map_unary<T, T>(ctx.pool(), ctx.input(0), ctx.output(0), op);
+  });
+}
+
+/// y = op(x) for every numeric dtype (y has x's dtype).
+template <typename Op>
+void numeric_unary(KernelContext& ctx, Op op) {
+  dispatch_numbers(ctx.input(0).dtype, [&](auto tag) {
+    using T = decltype(tag);
+    map_unary<T, T>(ctx.pool(), ctx.input(0), ctx.output(0), op);
+  });
+}
+
 /// The output of a broadcast seen as rows: `outer` dims (iterated with
 /// per-input strides) times a contiguous inner run in which each input either
 /// advances (step 1) or repeats one element (step 0). Adjacent dims with the
@@ -207,6 +225,34 @@ void broadcast_binary_reference(const TensorView& a, const TensorView& b, const 
   for (int64_t i = 0; i < y.numel(); ++i) {
     y.as<R>()[i] = store<R>(op(load(a.as<A>()[offset_of(a.shape, i)]), load(b.as<B>()[offset_of(b.shape, i)])));
   }
+}
+
+/// Vectorisable float32 math over contiguous spans (elementwise_math.h),
+/// one set per ISA build.
+struct Float32MathSpans {
+  using Span = void (*)(const float* x, float* y, int64_t n);
+  Span exp;
+  Span sigmoid;
+  Span tanh;
+  Span erf;
+};
+const Float32MathSpans& float32_math();  // the best for this CPU
+const Float32MathSpans& float32_math_baseline();
+const Float32MathSpans& float32_math_avx512();
+
+/// y = span(x) over float32 tensors, in parallel chunks.
+inline void map_float32_span(ThreadPool& pool, const TensorView& x, const TensorView& y, Float32MathSpans::Span span) {
+  const float* in = x.as<float>();
+  float* out = y.as<float>();
+  pool.parallel_for(x.numel(), kGrain, [&](int64_t begin, int64_t end) { span(in + begin, out + begin, end - begin); });
+}
+
+/// float_unary with float32 taken by a vectorised span (the other dtypes,
+/// and the tests' reference, use op).
+template <typename Op>
+void float_unary_with_span(KernelContext& ctx, Float32MathSpans::Span span, Op op) {
+  if (ctx.input(0).dtype == DType::kFloat32) return map_float32_span(ctx.pool(), ctx.input(0), ctx.output(0), span);
+  float_unary(ctx, op);
 }
 
 // Registration of the kernel groups (one per file), called from elementwise.cc.

@@ -7,24 +7,6 @@
 namespace tessera::native::elementwise {
 namespace {
 
-/// y = op(x) for the floating dtypes.
-template <typename Op>
-void float_unary(KernelContext& ctx, Op op) {
-  dispatch_floats(ctx.input(0).dtype, [&](auto tag) {
-    using T = decltype(tag);
-    map_unary<T, T>(ctx.pool(), ctx.input(0), ctx.output(0), op);
-  });
-}
-
-/// y = op(x) for every numeric dtype.
-template <typename Op>
-void numeric_unary(KernelContext& ctx, Op op) {
-  dispatch_numbers(ctx.input(0).dtype, [&](auto tag) {
-    using T = decltype(tag);
-    map_unary<T, T>(ctx.pool(), ctx.input(0), ctx.output(0), op);
-  });
-}
-
 /// Predicate on floats; integer inputs are never NaN or infinite.
 template <typename Predicate>
 void float_predicate(KernelContext& ctx, Predicate predicate) {
@@ -44,8 +26,11 @@ void abs_kernel(KernelContext& ctx) {
     using C = decltype(x);
     if constexpr (std::is_unsigned_v<C>) {
       return x;
+    } else if constexpr (std::is_integral_v<C>) {
+      // Through the unsigned type: |minimum| wraps to the minimum, as in numpy.
+      return x < C(0) ? static_cast<C>(-static_cast<std::make_unsigned_t<C>>(x)) : x;
     } else {
-      return x < C(0) ? C(-x) : x;
+      return std::fabs(x);
     }
   });
 }
@@ -103,7 +88,9 @@ void register_unary_kernels(KernelRegistry& registry) {
   // nearbyint in the default rounding mode rounds half to even, as ONNX Round requires.
   registry.add({.op_type = "Round", .run = [](KernelContext& ctx) { float_unary(ctx, [](auto x) { return std::nearbyint(x); }); }});
   registry.add({.op_type = "Sqrt", .run = [](KernelContext& ctx) { float_unary(ctx, [](auto x) { return std::sqrt(x); }); }});
-  registry.add({.op_type = "Exp", .run = [](KernelContext& ctx) { float_unary(ctx, [](auto x) { return std::exp(x); }); }});
+  registry.add({.op_type = "Exp", .run = [](KernelContext& ctx) {
+                  float_unary_with_span(ctx, float32_math().exp, [](auto x) { return std::exp(x); });
+                }});
   registry.add({.op_type = "Log", .run = [](KernelContext& ctx) { float_unary(ctx, [](auto x) { return std::log(x); }); }});
   registry.add({.op_type = "Sin", .run = [](KernelContext& ctx) { float_unary(ctx, [](auto x) { return std::sin(x); }); }});
   registry.add({.op_type = "Cos", .run = [](KernelContext& ctx) { float_unary(ctx, [](auto x) { return std::cos(x); }); }});
@@ -116,7 +103,9 @@ void register_unary_kernels(KernelRegistry& registry) {
   registry.add({.op_type = "Asinh", .run = [](KernelContext& ctx) { float_unary(ctx, [](auto x) { return std::asinh(x); }); }});
   registry.add({.op_type = "Acosh", .run = [](KernelContext& ctx) { float_unary(ctx, [](auto x) { return std::acosh(x); }); }});
   registry.add({.op_type = "Atanh", .run = [](KernelContext& ctx) { float_unary(ctx, [](auto x) { return std::atanh(x); }); }});
-  registry.add({.op_type = "Erf", .run = [](KernelContext& ctx) { float_unary(ctx, [](auto x) { return std::erf(x); }); }});
+  registry.add({.op_type = "Erf", .run = [](KernelContext& ctx) {
+                  float_unary_with_span(ctx, float32_math().erf, [](auto x) { return std::erf(x); });
+                }});
 }
 
 }  // namespace tessera::native::elementwise

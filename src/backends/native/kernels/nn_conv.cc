@@ -1,0 +1,337 @@
+// Native Conv and ConvTranspose. float32 Conv runs on the packed GEMM:
+// Y[g] (Cout/g x spatial) = W[g] (Cout/g x Cin/g*k) * im2col(X[g]); a 1x1,
+// stride-1, unpadded conv reads X directly as B, other convs pack B straight
+// from X (im2col fused into packing), depthwise convs use a direct kernel.
+// Constant weights are packed once in prepare. float64 uses the references.
+#include <algorithm>
+#include <cstring>
+
+#include "backends/native/dispatch.h"
+#include "backends/native/kernels/nn_internal.h"
+#include "ir/ops/nn_internal.h"
+
+namespace tessera::native {
+namespace {
+
+/// Conv geometry with the spatial dims padded to three (D, H, W).
+struct ConvShape {
+  int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1}, pad[3] = {0, 0, 0};
+  WindowGeometry geometry;
+
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+  int64_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }
+  int64_t in_per_group() const { return in_channels / group; }
+  int64_t out_per_group() const { return out_channels / group; }
+  bool pointwise() const {
+    for (int d = 0; d < 3; ++d) {
+      if (kernel[d] != 1 || stride[d] != 1 || pad[d] != 0) return false;
+    }
+    return true;
+  }
+  bool depthwise() const { return group == in_channels && group > 1; }
+};
+
+ConvShape conv_shape(const Node& node, const Shape& x, const Shape& w, bool transpose) {
+  ConvShape s;
+  const size_t r = x.size() - 2;
+  if (r > 3) throw_unsupported(node.describe(), ": convolution over ", r, " spatial dims (at most 3 are supported)");
+  s.batch = x[0];
+  s.in_channels = x[1];
+  s.group = node.attrs.get_int_or("group", 1);
+  s.out_channels = transpose ? w[1] * s.group : w[0];
+  std::vector<int64_t> in(x.begin() + 2, x.end()), kernel(w.begin() + 2, w.end());
+  s.geometry = transpose ? conv_transpose_geometry(node, in, kernel) : window_geometry(node, in, kernel, false);
+  const size_t lead = 3 - r;
+  for (size_t d = 0; d < r; ++d) {
+    s.in[lead + d] = in[d];
+    s.kernel[lead + d] = kernel[d];
+    s.out[lead + d] = s.geometry.output[d];
+    s.stride[lead + d] = s.geometry.stride[d];
+    s.dilation[lead + d] = s.geometry.dilation[d];
+    s.pad[lead + d] = s.geometry.pad_begin[d];
+  }
+  return s;
+}
+
+/// Writes a stream of values into NR-column panels of a packed B row.
+struct PanelWriter {
+  float* panel;   // start of the current row inside the current panel
+  int64_t lane;   // column within the panel
+  int64_t nr;
+  int64_t panel_step;  // floats between consecutive panels (kc * nr)
+
+  void advance(int64_t count) {
+    lane += count;
+    if (lane == nr) {
+      lane = 0;
+      panel += panel_step;
+    }
+  }
+  void zeros(int64_t count) {
+    while (count > 0) {
+      const int64_t chunk = std::min(count, nr - lane);
+      std::memset(panel + lane, 0, static_cast<size_t>(chunk) * sizeof(float));
+      advance(chunk);
+      count -= chunk;
+    }
+  }
+  void copy(const float* src, int64_t count) {
+    while (count > 0) {
+      const int64_t chunk = std::min(count, nr - lane);
+      std::memcpy(panel + lane, src, static_cast<size_t>(chunk) * sizeof(float));
+      advance(chunk);
+      src += chunk;
+      count -= chunk;
+    }
+  }
+  void gather(const float* src, int64_t stride, int64_t count) {
+    for (int64_t t = 0; t < count; ++t) {
+      panel[lane] = src[t * stride];
+      advance(1);
+    }
+  }
+};
+
+/// Packs rows [k0, k0+kc) x output positions [n0, n0+nc) of the im2col
+/// matrix of one image's group (x points at its first channel).
+void pack_im2col(const ConvShape& s, const float* x, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr, float* dst) {
+  const int64_t in_size = s.in_size();
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    int64_t t = k0 + kk;
+    const int64_t kw = t % s.kernel[2];
+    t /= s.kernel[2];
+    const int64_t kh = t % s.kernel[1];
+    t /= s.kernel[1];
+    const int64_t kd = t % s.kernel[0];
+    const int64_t c = t / s.kernel[0];
+    const float* xc = x + c * in_size;
+    PanelWriter writer{dst + kk * nr, 0, nr, kc * nr};
+    int64_t pos = n0;
+    int64_t ow = pos % s.out[2];
+    int64_t oh = (pos / s.out[2]) % s.out[1];
+    int64_t od = pos / (s.out[2] * s.out[1]);
+    const int64_t w_offset = kw * s.dilation[2] - s.pad[2];
+    for (int64_t j = 0; j < nc;) {
+      const int64_t seg = std::min(s.out[2] - ow, nc - j);
+      const int64_t id = od * s.stride[0] - s.pad[0] + kd * s.dilation[0];
+      const int64_t ih = oh * s.stride[1] - s.pad[1] + kh * s.dilation[1];
+      if (id < 0 || id >= s.in[0] || ih < 0 || ih >= s.in[1]) {
+        writer.zeros(seg);
+      } else {
+        const float* xrow = xc + (id * s.in[1] + ih) * s.in[2];
+        // Columns ow in [lo, hi) read inside the row: iw = ow * stride + w_offset in [0, W).
+        const int64_t sw = s.stride[2];
+        int64_t lo = w_offset >= 0 ? 0 : (-w_offset + sw - 1) / sw;
+        int64_t hi = s.in[2] - w_offset <= 0 ? 0 : (s.in[2] - w_offset + sw - 1) / sw;
+        lo = std::clamp(lo, ow, ow + seg);
+        hi = std::clamp(hi, lo, ow + seg);
+        writer.zeros(lo - ow);
+        if (sw == 1) {
+          writer.copy(xrow + lo + w_offset, hi - lo);
+        } else {
+          writer.gather(xrow + lo * sw + w_offset, sw, hi - lo);
+        }
+        writer.zeros(ow + seg - hi);
+      }
+      j += seg;
+      ow += seg;
+      if (ow == s.out[2]) {
+        ow = 0;
+        if (++oh == s.out[1]) {
+          oh = 0;
+          ++od;
+        }
+      }
+    }
+    if (writer.lane != 0) writer.zeros(nr - writer.lane);
+  }
+}
+
+/// Direct depthwise convolution (group == in_channels): one plane per task,
+/// inner loops over contiguous output rows.
+template <typename T>
+void depthwise_conv(const ConvShape& s, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool) {
+  const int64_t multiplier = s.out_channels / s.group;
+  const int64_t planes = s.batch * s.out_channels;
+  const int64_t ksize = s.kernel_size();
+  pool.parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const int64_t oc = plane % s.out_channels, n = plane / s.out_channels;
+      const T* xc = x + (n * s.in_channels + oc / multiplier) * s.in_size();
+      const T* wc = w + oc * ksize;
+      T* yc = y + plane * s.out_size();
+      const T b = bias ? bias[oc] : T(0);
+      for (int64_t od = 0; od < s.out[0]; ++od) {
+        for (int64_t oh = 0; oh < s.out[1]; ++oh) {
+          T* yrow = yc + (od * s.out[1] + oh) * s.out[2];
+          for (int64_t ow = 0; ow < s.out[2]; ++ow) yrow[ow] = b;
+          for (int64_t kd = 0; kd < s.kernel[0]; ++kd) {
+            const int64_t id = od * s.stride[0] - s.pad[0] + kd * s.dilation[0];
+            if (id < 0 || id >= s.in[0]) continue;
+            for (int64_t kh = 0; kh < s.kernel[1]; ++kh) {
+              const int64_t ih = oh * s.stride[1] - s.pad[1] + kh * s.dilation[1];
+              if (ih < 0 || ih >= s.in[1]) continue;
+              const T* xrow = xc + (id * s.in[1] + ih) * s.in[2];
+              for (int64_t kw = 0; kw < s.kernel[2]; ++kw) {
+                const T wv = wc[(kd * s.kernel[1] + kh) * s.kernel[2] + kw];
+                const int64_t off = kw * s.dilation[2] - s.pad[2];
+                const int64_t sw = s.stride[2];
+                const int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+                const int64_t hi = std::min(s.out[2], s.in[2] - off <= 0 ? 0 : (s.in[2] - off + sw - 1) / sw);
+                if (sw == 1) {
+                  for (int64_t ow = lo; ow < hi; ++ow) yrow[ow] += wv * xrow[ow + off];
+                } else {
+                  for (int64_t ow = lo; ow < hi; ++ow) yrow[ow] += wv * xrow[ow * sw + off];
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+/// Constant Conv weights packed per group as GEMM A operands.
+struct PackedConvWeights {
+  std::vector<PackedMatrix> groups;
+};
+
+std::shared_ptr<void> prepare_conv(const Node& node, const std::vector<const Tensor*>& constants,
+                                   const std::vector<TensorType>& types) {
+  const Tensor* w = constants.size() > 1 ? constants[1] : nullptr;
+  if (!w || w->dtype() != DType::kFloat32 || w->shape().size() < 3) return nullptr;
+  const int64_t group = node.attrs.get_int_or("group", 1);
+  const int64_t out_channels = w->shape()[0];
+  if (group <= 0 || out_channels % group != 0) return nullptr;
+  const int64_t depth = w->numel() / out_channels;
+  if (group > 1 && w->shape()[1] == 1) return nullptr;  // depthwise: the direct kernel reads W as is
+  auto state = std::make_shared<PackedConvWeights>();
+  const int64_t per_group = out_channels / group;
+  for (int64_t g = 0; g < group; ++g) {
+    state->groups.push_back(pack_gemm_a(best_gemm_microkernel(), {w->as<float>() + g * per_group * depth, depth, 1}, per_group, depth));
+  }
+  return state;
+}
+
+void conv_f32(KernelContext& ctx, const ConvShape& s) {
+  const float* x = ctx.input(0).as<float>();
+  const float* w = ctx.input(1).as<float>();
+  const float* bias = ctx.has_input(2) ? ctx.input(2).as<float>() : nullptr;
+  float* y = ctx.output(0).as<float>();
+  if (s.depthwise()) return depthwise_conv<float>(s, x, w, bias, y, ctx.pool());
+  const PackedConvWeights* packed = ctx.state<PackedConvWeights>();
+  const GemmMicrokernel& kernel = packed ? *packed->groups[0].kernel : best_gemm_microkernel();
+  const int64_t m = s.out_per_group(), n = s.out_size(), depth = s.in_per_group() * s.kernel_size();
+  const bool pointwise = s.pointwise();
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t g = 0; g < s.group; ++g) {
+      const float* xg = x + (b * s.in_channels + g * s.in_per_group()) * s.in_size();
+      GemmA a{packed ? &packed->groups[static_cast<size_t>(g)] : nullptr, {w + g * m * depth, depth, 1}};
+      GemmB gb;
+      if (pointwise) {
+        gb.ref = {xg, n, 1};
+      } else {
+        gb.pack = [&s, xg](int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr, float* dst) {
+          pack_im2col(s, xg, k0, kc, n0, nc, nr, dst);
+        };
+      }
+      gemm_f32(kernel, m, n, depth, a, gb, y + (b * s.out_channels + g * m) * n, n, false, bias ? bias + g * m : nullptr,
+               &ctx.pool());
+    }
+  }
+}
+
+void conv_kernel(KernelContext& ctx) {
+  const TensorView& x = ctx.input(0);
+  const TensorView& w = ctx.input(1);
+  const TensorView& y = ctx.output(0);
+  if (y.numel() == 0) return;
+  const ConvShape s = conv_shape(ctx.node(), x.shape, w.shape, false);
+  if (x.dtype == DType::kFloat32) return conv_f32(ctx, s);
+  dispatch_float(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* bias = ctx.has_input(2) ? ctx.input(2).as<T>() : nullptr;
+    if (s.depthwise()) return depthwise_conv<T>(s, x.as<T>(), w.as<T>(), bias, y.as<T>(), ctx.pool());
+    reference_conv<T>(x, w, bias, s.group, s.geometry.stride, s.geometry.dilation, s.geometry.pad_begin, y);
+  });
+}
+
+// --------------------------------------------------------- ConvTranspose --
+
+/// Adds columns col (Cout/g * k x input positions) into the output image y
+/// (Cout/g channels): the adjoint of im2col.
+template <typename T>
+void col2im_add(const ConvShape& s, const T* col, T* y) {
+  const int64_t in_size = s.in_size(), out_size = s.out_size(), ksize = s.kernel_size();
+  for (int64_t oc = 0; oc < s.out_per_group(); ++oc) {
+    T* yc = y + oc * out_size;
+    for (int64_t kp = 0; kp < ksize; ++kp) {
+      const int64_t kw = kp % s.kernel[2], kh = (kp / s.kernel[2]) % s.kernel[1], kd = kp / (s.kernel[2] * s.kernel[1]);
+      const T* crow = col + (oc * ksize + kp) * in_size;
+      for (int64_t id = 0; id < s.in[0]; ++id) {
+        const int64_t od = id * s.stride[0] - s.pad[0] + kd * s.dilation[0];
+        if (od < 0 || od >= s.out[0]) continue;
+        for (int64_t ih = 0; ih < s.in[1]; ++ih) {
+          const int64_t oh = ih * s.stride[1] - s.pad[1] + kh * s.dilation[1];
+          if (oh < 0 || oh >= s.out[1]) continue;
+          const T* src = crow + (id * s.in[1] + ih) * s.in[2];
+          T* dst = yc + (od * s.out[1] + oh) * s.out[2];
+          for (int64_t iw = 0; iw < s.in[2]; ++iw) {
+            const int64_t ow = iw * s.stride[2] - s.pad[2] + kw * s.dilation[2];
+            if (ow >= 0 && ow < s.out[2]) dst[ow] += src[iw];
+          }
+        }
+      }
+    }
+  }
+}
+
+void conv_transpose_kernel(KernelContext& ctx) {
+  const TensorView& x = ctx.input(0);
+  const TensorView& w = ctx.input(1);
+  const TensorView& y = ctx.output(0);
+  if (y.numel() == 0) return;
+  const ConvShape s = conv_shape(ctx.node(), x.shape, w.shape, true);
+  dispatch_float(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t cin_g = s.in_per_group(), cout_g = s.out_per_group();
+    const int64_t rows = cout_g * s.kernel_size(), n = s.in_size();
+    const T* px = x.as<T>();
+    const T* pw = w.as<T>();
+    const T* bias = ctx.has_input(2) ? ctx.input(2).as<T>() : nullptr;
+    T* py = y.as<T>();
+    const int64_t images = s.batch * s.group;
+    ctx.pool().parallel_for(images, 1, [&](int64_t begin, int64_t end) {
+      std::vector<T> col(static_cast<size_t>(rows * n));
+      for (int64_t image = begin; image < end; ++image) {
+        const int64_t b = image / s.group, g = image % s.group;
+        const T* xg = px + (b * s.in_channels + g * cin_g) * n;
+        const T* wg = pw + g * cin_g * rows;  // W is [Cin, Cout/g, k...]: A = W_g^T
+        if constexpr (std::is_same_v<T, float>) {
+          gemm_f32(best_gemm_microkernel(), rows, n, cin_g, GemmA{nullptr, {wg, 1, rows}}, GemmB{nullptr, {}, {xg, n, 1}},
+                   col.data(), n, false, nullptr, nullptr);
+        } else {
+          reference_gemm<T>(rows, n, cin_g, wg, 1, rows, xg, n, 1, col.data(), n, false);
+        }
+        T* yg = py + (b * s.out_channels + g * cout_g) * s.out_size();
+        for (int64_t i = 0; i < cout_g; ++i) {
+          std::fill(yg + i * s.out_size(), yg + (i + 1) * s.out_size(), bias ? bias[g * cout_g + i] : T(0));
+        }
+        col2im_add<T>(s, col.data(), yg);
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void register_nn_conv_kernels(KernelRegistry& registry) {
+  registry.add({.op_type = "Conv", .run = conv_kernel, .prepare = prepare_conv});
+  registry.add({.op_type = "ConvTranspose", .run = conv_transpose_kernel});
+}
+
+}  // namespace tessera::native

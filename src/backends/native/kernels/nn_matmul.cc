@@ -1,0 +1,194 @@
+// Native Gemm and MatMul. float32 runs on the packed GEMM (constant B packed
+// once in prepare); other dtypes take the plain reference loops.
+#include <algorithm>
+
+#include "backends/native/dispatch.h"
+#include "backends/native/kernels/nn_internal.h"
+#include "ir/shape_util.h"
+
+namespace tessera::native {
+namespace {
+
+/// Packed constant B of a MatMul or Gemm node.
+struct PackedWeights {
+  PackedMatrix b;
+};
+
+template <typename Fn>
+decltype(auto) dispatch_matrix(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(float{});
+    case DType::kFloat64: return fn(double{});
+    case DType::kInt32: return fn(int32_t{});
+    case DType::kInt64: return fn(int64_t{});
+    case DType::kUInt32: return fn(uint32_t{});
+    case DType::kUInt64: return fn(uint64_t{});
+    default: throw_unsupported("dtype ", dtype_name(dtype), " is not supported by Gemm/MatMul here");
+  }
+}
+
+// ------------------------------------------------------------------ Gemm --
+
+std::shared_ptr<void> prepare_gemm(const Node& node, const std::vector<const Tensor*>& constants,
+                                   const std::vector<TensorType>& types) {
+  const Tensor* b = constants.size() > 1 ? constants[1] : nullptr;
+  if (!b || b->dtype() != DType::kFloat32 || b->shape().size() != 2) return nullptr;
+  const bool trans_b = node.attrs.get_int_or("transB", 0) != 0;
+  const int64_t rows = b->shape()[0], cols = b->shape()[1];
+  const int64_t k = trans_b ? cols : rows, n = trans_b ? rows : cols;
+  MatrixRef ref{b->as<float>(), trans_b ? 1 : cols, trans_b ? cols : 1};
+  auto state = std::make_shared<PackedWeights>();
+  state->b = pack_gemm_b(best_gemm_microkernel(), ref, k, n);
+  return state;
+}
+
+void gemm_kernel(KernelContext& ctx) {
+  const TensorView& a = ctx.input(0);
+  const TensorView& b = ctx.input(1);
+  const TensorView& y = ctx.output(0);
+  const bool trans_a = ctx.attrs().get_int_or("transA", 0) != 0;
+  const bool trans_b = ctx.attrs().get_int_or("transB", 0) != 0;
+  const float alpha = ctx.attrs().get_float_or("alpha", 1.0f);
+  const float beta = ctx.attrs().get_float_or("beta", 1.0f);
+  const int64_t m = y.shape[0], n = y.shape[1];
+  const int64_t k = trans_a ? a.shape[0] : a.shape[1];
+  const bool has_c = ctx.has_input(2) && beta != 0.0f;
+  dispatch_matrix(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* out = y.as<T>();
+    // Y = beta * C first, so the product can accumulate onto it.
+    auto fill_c = [&] {
+      const TensorView& c = ctx.input(2);
+      std::vector<int64_t> cs = broadcast_strides(c.shape, {m, n});
+      const T* pc = c.as<T>();
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) out[i * n + j] = static_cast<T>(beta * pc[i * cs[0] + j * cs[1]]);
+      }
+    };
+    const int64_t a_row = trans_a ? 1 : a.shape[1], a_col = trans_a ? a.shape[1] : 1;
+    const int64_t b_row = trans_b ? 1 : b.shape[1], b_col = trans_b ? b.shape[1] : 1;
+    if constexpr (std::is_same_v<T, float>) {
+      const PackedWeights* packed = ctx.state<PackedWeights>();
+      GemmA ga{nullptr, {a.as<float>(), a_row, a_col}};
+      GemmB gb;
+      if (packed) gb.packed = &packed->b;
+      gb.ref = {b.as<float>(), b_row, b_col};
+      const GemmMicrokernel& kernel = packed ? *packed->b.kernel : best_gemm_microkernel();
+      if (alpha == 1.0f) {
+        if (has_c) fill_c();
+        gemm_f32(kernel, m, n, k, ga, gb, out, n, has_c, nullptr, &ctx.pool());
+        return;
+      }
+      gemm_f32(kernel, m, n, k, ga, gb, out, n, false, nullptr, &ctx.pool());
+      for (int64_t i = 0; i < m * n; ++i) out[i] *= alpha;
+      if (has_c) {
+        std::vector<float> product(out, out + m * n);
+        fill_c();
+        for (int64_t i = 0; i < m * n; ++i) out[i] += product[static_cast<size_t>(i)];
+      }
+    } else {
+      std::vector<T> product(static_cast<size_t>(m * n));
+      reference_gemm<T>(m, n, k, a.as<T>(), a_row, a_col, b.as<T>(), b_row, b_col, product.data(), n, false);
+      if (has_c) {
+        fill_c();
+      } else {
+        std::fill(out, out + m * n, T(0));
+      }
+      for (int64_t i = 0; i < m * n; ++i) out[i] += static_cast<T>(alpha * product[static_cast<size_t>(i)]);
+    }
+  });
+}
+
+// ---------------------------------------------------------------- MatMul --
+
+std::shared_ptr<void> prepare_matmul(const Node& node, const std::vector<const Tensor*>& constants,
+                                     const std::vector<TensorType>& types) {
+  const Tensor* b = constants.size() > 1 ? constants[1] : nullptr;
+  if (!b || b->dtype() != DType::kFloat32 || b->shape().size() != 2) return nullptr;
+  const int64_t k = b->shape()[0], n = b->shape()[1];
+  auto state = std::make_shared<PackedWeights>();
+  state->b = pack_gemm_b(best_gemm_microkernel(), {b->as<float>(), n, 1}, k, n);
+  return state;
+}
+
+void matmul_kernel(KernelContext& ctx) {
+  const TensorView& a = ctx.input(0);
+  const TensorView& b = ctx.input(1);
+  const TensorView& y = ctx.output(0);
+  Shape da = a.shape, db = b.shape;
+  if (da.size() == 1) da.insert(da.begin(), 1);
+  if (db.size() == 1) db.push_back(1);
+  const int64_t m = da[da.size() - 2], k = da.back(), n = db.back();
+  const Shape batch_a(da.begin(), da.end() - 2), batch_b(db.begin(), db.end() - 2);
+  const Shape batch = broadcast_shapes(batch_a, batch_b);
+  const int64_t batches = shape_numel(batch);
+  if (y.numel() == 0) return;
+  const bool b_shared = shape_numel(batch_b) == 1;  // B the same for every batch: fold batches into M
+  // Per-batch element offsets into A and B.
+  std::vector<int64_t> a_offsets(static_cast<size_t>(batches)), b_offsets(static_cast<size_t>(batches));
+  {
+    std::vector<int64_t> sa = broadcast_strides(batch_a, batch), sb = broadcast_strides(batch_b, batch);
+    std::vector<int64_t> index(batch.size(), 0);
+    for (int64_t t = 0; t < batches; ++t) {
+      int64_t oa = 0, ob = 0;
+      for (size_t d = 0; d < batch.size(); ++d) {
+        oa += index[d] * sa[d];
+        ob += index[d] * sb[d];
+      }
+      a_offsets[static_cast<size_t>(t)] = oa * m * k;
+      b_offsets[static_cast<size_t>(t)] = ob * k * n;
+      for (size_t d = batch.size(); d-- > 0;) {
+        if (++index[d] < batch[d]) break;
+        index[d] = 0;
+      }
+    }
+  }
+  dispatch_matrix(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* pa = a.as<T>();
+    const T* pb = b.as<T>();
+    T* out = y.as<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      const PackedWeights* packed = ctx.state<PackedWeights>();
+      const GemmMicrokernel& kernel = packed ? *packed->b.kernel : best_gemm_microkernel();
+      GemmB gb;
+      if (packed) gb.packed = &packed->b;
+      gb.ref = {pb, n, 1};
+      const bool a_contiguous = shape_numel(batch_a) == batches;  // A not broadcast over batch
+      if (b_shared && a_contiguous) {
+        gemm_f32(kernel, batches * m, n, k, GemmA{nullptr, {pa, k, 1}}, gb, out, n, false, nullptr, &ctx.pool());
+        return;
+      }
+      auto one = [&](int64_t t, ThreadPool* pool) {
+        GemmB bt = gb;
+        bt.ref.data = pb + b_offsets[static_cast<size_t>(t)];
+        gemm_f32(kernel, m, n, k, GemmA{nullptr, {pa + a_offsets[static_cast<size_t>(t)], k, 1}}, bt, out + t * m * n, n,
+                 false, nullptr, pool);
+      };
+      // Many small products (attention heads): one per thread; few big ones: parallel inside.
+      if (batches >= ctx.pool().num_threads()) {
+        ctx.pool().parallel_for(batches, 1, [&](int64_t begin, int64_t end) {
+          for (int64_t t = begin; t < end; ++t) one(t, nullptr);
+        });
+      } else {
+        for (int64_t t = 0; t < batches; ++t) one(t, &ctx.pool());
+      }
+    } else {
+      ctx.pool().parallel_for(batches, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          reference_gemm<T>(m, n, k, pa + a_offsets[static_cast<size_t>(t)], k, 1, pb + b_offsets[static_cast<size_t>(t)], n, 1,
+                            out + t * m * n, n, false);
+        }
+      });
+    }
+  });
+}
+
+}  // namespace
+
+void register_nn_matmul_kernels(KernelRegistry& registry) {
+  registry.add({.op_type = "Gemm", .run = gemm_kernel, .prepare = prepare_gemm});
+  registry.add({.op_type = "MatMul", .run = matmul_kernel, .prepare = prepare_matmul});
+}
+
+}  // namespace tessera::native

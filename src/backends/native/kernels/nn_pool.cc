@@ -1,0 +1,225 @@
+// Native pooling kernels: MaxPool (with Indices), AveragePool, LpPool and the
+// Global forms. Windows are walked directly, one (N, C) plane per task.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backends/native/dispatch.h"
+#include "backends/native/kernels/nn_internal.h"
+#include "ir/ops/nn_internal.h"
+
+namespace tessera::native {
+namespace {
+
+/// Pool geometry with spatial dims padded to three (D, H, W).
+struct PoolShape {
+  int64_t planes = 0;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, pad_end[3] = {0, 0, 0};
+  size_t rank = 0;
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+};
+
+PoolShape pool_shape(const KernelContext& ctx) {
+  const Shape& x = ctx.input(0).shape;
+  PoolShape s;
+  s.rank = x.size() - 2;
+  if (s.rank > 3) throw_unsupported(ctx.node().describe(), ": pooling over ", s.rank, " spatial dims (at most 3 are supported)");
+  s.planes = x[0] * x[1];
+  std::vector<int64_t> in(x.begin() + 2, x.end());
+  WindowGeometry g = window_geometry(ctx.node(), in, ctx.attrs().get_ints_or("kernel_shape", {}), true);
+  const size_t lead = 3 - s.rank;
+  for (size_t d = 0; d < s.rank; ++d) {
+    s.in[lead + d] = in[d];
+    s.out[lead + d] = g.output[d];
+    s.kernel[lead + d] = g.kernel[d];
+    s.stride[lead + d] = g.stride[d];
+    s.dilation[lead + d] = g.dilation[d];
+    s.pad[lead + d] = g.pad_begin[d];
+    s.pad_end[lead + d] = g.pad_end[d];
+  }
+  return s;
+}
+
+/// Calls visit(input_offset) for every in-bounds window element of output
+/// position (od, oh, ow); returns how many window positions fall inside the
+/// padded input (for count_include_pad).
+template <typename Visit>
+int64_t visit_window(const PoolShape& s, int64_t od, int64_t oh, int64_t ow, Visit&& visit) {
+  const int64_t o[3] = {od, oh, ow};
+  int64_t padded_count = 1;
+  for (int d = 0; d < 3; ++d) {
+    int64_t count = 0;
+    for (int64_t k = 0; k < s.kernel[d]; ++k) {
+      const int64_t pos = o[d] * s.stride[d] - s.pad[d] + k * s.dilation[d];
+      if (pos < s.in[d] + s.pad_end[d]) ++count;
+    }
+    padded_count *= count;
+  }
+  for (int64_t kd = 0; kd < s.kernel[0]; ++kd) {
+    const int64_t id = od * s.stride[0] - s.pad[0] + kd * s.dilation[0];
+    if (id < 0 || id >= s.in[0]) continue;
+    for (int64_t kh = 0; kh < s.kernel[1]; ++kh) {
+      const int64_t ih = oh * s.stride[1] - s.pad[1] + kh * s.dilation[1];
+      if (ih < 0 || ih >= s.in[1]) continue;
+      for (int64_t kw = 0; kw < s.kernel[2]; ++kw) {
+        const int64_t iw = ow * s.stride[2] - s.pad[2] + kw * s.dilation[2];
+        if (iw < 0 || iw >= s.in[2]) continue;
+        visit((id * s.in[1] + ih) * s.in[2] + iw);
+      }
+    }
+  }
+  return padded_count;
+}
+
+/// Runs fn(plane, out_index, od, oh, ow) for every output element, planes in parallel.
+template <typename Fn>
+void for_each_output(const PoolShape& s, ThreadPool& pool, Fn&& fn) {
+  pool.parallel_for(s.planes, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      int64_t index = plane * s.out_size();
+      for (int64_t od = 0; od < s.out[0]; ++od) {
+        for (int64_t oh = 0; oh < s.out[1]; ++oh) {
+          for (int64_t ow = 0; ow < s.out[2]; ++ow) fn(plane, index++, od, oh, ow);
+        }
+      }
+    }
+  });
+}
+
+template <typename Fn>
+void dispatch_pool(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kInt8: return fn(int8_t{});
+    case DType::kUInt8: return fn(uint8_t{});
+    default: return dispatch_float(dtype, fn);
+  }
+}
+
+void max_pool_kernel(KernelContext& ctx) {
+  const PoolShape s = pool_shape(ctx);
+  const TensorView& x = ctx.input(0);
+  const bool want_indices = ctx.has_output(1);
+  const bool column_major = ctx.attrs().get_int_or("storage_order", 0) != 0;
+  int64_t* indices = want_indices ? ctx.output(1).as<int64_t>() : nullptr;
+  dispatch_pool(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.as<T>();
+    T* py = ctx.output(0).as<T>();
+    for_each_output(s, ctx.pool(), [&](int64_t plane, int64_t index, int64_t od, int64_t oh, int64_t ow) {
+      const T* xp = px + plane * s.in_size();
+      T best = std::numeric_limits<T>::lowest();
+      int64_t best_at = -1;
+      visit_window(s, od, oh, ow, [&](int64_t at) {
+        if (best_at < 0 || xp[at] > best) {
+          best = xp[at];
+          best_at = at;
+        }
+      });
+      py[index] = best;
+      if (!indices) return;
+      int64_t flat = best_at;
+      if (column_major && best_at >= 0) {
+        // Spatial index in column-major order: h + w * H (2-D), as ONNX defines storage_order=1.
+        const int64_t iw = best_at % s.in[2], ih = (best_at / s.in[2]) % s.in[1], id = best_at / (s.in[2] * s.in[1]);
+        flat = ih + iw * s.in[1] + id * s.in[1] * s.in[2];
+      }
+      indices[index] = plane * s.in_size() + flat;
+    });
+  });
+}
+
+void average_pool_kernel(KernelContext& ctx) {
+  const PoolShape s = pool_shape(ctx);
+  const bool include_pad = ctx.attrs().get_int_or("count_include_pad", 0) != 0;
+  dispatch_float(ctx.input(0).dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = ctx.input(0).as<T>();
+    T* py = ctx.output(0).as<T>();
+    for_each_output(s, ctx.pool(), [&](int64_t plane, int64_t index, int64_t od, int64_t oh, int64_t ow) {
+      const T* xp = px + plane * s.in_size();
+      T sum = 0;
+      int64_t count = 0;
+      const int64_t padded = visit_window(s, od, oh, ow, [&](int64_t at) {
+        sum += xp[at];
+        ++count;
+      });
+      const int64_t divisor = include_pad ? padded : count;
+      py[index] = divisor > 0 ? sum / static_cast<T>(divisor) : T(0);
+    });
+  });
+}
+
+void lp_pool_kernel(KernelContext& ctx) {
+  const PoolShape s = pool_shape(ctx);
+  const double p = static_cast<double>(ctx.attrs().get_int_or("p", 2));
+  dispatch_float(ctx.input(0).dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = ctx.input(0).as<T>();
+    T* py = ctx.output(0).as<T>();
+    for_each_output(s, ctx.pool(), [&](int64_t plane, int64_t index, int64_t od, int64_t oh, int64_t ow) {
+      const T* xp = px + plane * s.in_size();
+      double sum = 0;
+      visit_window(s, od, oh, ow, [&](int64_t at) { sum += std::pow(std::fabs(static_cast<double>(xp[at])), p); });
+      py[index] = static_cast<T>(std::pow(sum, 1.0 / p));
+    });
+  });
+}
+
+/// Global pools: reduce each (N, C) plane to one value.
+template <typename Reduce>
+void global_pool(KernelContext& ctx, Reduce reduce) {
+  const TensorView& x = ctx.input(0);
+  const int64_t planes = x.shape[0] * x.shape[1];
+  const int64_t size = planes ? x.numel() / planes : 0;
+  dispatch_float(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.as<T>();
+    T* py = ctx.output(0).as<T>();
+    ctx.pool().parallel_for(planes, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) py[plane] = reduce(px + plane * size, size);
+    });
+  });
+}
+
+void global_average_pool_kernel(KernelContext& ctx) {
+  global_pool(ctx, [](const auto* x, int64_t n) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    T sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += x[i];
+    return n ? sum / static_cast<T>(n) : T(0);
+  });
+}
+
+void global_max_pool_kernel(KernelContext& ctx) {
+  global_pool(ctx, [](const auto* x, int64_t n) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    T best = std::numeric_limits<T>::lowest();
+    for (int64_t i = 0; i < n; ++i) best = std::max(best, x[i]);
+    return best;
+  });
+}
+
+void global_lp_pool_kernel(KernelContext& ctx) {
+  const double p = static_cast<double>(ctx.attrs().get_int_or("p", 2));
+  global_pool(ctx, [p](const auto* x, int64_t n) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += std::pow(std::fabs(static_cast<double>(x[i])), p);
+    return static_cast<T>(std::pow(sum, 1.0 / p));
+  });
+}
+
+}  // namespace
+
+void register_nn_pool_kernels(KernelRegistry& registry) {
+  registry.add({.op_type = "MaxPool", .run = max_pool_kernel});
+  registry.add({.op_type = "AveragePool", .run = average_pool_kernel});
+  registry.add({.op_type = "LpPool", .run = lp_pool_kernel});
+  registry.add({.op_type = "GlobalAveragePool", .run = global_average_pool_kernel});
+  registry.add({.op_type = "GlobalMaxPool", .run = global_max_pool_kernel});
+  registry.add({.op_type = "GlobalLpPool", .run = global_lp_pool_kernel});
+}
+
+}  // namespace tessera::native

@@ -1,0 +1,142 @@
+// Softmax / LogSoftmax row and column-block microkernels for float32, written as plain loops
+// that the compiler vectorises (std::exp would not be: it is a libm call).
+// Included by reduction_softmax.cc (baseline ISA), reduction_softmax_avx2.cc
+// and reduction_softmax_avx512.cc (their ISA flags) inside a namespace each names,
+// so the same source is compiled for each ISA. Pure: no allocation, no globals.
+//
+// Each file defines TESSERA_SOFTMAX_ROWS_NAMESPACE before including this.
+#include <bit>
+#include <cstdint>
+
+namespace tessera::native::TESSERA_SOFTMAX_ROWS_NAMESPACE {
+
+/// exp(x) for x <= ~88, within ~2 ulp (Cephes expf polynomial after a
+/// reduction by ln 2); inputs below -87.3 give exp(-87.3) ~ 1e-38.
+inline float exp_vectorizable(float x) {
+  // Clamps as selects (not branches) so the loop stays if-converted.
+  const float low = x < -87.3f ? -87.3f : x;
+  x = low > 88.3f ? 88.3f : low;
+  // Round x / ln 2 to the nearest integer by adding and removing 1.5 * 2^23:
+  // plain arithmetic, so it vectorises without SSE4.1's round instruction.
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const float scale = std::bit_cast<float>(static_cast<int32_t>((static_cast<int32_t>(n) + 127) << 23));
+  return p * scale;
+}
+
+inline float row_max(const float* x, int64_t n) {
+  float lanes[16];
+  for (int l = 0; l < 16; ++l) lanes[l] = -__builtin_inff();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int l = 0; l < 16; ++l) lanes[l] = lanes[l] < x[i + l] ? x[i + l] : lanes[l];
+  }
+  for (; i < n; ++i) lanes[0] = lanes[0] < x[i] ? x[i] : lanes[0];
+  float m = lanes[0];
+  for (int l = 1; l < 16; ++l) m = m < lanes[l] ? lanes[l] : m;
+  return m;
+}
+
+/// y[i] = exp(x[i] - shift); returns the sum of y.
+inline float exp_shifted_and_sum(const float* x, float* y, int64_t n, float shift) {
+  float lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int l = 0; l < 16; ++l) {
+      const float e = exp_vectorizable(x[i + l] - shift);
+      y[i + l] = e;
+      lanes[l] += e;
+    }
+  }
+  for (; i < n; ++i) {
+    y[i] = exp_vectorizable(x[i] - shift);
+    lanes[0] += y[i];
+  }
+  float s = 0;
+  for (int l = 0; l < 16; ++l) s += lanes[l];
+  return s;
+}
+
+/// Sum of exp(x[i] - shift), without storing the exponentials.
+inline float sum_exp_shifted(const float* x, int64_t n, float shift) {
+  float lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int l = 0; l < 16; ++l) lanes[l] += exp_vectorizable(x[i + l] - shift);
+  }
+  for (; i < n; ++i) lanes[0] += exp_vectorizable(x[i] - shift);
+  float s = 0;
+  for (int l = 0; l < 16; ++l) s += lanes[l];
+  return s;
+}
+
+inline void softmax_rows(const float* x, float* y, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = x + r * n;
+    float* out = y + r * n;
+    const float m = row_max(in, n);
+    const float shift = m == -__builtin_inff() ? 0.0f : m;
+    const float inv = 1.0f / exp_shifted_and_sum(in, out, n, shift);
+    for (int64_t i = 0; i < n; ++i) out[i] *= inv;
+  }
+}
+
+inline void log_softmax_rows(const float* x, float* y, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = x + r * n;
+    float* out = y + r * n;
+    const float m = row_max(in, n);
+    const float shift = m == -__builtin_inff() ? 0.0f : m;
+    // log is called once per row, so the libm one is fine here.
+    const float offset = shift + __builtin_logf(sum_exp_shifted(in, n, shift));
+    for (int64_t i = 0; i < n; ++i) out[i] = in[i] - offset;
+  }
+}
+
+/// Softmax (or LogSoftmax when `log`) of `width` <= 256 adjacent columns of
+/// an [extent, inner] slab along its first axis; every inner loop runs over
+/// the contiguous columns.
+inline void normalize_column_block(const float* in, float* out, int64_t extent, int64_t inner, int64_t width,
+                                   bool log) {
+  float best[256];
+  float sum[256];
+  for (int64_t j = 0; j < width; ++j) {
+    best[j] = in[j];
+    sum[j] = 0;
+  }
+  for (int64_t r = 1; r < extent; ++r) {
+    for (int64_t j = 0; j < width; ++j) best[j] = best[j] < in[r * inner + j] ? in[r * inner + j] : best[j];
+  }
+  for (int64_t j = 0; j < width; ++j) best[j] = best[j] == -__builtin_inff() ? 0.0f : best[j];
+  if (log) {
+    for (int64_t r = 0; r < extent; ++r) {
+      for (int64_t j = 0; j < width; ++j) sum[j] += exp_vectorizable(in[r * inner + j] - best[j]);
+    }
+    for (int64_t j = 0; j < width; ++j) sum[j] = best[j] + __builtin_logf(sum[j]);
+    for (int64_t r = 0; r < extent; ++r) {
+      for (int64_t j = 0; j < width; ++j) out[r * inner + j] = in[r * inner + j] - sum[j];
+    }
+    return;
+  }
+  for (int64_t r = 0; r < extent; ++r) {
+    for (int64_t j = 0; j < width; ++j) {
+      const float e = exp_vectorizable(in[r * inner + j] - best[j]);
+      out[r * inner + j] = e;
+      sum[j] += e;
+    }
+  }
+  for (int64_t j = 0; j < width; ++j) sum[j] = 1.0f / sum[j];
+  for (int64_t r = 0; r < extent; ++r) {
+    for (int64_t j = 0; j < width; ++j) out[r * inner + j] *= sum[j];
+  }
+}
+
+}  // namespace tessera::native::TESSERA_SOFTMAX_ROWS_NAMESPACE

@@ -1,0 +1,279 @@
+// Tests of the nn family: the packed GEMM (every microkernel this CPU runs)
+// and the Conv / MatMul / Gemm fast paths against plain references on random
+// shapes with odd sizes, groups, strides, dilations and padding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backends/native/kernels/nn_internal.h"
+#include "test_util.h"
+
+namespace tessera {
+namespace {
+
+using native::GemmA;
+using native::GemmB;
+using testing::expect_close;
+using testing::OneOpGraph;
+using testing::random_float;
+using testing::run_one_op;
+
+TEST(NnGemm, EveryMicrokernelMatchesReference) {
+  native::ThreadPool pool(3);
+  struct Case { int64_t m, n, k; bool trans_a, trans_b, accumulate, bias; };
+  const Case cases[] = {{1, 1, 1, false, false, false, false}, {13, 37, 5, false, false, false, true},
+                        {29, 65, 300, true, false, true, false}, {64, 33, 513, false, true, false, true},
+                        {7, 129, 257, true, true, true, true},   {100, 500, 70, false, false, false, false}};
+  for (const native::GemmMicrokernel* kernel : native::available_gemm_microkernels()) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(kernel->name) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k));
+      Tensor a = random_float({c.m, c.k}, 1), b = random_float({c.k, c.n}, 2), bias = random_float({c.m}, 3);
+      Tensor expected = random_float({c.m, c.n}, 4), actual = expected.clone();
+      // Transposed operands are read through strides of the same data.
+      const int64_t a_row = c.trans_a ? 1 : c.k, a_col = c.trans_a ? c.m : 1;
+      const int64_t b_row = c.trans_b ? 1 : c.n, b_col = c.trans_b ? c.k : 1;
+      native::reference_gemm<float>(c.m, c.n, c.k, a.as<float>(), a_row, a_col, b.as<float>(), b_row, b_col, expected.as<float>(),
+                                    c.n, c.accumulate);
+      if (c.bias) {
+        for (int64_t i = 0; i < c.m; ++i) {
+          for (int64_t j = 0; j < c.n; ++j) expected.as<float>()[i * c.n + j] += bias.as<float>()[i];
+        }
+      }
+      native::MatrixRef aref{a.as<float>(), a_row, a_col}, bref{b.as<float>(), b_row, b_col};
+      native::gemm_f32(*kernel, c.m, c.n, c.k, GemmA{nullptr, aref}, GemmB{nullptr, {}, bref}, actual.as<float>(), c.n,
+                       c.accumulate, c.bias ? bias.as<float>() : nullptr, &pool);
+      expect_close(actual, expected, 1e-4, 1e-4);
+      // Pre-packed operands give the same result.
+      native::PackedMatrix pa = native::pack_gemm_a(*kernel, aref, c.m, c.k);
+      native::PackedMatrix pb = native::pack_gemm_b(*kernel, bref, c.k, c.n);
+      Tensor packed_out = random_float({c.m, c.n}, 4);
+      native::gemm_f32(*kernel, c.m, c.n, c.k, GemmA{&pa, {}}, GemmB{&pb, {}, {}}, packed_out.as<float>(), c.n, c.accumulate,
+                       c.bias ? bias.as<float>() : nullptr, nullptr);
+      expect_close(packed_out, expected, 1e-4, 1e-4);
+    }
+  }
+}
+
+struct ConvCase {
+  Shape x, w;
+  int64_t group;
+  std::vector<int64_t> stride, dilation, pads;
+  bool bias;
+};
+
+Tensor reference_conv_output(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor* bias) {
+  const size_t r = c.x.size() - 2;
+  Shape out = {c.x[0], c.w[0]};
+  for (size_t d = 0; d < r; ++d) {
+    const int64_t extent = (c.w[d + 2] - 1) * c.dilation[d] + 1;
+    out.push_back((c.x[d + 2] + c.pads[d] + c.pads[d + r] - extent) / c.stride[d] + 1);
+  }
+  Tensor y(x.dtype(), out);
+  std::vector<int64_t> pad_begin(c.pads.begin(), c.pads.begin() + static_cast<std::ptrdiff_t>(r));
+  if (x.dtype() == DType::kFloat32) {
+    native::reference_conv<float>(x.view(), w.view(), bias ? bias->as<float>() : nullptr, c.group, c.stride, c.dilation, pad_begin,
+                                  y.view());
+  } else {
+    native::reference_conv<double>(x.view(), w.view(), bias ? bias->as<double>() : nullptr, c.group, c.stride, c.dilation,
+                                   pad_begin, y.view());
+  }
+  return y;
+}
+
+const ConvCase kConvCases[] = {
+    {{2, 3, 11, 13}, {5, 3, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+    {{1, 8, 9, 7}, {6, 4, 3, 2}, 2, {2, 1}, {1, 2}, {0, 1, 2, 1}, true},
+    {{1, 16, 17, 15}, {32, 16, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},      // pointwise: direct GEMM
+    {{2, 6, 10, 10}, {12, 1, 3, 3}, 6, {2, 2}, {1, 1}, {1, 1, 1, 1}, true},       // depthwise, multiplier 2
+    {{1, 7, 12, 9}, {7, 1, 5, 5}, 7, {1, 1}, {2, 2}, {4, 4, 4, 4}, false},        // depthwise, dilated
+    {{1, 5, 29}, {4, 5, 4}, 1, {3}, {2}, {2, 1}, true},                           // 1-D
+    {{1, 4, 5, 6, 7}, {4, 2, 2, 3, 2}, 2, {1, 2, 1}, {1, 1, 2}, {1, 0, 1, 0, 1, 1}, true},  // 3-D grouped
+    {{1, 37, 20, 20}, {70, 37, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}, true},     // K > one block
+};
+
+void run_conv_case(const ConvCase& c, DType dtype, bool constant_weights) {
+  Tensor x = random_float(c.x, 7), w = random_float(c.w, 8), b = random_float({c.w[0]}, 9);
+  if (dtype == DType::kFloat64) {
+    auto to_double = [](const Tensor& t) {
+      Tensor d(DType::kFloat64, t.shape());
+      for (int64_t i = 0; i < t.numel(); ++i) d.as<double>()[i] = t.as<float>()[i];
+      return d;
+    };
+    x = to_double(x), w = to_double(w), b = to_double(b);
+  }
+  OneOpGraph spec{.op_type = "Conv"};
+  spec.attrs.set("group", Attribute::of_int(c.group));
+  spec.attrs.set("strides", Attribute::of_ints(c.stride));
+  spec.attrs.set("dilations", Attribute::of_ints(c.dilation));
+  spec.attrs.set("pads", Attribute::of_ints(c.pads));
+  spec.inputs.push_back(x);
+  if (constant_weights) {
+    spec.constants.push_back({1, w});
+  } else {
+    spec.inputs.push_back(w);
+  }
+  if (c.bias) spec.constants.push_back({2, b});
+  Tensor expected = reference_conv_output(c, x, w, c.bias ? &b : nullptr);
+  expect_close(run_one_op(spec, 2)[0], expected, 1e-4, 1e-4);
+}
+
+TEST(NnConv, Float32FastPathsMatchReference) {
+  for (const ConvCase& c : kConvCases) {
+    SCOPED_TRACE("x=" + shape_to_string(c.x) + " w=" + shape_to_string(c.w));
+    run_conv_case(c, DType::kFloat32, true);
+    run_conv_case(c, DType::kFloat32, false);
+  }
+}
+
+TEST(NnConv, Float64MatchesReference) {
+  for (const ConvCase& c : kConvCases) run_conv_case(c, DType::kFloat64, true);
+}
+
+TEST(NnConv, ReferenceConvKnownValue) {
+  // 1x1x3x3 ones with a 2x2 kernel of ones, no padding: every output sums 4 inputs.
+  Tensor x = testing::make_float({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor w = testing::make_float({1, 1, 2, 2}, {1, 1, 1, 1});
+  Tensor y(DType::kFloat32, {1, 1, 2, 2});
+  native::reference_conv<float>(x.view(), w.view(), nullptr, 1, {1, 1}, {1, 1}, {0, 0}, y.view());
+  expect_close(y, testing::make_float({1, 1, 2, 2}, {12, 16, 24, 28}));
+}
+
+TEST(NnConv, ChannelMismatchIsUserError) {
+  OneOpGraph spec{.op_type = "Conv"};
+  spec.inputs = {random_float({1, 3, 5, 5}, 1), random_float({2, 4, 3, 3}, 2)};
+  try {
+    run_one_op(spec);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUser);
+  }
+}
+
+TEST(NnConvTranspose, MatchesScatterReference) {
+  // ConvTranspose is the adjoint of Conv: scatter each input through the kernel.
+  const Shape xs = {1, 4, 5, 6}, ws = {4, 3, 3, 2};  // group 2: Cout = 3 * 2
+  const int64_t group = 2, stride[2] = {2, 1}, pad[2] = {1, 0};
+  Tensor x = random_float(xs, 3), w = random_float(ws, 4);
+  OneOpGraph spec{.op_type = "ConvTranspose"};
+  spec.attrs.set("group", Attribute::of_int(group));
+  spec.attrs.set("strides", Attribute::of_ints({stride[0], stride[1]}));
+  spec.attrs.set("pads", Attribute::of_ints({pad[0], pad[1], pad[0], pad[1]}));
+  spec.inputs = {x};
+  spec.constants = {{1, w}};
+  Tensor y = run_one_op(spec)[0];
+  const int64_t oh = stride[0] * (xs[2] - 1) + ws[2] - 2 * pad[0], ow = stride[1] * (xs[3] - 1) + ws[3] - 2 * pad[1];
+  Tensor expected(DType::kFloat32, {1, 6, oh, ow});
+  const int64_t cin_g = 2, cout_g = 3;
+  for (int64_t ic = 0; ic < 4; ++ic) {
+    const int64_t g = ic / cin_g;
+    for (int64_t ih = 0; ih < xs[2]; ++ih) {
+      for (int64_t iw = 0; iw < xs[3]; ++iw) {
+        for (int64_t oc = 0; oc < cout_g; ++oc) {
+          for (int64_t kh = 0; kh < ws[2]; ++kh) {
+            for (int64_t kw = 0; kw < ws[3]; ++kw) {
+              const int64_t h = ih * stride[0] - pad[0] + kh, ww = iw * stride[1] - pad[1] + kw;
+              if (h < 0 || h >= oh || ww < 0 || ww >= ow) continue;
+              expected.as<float>()[((g * cout_g + oc) * oh + h) * ow + ww] +=
+                  x.as<float>()[(ic * xs[2] + ih) * xs[3] + iw] * w.as<float>()[((ic * cout_g + oc) * ws[2] + kh) * ws[3] + kw];
+            }
+          }
+        }
+      }
+    }
+  }
+  expect_close(y, expected, 1e-4, 1e-4);
+}
+
+/// MatMul of [.., m, k] x [.., k, n] with numpy broadcasting, plain loops.
+Tensor reference_matmul(const Tensor& a, const Tensor& b, const Shape& out_shape) {
+  Tensor y(DType::kFloat32, out_shape);
+  const int64_t m = a.shape()[a.shape().size() - 2], k = a.shape().back(), n = b.shape().back();
+  const int64_t batches = y.numel() / (m * n);
+  const int64_t a_batches = a.numel() / (m * k), b_batches = b.numel() / (k * n);
+  for (int64_t t = 0; t < batches; ++t) {
+    // The tests below broadcast only whole operands (batch count 1) or match exactly.
+    const float* pa = a.as<float>() + (a_batches == 1 ? 0 : t) * m * k;
+    const float* pb = b.as<float>() + (b_batches == 1 ? 0 : t) * k * n;
+    native::reference_gemm<float>(m, n, k, pa, k, 1, pb, n, 1, y.as<float>() + t * m * n, n, false);
+  }
+  return y;
+}
+
+TEST(NnMatMul, BatchedAndBroadcastMatchReference) {
+  struct Case { Shape a, b, y; bool constant_b; };
+  const Case cases[] = {{{2, 3, 17, 33}, {2, 3, 33, 19}, {2, 3, 17, 19}, false},
+                        {{4, 13, 70}, {70, 45}, {4, 13, 45}, true},
+                        {{4, 13, 70}, {70, 45}, {4, 13, 45}, false},
+                        {{1, 9, 300}, {5, 300, 7}, {5, 9, 7}, false}};
+  for (const Case& c : cases) {
+    Tensor a = random_float(c.a, 11), b = random_float(c.b, 12);
+    OneOpGraph spec{.op_type = "MatMul"};
+    spec.inputs = {a};
+    if (c.constant_b) {
+      spec.constants = {{1, b}};
+    } else {
+      spec.inputs.push_back(b);
+    }
+    expect_close(run_one_op(spec, 3)[0], reference_matmul(a, b, c.y), 1e-4, 1e-4);
+  }
+}
+
+TEST(NnMatMul, VectorOperands) {
+  Tensor a = testing::make_float({3}, {1, 2, 3});
+  Tensor b = testing::make_float({3, 2}, {1, 2, 3, 4, 5, 6});
+  OneOpGraph spec{.op_type = "MatMul", .inputs = {a, b}};
+  expect_close(run_one_op(spec)[0], testing::make_float({2}, {22, 28}));
+}
+
+TEST(NnGemm, AttributesAndBroadcastBias) {
+  const int64_t m = 19, n = 23, k = 41;
+  Tensor a = random_float({k, m}, 21), b = random_float({n, k}, 22), c = random_float({n}, 23);
+  const float alpha = 0.5f, beta = -2.0f;
+  Tensor expected(DType::kFloat32, {m, n});
+  native::reference_gemm<float>(m, n, k, a.as<float>(), 1, m, b.as<float>(), 1, k, expected.as<float>(), n, false);
+  for (int64_t i = 0; i < m * n; ++i) expected.as<float>()[i] = alpha * expected.as<float>()[i] + beta * c.as<float>()[i % n];
+  for (bool constant_b : {true, false}) {
+    OneOpGraph spec{.op_type = "Gemm"};
+    spec.attrs.set("transA", Attribute::of_int(1));
+    spec.attrs.set("transB", Attribute::of_int(1));
+    spec.attrs.set("alpha", Attribute::of_float(alpha));
+    spec.attrs.set("beta", Attribute::of_float(beta));
+    spec.inputs = {a};
+    if (constant_b) {
+      spec.constants = {{1, b}, {2, c}};
+    } else {
+      spec.inputs.push_back(b);
+      spec.constants = {{2, c}};
+    }
+    expect_close(run_one_op(spec, 2)[0], expected, 1e-4, 1e-4);
+  }
+}
+
+TEST(NnPool, MaxPoolIndicesAndAveragePoolPadding) {
+  Tensor x = testing::make_float({1, 1, 3, 3}, {1, 9, 2, 4, 5, 6, 7, 3, 8});
+  OneOpGraph max_spec{.op_type = "MaxPool", .inputs = {x}, .num_outputs = 2};
+  max_spec.attrs.set("kernel_shape", Attribute::of_ints({2, 2}));
+  std::vector<Tensor> out = run_one_op(max_spec);
+  expect_close(out[0], testing::make_float({1, 1, 2, 2}, {9, 9, 7, 8}));
+  expect_close(out[1], testing::make_int64({1, 1, 2, 2}, {1, 1, 6, 8}));
+  OneOpGraph avg_spec{.op_type = "AveragePool", .inputs = {x}};
+  avg_spec.attrs.set("kernel_shape", Attribute::of_ints({2, 2}));
+  avg_spec.attrs.set("pads", Attribute::of_ints({1, 1, 0, 0}));
+  avg_spec.attrs.set("count_include_pad", Attribute::of_int(1));
+  // Top-left window covers only x[0][0] plus three padded zeros.
+  expect_close(run_one_op(avg_spec)[0], testing::make_float({1, 1, 3, 3}, {0.25f, 2.5f, 2.75f, 1.25f, 4.75f, 5.5f, 2.75f, 4.75f, 5.5f}));
+}
+
+TEST(NnNorm, LayerNormalizationRows) {
+  Tensor x = testing::make_float({2, 2}, {1, 3, -2, 2});
+  OneOpGraph spec{.op_type = "LayerNormalization", .inputs = {x}, .num_outputs = 3};
+  spec.attrs.set("epsilon", Attribute::of_float(0.0f));
+  spec.constants = {{1, testing::make_float({2}, {2, 1})}, {2, testing::make_float({2}, {0, 1})}};
+  std::vector<Tensor> out = run_one_op(spec);
+  expect_close(out[0], testing::make_float({2, 2}, {-2, 2, -2, 2}));
+  expect_close(out[1], testing::make_float({2, 1}, {2, 0}));
+  expect_close(out[2], testing::make_float({2, 1}, {1, 0.5f}));
+}
+
+}  // namespace
+}  // namespace tessera

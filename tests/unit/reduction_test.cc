@@ -1,0 +1,320 @@
+// Unit tests of the reduction family's kernels (Reduce*, ArgMax/ArgMin, TopK,
+// Softmax/LogSoftmax/Hardmax) against plain reference loops written here.
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "ir/error.h"
+#include "test_util.h"
+
+namespace tessera::native {
+// The ISA builds of the float32 softmax microkernels (reduction_softmax_{avx2,avx512}.cc).
+void softmax_rows_avx2(const float* x, float* y, int64_t rows, int64_t n);
+void log_softmax_rows_avx2(const float* x, float* y, int64_t rows, int64_t n);
+void normalize_column_block_avx2(const float* in, float* out, int64_t extent, int64_t inner, int64_t width, bool log);
+void softmax_rows_avx512(const float* x, float* y, int64_t rows, int64_t n);
+void log_softmax_rows_avx512(const float* x, float* y, int64_t rows, int64_t n);
+void normalize_column_block_avx512(const float* in, float* out, int64_t extent, int64_t inner, int64_t width, bool log);
+}  // namespace tessera::native
+
+namespace tessera::testing {
+namespace {
+
+/// Plain reference: reduces x over the axes in mask with `combine` from `init`,
+/// then applies finish(accumulated, count). Output keeps dims (size 1).
+Tensor reference_reduce(const Tensor& x, const std::vector<bool>& mask, double init,
+                        const std::function<double(double, double)>& combine,
+                        const std::function<double(double, int64_t)>& finish) {
+  Shape out_shape = x.shape();
+  for (size_t i = 0; i < mask.size(); ++i) {
+    if (mask[i]) out_shape[i] = 1;
+  }
+  Tensor y(DType::kFloat32, out_shape);
+  std::vector<double> acc(static_cast<size_t>(y.numel()), init);
+  std::vector<int64_t> index(x.shape().size(), 0);
+  int64_t count = 1;
+  for (size_t i = 0; i < mask.size(); ++i) count *= mask[i] ? x.shape()[i] : 1;
+  for (int64_t flat = 0; flat < x.numel(); ++flat) {
+    int64_t rem = flat, out_flat = 0, out_stride = 1;
+    for (size_t d = x.shape().size(); d-- > 0;) {
+      index[d] = rem % x.shape()[d];
+      rem /= x.shape()[d];
+    }
+    for (size_t d = x.shape().size(); d-- > 0;) {
+      out_flat += (mask[d] ? 0 : index[d]) * out_stride;
+      out_stride *= out_shape[d];
+    }
+    acc[static_cast<size_t>(out_flat)] = combine(acc[static_cast<size_t>(out_flat)], x.as<float>()[flat]);
+  }
+  for (int64_t i = 0; i < y.numel(); ++i) y.as<float>()[i] = static_cast<float>(finish(acc[static_cast<size_t>(i)], count));
+  return y;
+}
+
+OneOpGraph reduce_graph(const std::string& op, const Tensor& x, std::vector<int64_t> axes, int opset) {
+  OneOpGraph g;
+  g.op_type = op;
+  g.opset = opset;
+  g.inputs = {x};
+  g.attrs.set("keepdims", Attribute::of_int(1));
+  if (op == "ReduceSum" && opset >= 13) {
+    g.constants = {{1, make_int64({static_cast<int64_t>(axes.size())}, axes)}};
+  } else {
+    g.attrs.set("axes", Attribute::of_ints(axes));
+  }
+  return g;
+}
+
+struct ReduceCase {
+  std::string op;
+  double init;
+  std::function<double(double, double)> combine;
+  std::function<double(double, int64_t)> finish;
+};
+
+std::vector<ReduceCase> reduce_cases() {
+  auto sum = [](double a, double x) { return a + x; };
+  auto same = [](double a, int64_t) { return a; };
+  return {
+      {"ReduceSum", 0, sum, same},
+      {"ReduceMean", 0, sum, [](double a, int64_t n) { return a / static_cast<double>(n); }},
+      {"ReduceMax", -1e30, [](double a, double x) { return std::max(a, x); }, same},
+      {"ReduceMin", 1e30, [](double a, double x) { return std::min(a, x); }, same},
+      {"ReduceProd", 1, [](double a, double x) { return a * (1.0 + x); }, same},
+      {"ReduceL1", 0, [](double a, double x) { return a + std::fabs(x); }, same},
+      {"ReduceL2", 0, [](double a, double x) { return a + x * x; }, [](double a, int64_t) { return std::sqrt(a); }},
+      {"ReduceSumSquare", 0, [](double a, double x) { return a + x * x; }, same},
+      {"ReduceLogSumExp", 0, [](double a, double x) { return a + std::exp(x); },
+       [](double a, int64_t) { return std::log(a); }},
+  };
+}
+
+TEST(Reduction, AllOpsMatchReferenceOverAxisSets) {
+  const Shape shape = {3, 5, 4, 37};
+  const std::vector<std::vector<int64_t>> axis_sets = {{3}, {1}, {0}, {1, 2}, {0, 2}, {1, 3}, {-1, 0}};
+  for (const ReduceCase& c : reduce_cases()) {
+    for (const auto& axes : axis_sets) {
+      for (int opset : {11, 13}) {
+        Tensor x = random_float(shape, 7);
+        // ReduceProd: keep factors near 1 so products stay in range; the reference adds 1 too.
+        if (c.op == "ReduceProd") {
+          for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] += 1.0f;
+        }
+        std::vector<bool> mask(shape.size(), false);
+        for (int64_t a : axes) mask[static_cast<size_t>(a < 0 ? a + 4 : a)] = true;
+        auto reference_combine = c.combine;
+        if (c.op == "ReduceProd") reference_combine = [](double a, double v) { return a * v; };
+        Tensor expected = reference_reduce(x, mask, c.init, reference_combine, c.finish);
+        for (int threads : {1, 3}) {
+          SCOPED_TRACE(c.op + " opset " + std::to_string(opset) + " threads " + std::to_string(threads));
+          auto out = run_one_op(reduce_graph(c.op, x, axes, opset), threads);
+          expect_close(out[0], expected, 1e-4, 1e-4);
+        }
+      }
+    }
+  }
+}
+
+TEST(Reduction, DefaultAxesReduceAllAndKeepdimsZeroDropsDims) {
+  Tensor x = random_float({2, 3, 4}, 3);
+  OneOpGraph g;
+  g.op_type = "ReduceMean";
+  g.opset = 13;
+  g.inputs = {x};
+  g.attrs.set("keepdims", Attribute::of_int(0));
+  auto out = run_one_op(g);
+  double sum = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) sum += x.as<float>()[i];
+  ASSERT_EQ(out[0].shape(), Shape{});
+  EXPECT_NEAR(out[0].as<float>()[0], sum / 24.0, 1e-5);
+}
+
+TEST(Reduction, EmptyAxesWithNoopIsIdentity) {
+  Tensor x = random_float({2, 3}, 5);
+  OneOpGraph g;
+  g.op_type = "ReduceSum";
+  g.inputs = {x, make_int64({0}, {})};
+  g.attrs.set("noop_with_empty_axes", Attribute::of_int(1));
+  auto out = run_one_op(g);
+  expect_close(out[0], x);
+}
+
+TEST(Reduction, IntegerSumAndMax) {
+  Tensor x(DType::kInt32, {2, 3});
+  for (int i = 0; i < 6; ++i) x.as<int32_t>()[i] = i * 7 - 10;
+  OneOpGraph g;
+  g.op_type = "ReduceMax";
+  g.inputs = {x};
+  g.attrs.set("axes", Attribute::of_ints({1}));
+  g.attrs.set("keepdims", Attribute::of_int(0));
+  auto out = run_one_op(g);
+  ASSERT_EQ(out[0].dtype(), DType::kInt32);
+  EXPECT_EQ(out[0].as<int32_t>()[0], 4);
+  EXPECT_EQ(out[0].as<int32_t>()[1], 25);
+}
+
+TEST(Reduction, OutOfRangeAxisIsUserError) {
+  OneOpGraph g = reduce_graph("ReduceSum", random_float({2, 3}, 1), {5}, 13);
+  try {
+    run_one_op(g);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUser);
+  }
+}
+
+/// Reference softmax of every [outer, extent, inner] column; log selects LogSoftmax.
+Tensor reference_softmax(const Tensor& x, int64_t outer, int64_t extent, int64_t inner, bool log) {
+  Tensor y(DType::kFloat32, x.shape());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t j = 0; j < inner; ++j) {
+      auto at = [&](int64_t r) { return (o * extent + r) * inner + j; };
+      double m = -1e300, s = 0;
+      for (int64_t r = 0; r < extent; ++r) m = std::max(m, double(x.as<float>()[at(r)]));
+      for (int64_t r = 0; r < extent; ++r) s += std::exp(double(x.as<float>()[at(r)]) - m);
+      for (int64_t r = 0; r < extent; ++r) {
+        double v = double(x.as<float>()[at(r)]) - m;
+        y.as<float>()[at(r)] = static_cast<float>(log ? v - std::log(s) : std::exp(v) / s);
+      }
+    }
+  }
+  return y;
+}
+
+TEST(Softmax, PerAxisFromOpset13AndCoercedBefore) {
+  Tensor x = random_float({4, 6, 35}, 11);
+  // A wide range exercises the exp; outputs near 30 in size keep ~2e-6 absolute float error.
+  for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] *= 30.0f;
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    const bool log = std::string(op) == "LogSoftmax";
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(op);
+      OneOpGraph g;
+      g.op_type = op;
+      g.inputs = {x};
+      // Opset 13, default axis -1: rows of 35.
+      expect_close(run_one_op(g, threads)[0], reference_softmax(x, 24, 35, 1, log), 1e-5, 1e-5);
+      // Opset 13, axis 1: columns.
+      g.attrs.set("axis", Attribute::of_int(1));
+      expect_close(run_one_op(g, threads)[0], reference_softmax(x, 4, 6, 35, log), 1e-5, 1e-5);
+      // Opset 11, axis 1: coerced to [4, 210].
+      g.opset = 11;
+      expect_close(run_one_op(g, threads)[0], reference_softmax(x, 4, 210, 1, log), 1e-5, 1e-5);
+      // Opset 11, default axis (1) as well.
+      g.attrs.erase("axis");
+      expect_close(run_one_op(g, threads)[0], reference_softmax(x, 4, 210, 1, log), 1e-5, 1e-5);
+    }
+  }
+}
+
+TEST(Softmax, EveryIsaMicrokernelMatchesReference) {
+  // The session picks one ISA; call each build this CPU can run directly.
+  Tensor x = random_float({5, 67}, 13);
+  for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] *= 20.0f;
+  struct Isa {
+    const char* name;
+    bool supported;
+    void (*rows)(const float*, float*, int64_t, int64_t);
+    void (*log_rows)(const float*, float*, int64_t, int64_t);
+    void (*columns)(const float*, float*, int64_t, int64_t, int64_t, bool);
+  };
+  const Isa isas[] = {
+      {"avx2", __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), native::softmax_rows_avx2,
+       native::log_softmax_rows_avx2, native::normalize_column_block_avx2},
+      {"avx512", static_cast<bool>(__builtin_cpu_supports("avx512f")), native::softmax_rows_avx512,
+       native::log_softmax_rows_avx512, native::normalize_column_block_avx512},
+  };
+  for (const Isa& isa : isas) {
+    if (!isa.supported) continue;
+    SCOPED_TRACE(isa.name);
+    for (bool log : {false, true}) {
+      Tensor y(DType::kFloat32, x.shape());
+      (log ? isa.log_rows : isa.rows)(x.as<float>(), y.as<float>(), 5, 67);
+      expect_close(y, reference_softmax(x, 5, 67, 1, log), 1e-5, 1e-5);
+      isa.columns(x.as<float>(), y.as<float>(), 5, 67, 67, log);  // softmax down the 5 rows
+      expect_close(y, reference_softmax(x, 1, 5, 67, log), 1e-5, 1e-5);
+    }
+  }
+}
+
+TEST(Softmax, HardmaxPicksFirstMaximum) {
+  Tensor x = make_float({2, 3}, {1, 3, 3, 5, 2, 5});
+  OneOpGraph g;
+  g.op_type = "Hardmax";
+  g.inputs = {x};
+  expect_close(run_one_op(g)[0], make_float({2, 3}, {0, 1, 0, 1, 0, 0}));
+  g.opset = 11;  // coerced to [2, 3] as well
+  g.attrs.set("axis", Attribute::of_int(0));  // one row of 6: the first 5
+  expect_close(run_one_op(g)[0], make_float({2, 3}, {0, 0, 0, 1, 0, 0}));
+}
+
+TEST(ArgMax, TiesAndSelectLastIndex) {
+  Tensor x = make_float({2, 3}, {2, 7, 7, 1, 1, 0});
+  OneOpGraph g;
+  g.op_type = "ArgMax";
+  g.inputs = {x};
+  g.attrs.set("axis", Attribute::of_int(1));
+  g.attrs.set("keepdims", Attribute::of_int(0));
+  auto out = run_one_op(g);
+  EXPECT_EQ(out[0].as<int64_t>()[0], 1);
+  EXPECT_EQ(out[0].as<int64_t>()[1], 0);
+  g.attrs.set("select_last_index", Attribute::of_int(1));
+  out = run_one_op(g);
+  EXPECT_EQ(out[0].as<int64_t>()[0], 2);
+  EXPECT_EQ(out[0].as<int64_t>()[1], 1);
+  g.op_type = "ArgMin";
+  g.attrs.set("axis", Attribute::of_int(0));
+  out = run_one_op(g);
+  ASSERT_EQ(out[0].shape(), Shape{3});
+  EXPECT_EQ(out[0].as<int64_t>()[0], 1);
+  EXPECT_EQ(out[0].as<int64_t>()[2], 1);
+}
+
+TEST(TopK, LegacyAttributeFormAndTies) {
+  Tensor x = make_float({2, 4}, {1, 5, 5, 2, 9, 8, 7, 9});
+  OneOpGraph g;
+  g.op_type = "TopK";
+  g.opset = 1;
+  g.inputs = {x};
+  g.num_outputs = 2;
+  g.attrs.set("k", Attribute::of_int(2));
+  auto out = run_one_op(g);
+  expect_close(out[0], make_float({2, 2}, {5, 5, 9, 9}));
+  EXPECT_EQ(out[1].as<int64_t>()[0], 1);
+  EXPECT_EQ(out[1].as<int64_t>()[1], 2);
+  EXPECT_EQ(out[1].as<int64_t>()[2], 0);
+  EXPECT_EQ(out[1].as<int64_t>()[3], 3);
+  OneOpGraph smallest;
+  smallest.op_type = "TopK";
+  smallest.inputs = {x};
+  smallest.constants = {{1, make_int64({1}, {3})}};
+  smallest.num_outputs = 2;
+  smallest.attrs.set("largest", Attribute::of_int(0));
+  smallest.attrs.set("axis", Attribute::of_int(0));
+  EXPECT_THROW(run_one_op(smallest), Error);  // k = 3 > 2 rows
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+TEST(Softmax, Float16RunsThroughFloat32) {
+  Tensor x = random_float({3, 10}, 21);
+  Tensor x16(DType::kFloat16, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    x16.as<uint16_t>()[i] = float_to_half(x.as<float>()[i]);
+    x.as<float>()[i] = half_to_float(x16.as<uint16_t>()[i]);  // the reference sees the rounded input
+  }
+  OneOpGraph g;
+  g.op_type = "Softmax";
+  g.inputs = {x16};
+  Tensor y16 = run_one_op(g)[0];
+  ASSERT_EQ(y16.dtype(), DType::kFloat16);
+  Tensor y(DType::kFloat32, y16.shape());
+  for (int64_t i = 0; i < y.numel(); ++i) y.as<float>()[i] = half_to_float(y16.as<uint16_t>()[i]);
+  expect_close(y, reference_softmax(x, 3, 10, 1, false), 1e-3, 1e-3);
+}
+
+}  // namespace
+}  // namespace tessera::testing
