@@ -61,6 +61,27 @@ def torchvision_model(name):
     return getattr(torchvision.models, name)(weights=None)
 
 
+class SegmentationOutput(nn.Module):
+    """torchvision's segmentation models return a dict; export its 'out' tensor."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+def segmentation_model(name):
+    import torchvision
+    return SegmentationOutput(getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None))
+
+
+def video_model(name):
+    import torchvision
+    return getattr(torchvision.models.video, name)(weights=None)
+
+
 def torch_encoder():
     layer = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, activation="gelu",
                                        batch_first=True, dropout=0.0)
@@ -96,6 +117,22 @@ MODELS = {
     "resnet50": (lambda: torchvision_model("resnet50"), image(), ["input"], 13),
     "vit_b_16": (lambda: torchvision_model("vit_b_16"), image(), ["input"], 14),
     "convnext_tiny": (lambda: torchvision_model("convnext_tiny"), image(), ["input"], 13),
+    "inception_v3": (lambda: torchvision_model("inception_v3"), image((1, 3, 299, 299)), ["input"], 13),
+    "alexnet": (lambda: torchvision_model("alexnet"), image(), ["input"], 11),
+    "resnext50_32x4d": (lambda: torchvision_model("resnext50_32x4d"), image(), ["input"], 13),
+    "wide_resnet50_2": (lambda: torchvision_model("wide_resnet50_2"), image(), ["input"], 13),
+    "mobilenet_v3_small": (lambda: torchvision_model("mobilenet_v3_small"), image(), ["input"], 14),
+    "mobilenet_v3_large": (lambda: torchvision_model("mobilenet_v3_large"), image(), ["input"], 13),
+    "efficientnet_v2_s": (lambda: torchvision_model("efficientnet_v2_s"), image(), ["input"], 13),
+    "swin_t": (lambda: torchvision_model("swin_t"), image(), ["input"], 14),
+    "regnet_x_400mf": (lambda: torchvision_model("regnet_x_400mf"), image(), ["input"], 9),
+    "resnet18_opset9": (lambda: torchvision_model("resnet18"), image(), ["input"], 9),
+    "fcn_resnet50": (lambda: segmentation_model("fcn_resnet50"), image((1, 3, 128, 128)), ["input"], 13),
+    "deeplabv3_mobilenet_v3_large": (lambda: segmentation_model("deeplabv3_mobilenet_v3_large"),
+                                     image((1, 3, 128, 128)), ["input"], 13),
+    "lraspp_mobilenet_v3_large": (lambda: segmentation_model("lraspp_mobilenet_v3_large"),
+                                  image((1, 3, 128, 128)), ["input"], 11),
+    "r3d_18": (lambda: video_model("r3d_18"), image((1, 3, 8, 56, 56)), ["input"], 13),
 }
 DEFAULT = ["resnet18", "mobilenet_v2", "attention_encoder", "attention_encoder_opset13", "torch_transformer_encoder"]
 
