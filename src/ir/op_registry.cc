@@ -46,6 +46,9 @@ const OpRegistry& OpRegistry::instance() {
     register_tensor_ops(*r);
     register_reduction_ops(*r);
     register_misc_ops(*r);
+    register_recurrent_ops(*r);
+    register_quantization_ops(*r);
+    register_signal_ops(*r);
     return r;
   }();
   return *registry;

@@ -110,6 +110,9 @@ void register_nn_ops(OpRegistry& registry);
 void register_tensor_ops(OpRegistry& registry);
 void register_reduction_ops(OpRegistry& registry);
 void register_misc_ops(OpRegistry& registry);
+void register_recurrent_ops(OpRegistry& registry);
+void register_quantization_ops(OpRegistry& registry);
+void register_signal_ops(OpRegistry& registry);
 
 template <typename... Args>
 [[noreturn]] void InferContext::fail(Args&&... args) const {

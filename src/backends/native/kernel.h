@@ -91,5 +91,8 @@ void register_nn_kernels(KernelRegistry& registry);
 void register_tensor_kernels(KernelRegistry& registry);
 void register_reduction_kernels(KernelRegistry& registry);
 void register_misc_kernels(KernelRegistry& registry);
+void register_recurrent_kernels(KernelRegistry& registry);
+void register_quantization_kernels(KernelRegistry& registry);
+void register_signal_kernels(KernelRegistry& registry);
 
 }  // namespace tessera::native

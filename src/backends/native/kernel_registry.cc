@@ -10,6 +10,9 @@ const KernelRegistry& KernelRegistry::instance() {
     register_tensor_kernels(*r);
     register_reduction_kernels(*r);
     register_misc_kernels(*r);
+    register_recurrent_kernels(*r);
+    register_quantization_kernels(*r);
+    register_signal_kernels(*r);
     return r;
   }();
   return *registry;
