@@ -317,6 +317,13 @@ int command_info(const Args& args) {
   load_model(args, handle);
   const tsr_model* model = handle.model;
   std::cout << "model: " << args.model << "\n";
+  for (size_t i = 0; i < tsr_model_metadata_count(model); ++i) {
+    const char *key, *value;
+    check(tsr_model_metadata(model, i, &key, &value));
+    std::string text = value;
+    if (text.size() > 120) text = text.substr(0, 117) + "...";
+    std::cout << "metadata " << key << ": " << text << "\n";
+  }
   for (size_t i = 0; i < tsr_model_input_count(model); ++i) {
     tsr_value_info info = input_info(model, i);
     std::cout << "input  " << info.name << ": " << tessera::tools::dl_dtype_name(info.dtype) << "["
@@ -328,15 +335,23 @@ int command_info(const Args& args) {
               << shape_text(info.shape, info.ndim) << "]\n";
   }
   std::map<std::string, int> histogram;
+  std::map<std::string, int> per_backend;
   for (size_t i = 0; i < tsr_model_node_count(model); ++i) {
-    const char* op;
-    check(tsr_model_node_placement(model, i, nullptr, &op, nullptr));
+    const char *op, *backend;
+    check(tsr_model_node_placement(model, i, nullptr, &op, &backend));
     ++histogram[op];
+    ++per_backend[backend];
   }
   std::vector<std::pair<int, std::string>> sorted;
   for (const auto& [op, count] : histogram) sorted.emplace_back(-count, op);
   std::sort(sorted.begin(), sorted.end());
-  std::cout << "nodes: " << tsr_model_node_count(model) << "\n";
+  std::cout << "nodes: " << tsr_model_node_count(model) << " (";
+  bool first = true;
+  for (const auto& [backend, count] : per_backend) {
+    std::cout << (first ? "" : ", ") << count << (backend == "folded" ? " folded at compile time" : " on " + backend);
+    first = false;
+  }
+  std::cout << ")\n";
   for (const auto& [count, op] : sorted) std::cout << "  " << op << ": " << -count << "\n";
   std::cout << "parameters: " << tsr_model_parameter_count(model) << "\n";
   std::cout << "constant bytes: " << tsr_model_constant_bytes(model) << "\n";

@@ -74,6 +74,11 @@ TSR_API tsr_status* tsr_model_output_info(const tsr_model* model, size_t index, 
 TSR_API size_t tsr_model_node_count(const tsr_model* model);
 TSR_API tsr_status* tsr_model_node_placement(const tsr_model* model, size_t index, const char** out_node_name,
                                              const char** out_op_type, const char** out_backend);
+/* The model's metadata (producer_name, producer_version, ir_version, doc_string,
+ * metadata_props, ...), sorted by key. Strings live as long as the model. */
+TSR_API size_t tsr_model_metadata_count(const tsr_model* model);
+TSR_API tsr_status* tsr_model_metadata(const tsr_model* model, size_t index, const char** out_key,
+                                       const char** out_value);
 /* Peak bytes of the planned arena that one run uses, and bytes of constants. */
 TSR_API int64_t tsr_model_arena_bytes(const tsr_model* model);
 TSR_API int64_t tsr_model_constant_bytes(const tsr_model* model);

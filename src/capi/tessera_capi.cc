@@ -2,6 +2,7 @@
 // into a tsr_status. Nothing here throws.
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <new>
 #include <string>
 #include <vector>
@@ -239,6 +240,18 @@ tsr_status* tsr_model_node_placement(const tsr_model* model, size_t index, const
   if (out_node_name) *out_node_name = placement[index].node_name.c_str();
   if (out_op_type) *out_op_type = placement[index].op_type.c_str();
   if (out_backend) *out_backend = placement[index].backend.c_str();
+  return nullptr;
+}
+
+size_t tsr_model_metadata_count(const tsr_model* model) { return model ? model->compiled->graph().metadata.size() : 0; }
+
+tsr_status* tsr_model_metadata(const tsr_model* model, size_t index, const char** out_key, const char** out_value) {
+  if (!model) return null_argument("model");
+  const auto& metadata = model->compiled->graph().metadata;
+  if (index >= metadata.size()) return make_status(TSR_INVALID_ARGUMENT, "metadata index out of range");
+  auto it = std::next(metadata.begin(), static_cast<std::ptrdiff_t>(index));
+  if (out_key) *out_key = it->first.c_str();
+  if (out_value) *out_value = it->second.c_str();
   return nullptr;
 }
 

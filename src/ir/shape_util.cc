@@ -30,6 +30,17 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const char* what) {
   return axis < 0 ? axis + rank : axis;
 }
 
+bool shape_fits_in_memory(const Shape& shape, DType dtype) {
+  constexpr int64_t kMaxBytes = int64_t{1} << 48;
+  int64_t bytes = std::max<int64_t>(1, static_cast<int64_t>(dtype_size(dtype)));
+  for (int64_t d : shape) {
+    if (d <= 1) continue;
+    if (bytes > kMaxBytes / d) return false;
+    bytes *= d;
+  }
+  return true;
+}
+
 std::vector<int64_t> strides_of(const Shape& shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t s = 1;

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/dtype.h"
 #include "ir/error.h"
 #include "ir/tensor.h"
 
@@ -12,6 +13,9 @@ namespace tessera {
 Shape broadcast_shapes(const Shape& a, const Shape& b);
 /// Maps a possibly negative axis into [0, rank); throws when out of range.
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* what = "axis");
+/// False when the shape's byte size would overflow or exceed 2^48 bytes
+/// (unknown dims, -1, are ignored). Checked before anything multiplies sizes.
+bool shape_fits_in_memory(const Shape& shape, DType dtype);
 /// Row-major strides of a shape.
 std::vector<int64_t> strides_of(const Shape& shape);
 /// Strides to read `from` as if broadcast to `to` (0 on broadcast dims).

@@ -1,6 +1,7 @@
 #include "passes/bind_input_shapes.h"
 
 #include "ir/error.h"
+#include "ir/shape_util.h"
 
 namespace tessera {
 
@@ -46,6 +47,12 @@ void bind_input_shapes(Graph& graph, const std::map<std::string, Shape>& shapes)
                          " is not fixed; give it with --input-shape ", v.name, "=DIMS",
                          (symbol.empty() ? "" : " or " + symbol + "=N"));
       }
+    }
+  }
+  for (ValueId id : graph.inputs) {
+    const Value& v = graph.value(id);
+    if (!shape_fits_in_memory(v.type.dims, v.type.dtype)) {
+      throw_user_error("input '", v.name, "' has shape ", shape_to_string(v.type.dims), ", which is too large");
     }
   }
 }

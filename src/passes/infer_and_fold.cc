@@ -4,6 +4,7 @@
 
 #include "ir/error.h"
 #include "ir/op_schema.h"
+#include "ir/shape_util.h"
 
 namespace tessera {
 namespace {
@@ -54,6 +55,12 @@ void infer_and_fold(Graph& graph, const NodeEvaluator& evaluate) {
     std::vector<TensorType> outputs(node.outputs.size());
     InferContext ctx(node, input_types, input_values, &outputs, input_names);
     schema->infer(ctx);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!shape_fits_in_memory(outputs[i].dims, outputs[i].dtype)) {
+        throw_user_error(node.describe(), ": output ", i, " would have shape ", shape_to_string(outputs[i].dims),
+                         ", which is too large to allocate");
+      }
+    }
 
     // Fold when every input is constant, or when only input shapes matter and they are static.
     bool shapes_suffice = schema->reads_shapes_only;

@@ -142,6 +142,39 @@ TEST_F(ErrorTest, RawDataOfWrongSize) {
   expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"'w'", "7 bytes"});
 }
 
+TEST_F(ErrorTest, HugeInitializerShapeIsRejectedBeforeAllocating) {
+  onnx::ModelProto model = unary_model("Add");
+  auto* g = model.mutable_graph();
+  auto* init = g->add_initializer();
+  init->set_name("w");
+  init->set_data_type(onnx::TensorProto::FLOAT);
+  init->add_dims(1 << 19);
+  init->add_dims(1 << 19);
+  init->set_raw_data(std::string(8, '\0'));
+  g->mutable_node(0)->add_input("w");
+  expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"'w'", "8 bytes"});
+  init->clear_raw_data();
+  init->add_float_data(1.0f);
+  expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"'w'", "1 values"});
+}
+
+TEST_F(ErrorTest, HugeShapesAreUserErrors) {
+  onnx::ModelProto model = unary_model("Relu");
+  auto* dims = model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  dims->mutable_dim(0)->set_dim_value(int64_t{1} << 40);
+  dims->mutable_dim(1)->set_dim_value(int64_t{1} << 40);
+  expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"'x'", "too large"});
+  // An op whose output would be huge: Expand to a giant shape given as a constant.
+  onnx::ModelProto expand = unary_model("Expand");
+  auto* shape = expand.mutable_graph()->add_initializer();
+  shape->set_name("shape");
+  shape->set_data_type(onnx::TensorProto::INT64);
+  shape->add_dims(4);
+  for (int64_t d : {int64_t{1} << 30, int64_t{1} << 20, int64_t{1}, int64_t{1}}) shape->add_int64_data(d);
+  expand.mutable_graph()->mutable_node(0)->add_input("shape");
+  expect_load_error(write_model(expand), TSR_INVALID_ARGUMENT, {"the_node", "Expand", "too large"});
+}
+
 TEST_F(ErrorTest, ExternalDataCannotLeaveTheModelFolder) {
   onnx::ModelProto model = unary_model("Add");
   auto* g = model.mutable_graph();

@@ -56,6 +56,22 @@ class AttentionEncoder(nn.Module):
         return x, torch.tanh(self.pool(x[:, 0]))
 
 
+class RecurrentTagger(nn.Module):
+    """Embedding, a 2-layer bidirectional LSTM, a GRU and a linear tagger head."""
+
+    def __init__(self, vocab=50, dim=32, hidden=48, tags=7):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.lstm = nn.LSTM(dim, hidden, num_layers=2, bidirectional=True, batch_first=True)
+        self.gru = nn.GRU(2 * hidden, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, tags)
+
+    def forward(self, ids):
+        x, _ = self.lstm(self.embed(ids))
+        x, h = self.gru(x)
+        return torch.log_softmax(self.head(x), dim=-1), h
+
+
 def torchvision_model(name):
     import torchvision
     return getattr(torchvision.models, name)(weights=None)
@@ -105,6 +121,7 @@ MODELS = {
                                   lambda g: (torch.randint(0, 100, (1, 16), generator=g),
                                              torch.ones(1, 16, dtype=torch.int64)),
                                   ["ids", "mask"], 13),
+    "recurrent_tagger": (RecurrentTagger, lambda g: (torch.randint(0, 50, (3, 12), generator=g),), ["ids"], 14),
     "torch_transformer_encoder": (torch_encoder, lambda g: (torch.randn(2, 10, 64, generator=g),), ["src"], 14),
     "squeezenet1_0": (lambda: torchvision_model("squeezenet1_0"), image(), ["input"], 13),
     "densenet121": (lambda: torchvision_model("densenet121"), image(), ["input"], 13),
@@ -134,7 +151,8 @@ MODELS = {
                                   image((1, 3, 128, 128)), ["input"], 11),
     "r3d_18": (lambda: video_model("r3d_18"), image((1, 3, 8, 56, 56)), ["input"], 13),
 }
-DEFAULT = ["resnet18", "mobilenet_v2", "attention_encoder", "attention_encoder_opset13", "torch_transformer_encoder"]
+DEFAULT = ["resnet18", "mobilenet_v2", "attention_encoder", "attention_encoder_opset13", "torch_transformer_encoder",
+           "recurrent_tagger"]
 
 
 def randomize_normalization(model):

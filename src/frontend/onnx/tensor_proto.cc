@@ -1,5 +1,6 @@
 #include "frontend/onnx/tensor_proto.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -97,11 +98,13 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
     shape.push_back(d);
   }
   if (proto.has_segment()) throw_unsupported("tensor '", proto.name(), "' is segmented");
-  Tensor tensor(dtype, shape);
-  size_t nbytes = tensor.nbytes();
+  // Every size is checked against the data actually present before anything
+  // is allocated, so a hostile shape cannot make us allocate terabytes.
+  const size_t nbytes = static_cast<size_t>(count) * dtype_size(dtype);
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string data = read_external(proto, base_dir, nbytes);
-    std::memcpy(tensor.data(), data.data(), nbytes);
+    Tensor tensor(dtype, shape);
+    if (nbytes) std::memcpy(tensor.data(), data.data(), nbytes);
     return tensor;
   }
   if (proto.has_raw_data()) {
@@ -109,9 +112,17 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
       throw_user_error("tensor '", proto.name(), "' has ", proto.raw_data().size(), " bytes of raw data, its shape ",
                        shape_to_string(shape), " of ", dtype_name(dtype), " needs ", nbytes);
     }
+    Tensor tensor(dtype, shape);
     if (nbytes) std::memcpy(tensor.data(), proto.raw_data().data(), nbytes);
     return tensor;
   }
+  const int64_t present = std::max({proto.float_data_size(), proto.double_data_size(), proto.int32_data_size(),
+                                    proto.int64_data_size(), proto.uint64_data_size()});
+  if (present != count) {
+    throw_user_error("tensor '", proto.name(), "' has ", present, " values, its shape ", shape_to_string(shape),
+                     " needs ", count);
+  }
+  Tensor tensor(dtype, shape);
   auto* bytes = static_cast<uint8_t*>(tensor.data());
   switch (dtype) {
     case DType::kFloat32:

@@ -1,0 +1,361 @@
+// Native kernels of the detection/segmentation vision ops: NonMaxSuppression,
+// RoiAlign and GridSample. Each follows the ONNX specification's reference
+// semantics (as ONNX Runtime implements them), element by element.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "backends/native/dispatch.h"
+#include "backends/native/kernels/reduction_internal.h"
+#include "backends/native/kernels/signal_internal.h"
+
+namespace tessera::native {
+namespace {
+
+// ---- NonMaxSuppression ----------------------------------------------------
+
+/// A box as (y1, x1, y2, x2) with y1 <= y2 and x1 <= x2.
+struct Corners {
+  double y1, x1, y2, x2;
+};
+
+Corners corners_of(const double* box, bool center_point) {
+  if (center_point) {  // [x_center, y_center, width, height]
+    return {box[1] - box[3] / 2, box[0] - box[2] / 2, box[1] + box[3] / 2, box[0] + box[2] / 2};
+  }
+  // [y1, x1, y2, x2] with either diagonal pair of corners.
+  return {std::min(box[0], box[2]), std::min(box[1], box[3]), std::max(box[0], box[2]), std::max(box[1], box[3])};
+}
+
+/// True when the boxes overlap by more than the threshold. A box of zero area
+/// suppresses nothing and is never suppressed.
+bool overlaps_more_than(const Corners& a, const Corners& b, double iou_threshold) {
+  const double area_a = (a.y2 - a.y1) * (a.x2 - a.x1);
+  const double area_b = (b.y2 - b.y1) * (b.x2 - b.x1);
+  if (area_a <= 0 || area_b <= 0) return false;
+  const double height = std::max(0.0, std::min(a.y2, b.y2) - std::max(a.y1, b.y1));
+  const double width = std::max(0.0, std::min(a.x2, b.x2) - std::max(a.x1, b.x1));
+  const double intersection = height * width;
+  return intersection / (area_a + area_b - intersection) > iou_threshold;
+}
+
+double optional_scalar(KernelContext& ctx, size_t i, double fallback) {
+  if (!ctx.has_input(i) || ctx.input(i).numel() == 0) return fallback;
+  return view_double_at(ctx.input(i), 0);
+}
+
+// ---- RoiAlign --------------------------------------------------------------
+
+/// One bilinear sample of a [H, W] plane at (y, x): the four corner offsets and
+/// weights. Samples more than one pixel outside the plane get weight 0.
+struct BilinearSample {
+  int64_t offsets[4] = {0, 0, 0, 0};
+  double weights[4] = {0, 0, 0, 0};
+};
+
+BilinearSample bilinear_sample(double y, double x, int64_t height, int64_t width) {
+  BilinearSample s;
+  if (y < -1.0 || y > static_cast<double>(height) || x < -1.0 || x > static_cast<double>(width)) return s;
+  y = std::max(y, 0.0);
+  x = std::max(x, 0.0);
+  int64_t y_low = static_cast<int64_t>(y), x_low = static_cast<int64_t>(x), y_high, x_high;
+  if (y_low >= height - 1) {
+    y_high = y_low = height - 1;
+    y = static_cast<double>(y_low);
+  } else {
+    y_high = y_low + 1;
+  }
+  if (x_low >= width - 1) {
+    x_high = x_low = width - 1;
+    x = static_cast<double>(x_low);
+  } else {
+    x_high = x_low + 1;
+  }
+  const double ly = y - static_cast<double>(y_low), lx = x - static_cast<double>(x_low);
+  const double hy = 1 - ly, hx = 1 - lx;
+  s.offsets[0] = y_low * width + x_low;
+  s.offsets[1] = y_low * width + x_high;
+  s.offsets[2] = y_high * width + x_low;
+  s.offsets[3] = y_high * width + x_high;
+  s.weights[0] = hy * hx;
+  s.weights[1] = hy * lx;
+  s.weights[2] = ly * hx;
+  s.weights[3] = ly * lx;
+  return s;
+}
+
+template <typename T>
+void roi_align(KernelContext& ctx) {
+  const TensorView& x = ctx.input(0);
+  const TensorView& rois = ctx.input(1);
+  const TensorView& batch_indices = ctx.input(2);
+  if (x.rank() != 4) ctx.fail("X must be [N, C, H, W], got ", shape_to_string(x.shape));
+  if (rois.rank() != 2 || rois.shape[1] != 4) ctx.fail("rois must be [num_rois, 4], got ", shape_to_string(rois.shape));
+  const int64_t num_rois = rois.shape[0];
+  if (batch_indices.numel() != num_rois) ctx.fail("batch_indices has ", batch_indices.numel(), " values for ", num_rois, " rois");
+  const int64_t batch = x.shape[0], channels = x.shape[1], height = x.shape[2], width = x.shape[3];
+  const AttributeMap& attrs = ctx.attrs();
+  const int64_t out_h = attrs.get_int_or("output_height", 1), out_w = attrs.get_int_or("output_width", 1);
+  const int64_t sampling_ratio = attrs.get_int_or("sampling_ratio", 0);
+  const double scale = attrs.get_float_or("spatial_scale", 1.0f);
+  const bool max_mode = attrs.get_string_or("mode", "avg") == "max";
+  const bool half_pixel = attrs.get_string_or("coordinate_transformation_mode", "half_pixel") == "half_pixel";
+  const double offset = half_pixel ? 0.5 : 0.0;
+  const T* in = x.as<T>();
+  T* out = ctx.output(0).as<T>();
+  for (int64_t r = 0; r < num_rois; ++r) {
+    const int64_t b = view_int_at(batch_indices, r);
+    if (b < 0 || b >= batch) ctx.fail("batch index ", b, " of roi ", r, " is out of range for batch ", batch);
+    const double start_w = view_double_at(rois, r * 4 + 0) * scale - offset;
+    const double start_h = view_double_at(rois, r * 4 + 1) * scale - offset;
+    double roi_w = view_double_at(rois, r * 4 + 2) * scale - offset - start_w;
+    double roi_h = view_double_at(rois, r * 4 + 3) * scale - offset - start_h;
+    if (!half_pixel) {  // the legacy mode forces rois to be at least 1x1
+      roi_w = std::max(roi_w, 1.0);
+      roi_h = std::max(roi_h, 1.0);
+    }
+    const double bin_h = roi_h / static_cast<double>(out_h), bin_w = roi_w / static_cast<double>(out_w);
+    const int64_t grid_h = sampling_ratio > 0 ? sampling_ratio : static_cast<int64_t>(std::ceil(roi_h / static_cast<double>(out_h)));
+    const int64_t grid_w = sampling_ratio > 0 ? sampling_ratio : static_cast<int64_t>(std::ceil(roi_w / static_cast<double>(out_w)));
+    const double count = static_cast<double>(std::max<int64_t>(grid_h * grid_w, 1));
+    // The sample positions are the same for every channel.
+    std::vector<BilinearSample> samples;
+    samples.reserve(static_cast<size_t>(out_h * out_w * grid_h * grid_w));
+    for (int64_t ph = 0; ph < out_h; ++ph)
+      for (int64_t pw = 0; pw < out_w; ++pw)
+        for (int64_t iy = 0; iy < grid_h; ++iy) {
+          const double y = start_h + ph * bin_h + (iy + 0.5) * bin_h / static_cast<double>(grid_h);
+          for (int64_t ix = 0; ix < grid_w; ++ix) {
+            const double xx = start_w + pw * bin_w + (ix + 0.5) * bin_w / static_cast<double>(grid_w);
+            samples.push_back(bilinear_sample(y, xx, height, width));
+          }
+        }
+    const int64_t per_bin = grid_h * grid_w;
+    ctx.pool().parallel_for(channels, 1, [&](int64_t c_begin, int64_t c_end) {
+      for (int64_t c = c_begin; c < c_end; ++c) {
+        const T* plane = in + (b * channels + c) * height * width;
+        T* dst = out + (r * channels + c) * out_h * out_w;
+        for (int64_t bin = 0; bin < out_h * out_w; ++bin) {
+          double sum = 0, max = 0;
+          for (int64_t k = 0; k < per_bin; ++k) {
+            const BilinearSample& s = samples[static_cast<size_t>(bin * per_bin + k)];
+            if (max_mode) {
+              // ONNX's max mode takes the largest weighted corner, not the interpolated value.
+              double v = s.weights[0] * static_cast<double>(plane[s.offsets[0]]);
+              for (int j = 1; j < 4; ++j) v = std::max(v, s.weights[j] * static_cast<double>(plane[s.offsets[j]]));
+              max = k == 0 ? v : std::max(max, v);
+            } else {
+              for (int j = 0; j < 4; ++j) sum += s.weights[j] * static_cast<double>(plane[s.offsets[j]]);
+            }
+          }
+          dst[bin] = static_cast<T>(max_mode ? max : sum / count);
+        }
+      }
+    });
+  }
+}
+
+// ---- GridSample ------------------------------------------------------------
+
+enum class Padding { kZeros, kBorder, kReflection };
+
+/// Reflects a coordinate into [low, high] (repeatedly, like a mirror pair).
+double reflect(double x, double low, double high) {
+  const double range = high - low;
+  if (range <= 0) return low;
+  if (x < low) {
+    const double d = low - x;
+    const int64_t n = static_cast<int64_t>(d / range);
+    const double r = d - static_cast<double>(n) * range;
+    return n % 2 == 0 ? low + r : high - r;
+  }
+  if (x > high) {
+    const double d = x - high;
+    const int64_t n = static_cast<int64_t>(d / range);
+    const double r = d - static_cast<double>(n) * range;
+    return n % 2 == 0 ? high - r : low + r;
+  }
+  return x;
+}
+
+struct GridPlane {
+  int64_t height, width;
+  Padding padding;
+  double bounds[4];  // x_min, y_min, x_max, y_max of the valid continuous coordinates
+
+  template <typename T>
+  double at(const T* plane, int64_t row, int64_t col) const {
+    if (padding == Padding::kZeros) {
+      if (row < 0 || row >= height || col < 0 || col >= width) return 0;
+    } else if (padding == Padding::kBorder) {
+      row = std::clamp<int64_t>(row, 0, height - 1);
+      col = std::clamp<int64_t>(col, 0, width - 1);
+    } else {
+      col = static_cast<int64_t>(reflect(static_cast<double>(col), bounds[0], bounds[2]));
+      row = static_cast<int64_t>(reflect(static_cast<double>(row), bounds[1], bounds[3]));
+      row = std::clamp<int64_t>(row, 0, height - 1);
+      col = std::clamp<int64_t>(col, 0, width - 1);
+    }
+    return static_cast<double>(plane[row * width + col]);
+  }
+};
+
+/// Keys' cubic convolution weights (a = -0.75) for the 4 taps around a point at fraction t.
+void cubic_weights(double t, double w[4]) {
+  constexpr double a = -0.75;
+  const double x0 = t + 1, x1 = t, x2 = 1 - t, x3 = 2 - t;
+  w[0] = ((a * x0 - 5 * a) * x0 + 8 * a) * x0 - 4 * a;
+  w[1] = ((a + 2) * x1 - (a + 3)) * x1 * x1 + 1;
+  w[2] = ((a + 2) * x2 - (a + 3)) * x2 * x2 + 1;
+  w[3] = ((a * x3 - 5 * a) * x3 + 8 * a) * x3 - 4 * a;
+}
+
+template <typename T>
+void grid_sample(KernelContext& ctx) {
+  const TensorView& x = ctx.input(0);
+  const TensorView& grid = ctx.input(1);
+  if (x.rank() != 4) throw_unsupported(ctx.node().describe(), ": only 4-D X (N, C, H, W) is supported, got ", shape_to_string(x.shape));
+  if (grid.rank() != 4 || grid.shape[3] != 2 || grid.shape[0] != x.shape[0]) {
+    ctx.fail("grid must be [N, H_out, W_out, 2] with N = ", x.shape[0], ", got ", shape_to_string(grid.shape));
+  }
+  const AttributeMap& attrs = ctx.attrs();
+  const std::string mode = attrs.get_string_or("mode", "bilinear");
+  const std::string padding_name = attrs.get_string_or("padding_mode", "zeros");
+  const bool align_corners = attrs.get_int_or("align_corners", 0) != 0;
+  const int64_t batch = x.shape[0], channels = x.shape[1], height = x.shape[2], width = x.shape[3];
+  const int64_t out_h = grid.shape[1], out_w = grid.shape[2];
+  GridPlane g{height, width,
+              padding_name == "border" ? Padding::kBorder : padding_name == "reflection" ? Padding::kReflection : Padding::kZeros,
+              {}};
+  const double w = static_cast<double>(width), h = static_cast<double>(height);
+  if (align_corners) {
+    g.bounds[0] = 0, g.bounds[1] = 0, g.bounds[2] = w - 1, g.bounds[3] = h - 1;
+  } else {
+    g.bounds[0] = -0.5, g.bounds[1] = -0.5, g.bounds[2] = w - 0.5, g.bounds[3] = h - 0.5;
+  }
+  auto denormalize = [&](double v, double length) {
+    return align_corners ? (v + 1) / 2 * (length - 1) : ((v + 1) * length - 1) / 2;
+  };
+  const T* in = x.as<T>();
+  const T* grid_data = grid.as<T>();
+  T* out = ctx.output(0).as<T>();
+  ctx.pool().parallel_for(batch * channels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t nc = begin; nc < end; ++nc) {
+      const int64_t n = nc / channels;
+      const T* plane = in + nc * height * width;
+      T* dst = out + nc * out_h * out_w;
+      for (int64_t p = 0; p < out_h * out_w; ++p) {
+        double px = denormalize(static_cast<double>(grid_data[(n * out_h * out_w + p) * 2]), w);
+        double py = denormalize(static_cast<double>(grid_data[(n * out_h * out_w + p) * 2 + 1]), h);
+        if (mode == "nearest") {
+          px = std::nearbyint(px);
+          py = std::nearbyint(py);
+        }
+        if (px < g.bounds[0] || px > g.bounds[2] || py < g.bounds[1] || py > g.bounds[3]) {
+          if (g.padding == Padding::kBorder) {
+            px = std::clamp(px, 0.0, w - 1);
+            py = std::clamp(py, 0.0, h - 1);
+          } else if (g.padding == Padding::kReflection) {
+            px = reflect(px, g.bounds[0], g.bounds[2]);
+            py = reflect(py, g.bounds[1], g.bounds[3]);
+          }
+        }
+        double value;
+        if (mode == "nearest") {
+          value = g.at(plane, static_cast<int64_t>(py), static_cast<int64_t>(px));
+        } else if (mode == "bilinear") {
+          const int64_t x1 = static_cast<int64_t>(std::floor(px)), y1 = static_cast<int64_t>(std::floor(py));
+          const double dx1 = px - static_cast<double>(x1), dy1 = py - static_cast<double>(y1);
+          const double dx2 = 1 - dx1, dy2 = 1 - dy1;
+          value = dy2 * (dx2 * g.at(plane, y1, x1) + dx1 * g.at(plane, y1, x1 + 1)) +
+                  dy1 * (dx2 * g.at(plane, y1 + 1, x1) + dx1 * g.at(plane, y1 + 1, x1 + 1));
+        } else {
+          const int64_t x0 = static_cast<int64_t>(std::floor(px)) - 1, y0 = static_cast<int64_t>(std::floor(py)) - 1;
+          double wx[4], wy[4];
+          cubic_weights(px - static_cast<double>(x0) - 1, wx);
+          cubic_weights(py - static_cast<double>(y0) - 1, wy);
+          value = 0;
+          for (int i = 0; i < 4; ++i) {
+            double row = 0;
+            for (int j = 0; j < 4; ++j) row += wx[j] * g.at(plane, y0 + i, x0 + j);
+            value += wy[i] * row;
+          }
+        }
+        dst[p] = static_cast<T>(value);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void non_max_suppression_kernel(KernelContext& ctx) {
+  const TensorView& boxes = ctx.input(0);
+  const TensorView& scores = ctx.input(1);
+  if (boxes.rank() != 3 || boxes.shape[2] != 4) ctx.fail("boxes must be [batch, boxes, 4], got ", shape_to_string(boxes.shape));
+  if (scores.rank() != 3 || scores.shape[0] != boxes.shape[0] || scores.shape[2] != boxes.shape[1]) {
+    ctx.fail("scores ", shape_to_string(scores.shape), " must be [batch, classes, boxes] for boxes ", shape_to_string(boxes.shape));
+  }
+  const int64_t batch = boxes.shape[0], num_boxes = boxes.shape[1], classes = scores.shape[1];
+  const int64_t max_per_class = ctx.has_input(2) && ctx.input(2).numel() > 0 ? view_int_at(ctx.input(2), 0) : 0;
+  const double iou_threshold = optional_scalar(ctx, 3, 0.0);
+  const bool has_score_threshold = ctx.has_input(4) && ctx.input(4).numel() > 0;
+  const double score_threshold = optional_scalar(ctx, 4, 0.0);
+  if (iou_threshold < 0 || iou_threshold > 1) ctx.fail("iou_threshold ", iou_threshold, " must be in [0, 1]");
+  const bool center_point = ctx.attrs().get_int_or("center_point_box", 0) != 0;
+
+  std::vector<int64_t> selected;  // (batch, class, box) triples
+  std::vector<Corners> corners(static_cast<size_t>(num_boxes));
+  std::vector<double> class_scores(static_cast<size_t>(num_boxes));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t i = 0; i < num_boxes; ++i) {
+      double box[4];
+      for (int k = 0; k < 4; ++k) box[k] = view_double_at(boxes, (b * num_boxes + i) * 4 + k);
+      corners[static_cast<size_t>(i)] = corners_of(box, center_point);
+    }
+    for (int64_t c = 0; c < classes; ++c) {
+      const int64_t score_base = (b * classes + c) * num_boxes;
+      std::vector<int64_t> candidates;
+      for (int64_t i = 0; i < num_boxes; ++i) {
+        class_scores[static_cast<size_t>(i)] = view_double_at(scores, score_base + i);
+        if (!has_score_threshold || class_scores[static_cast<size_t>(i)] > score_threshold) candidates.push_back(i);
+      }
+      // Highest score first; equal scores keep the lower box index first.
+      std::stable_sort(candidates.begin(), candidates.end(), [&](int64_t l, int64_t r) {
+        return class_scores[static_cast<size_t>(l)] > class_scores[static_cast<size_t>(r)];
+      });
+      std::vector<int64_t> kept;
+      for (int64_t i : candidates) {
+        if (static_cast<int64_t>(kept.size()) >= max_per_class) break;
+        bool suppressed = false;
+        for (int64_t k : kept) {
+          if (overlaps_more_than(corners[static_cast<size_t>(i)], corners[static_cast<size_t>(k)], iou_threshold)) {
+            suppressed = true;
+            break;
+          }
+        }
+        if (!suppressed) kept.push_back(i);
+      }
+      for (int64_t i : kept) selected.insert(selected.end(), {b, c, i});
+    }
+  }
+  TensorView& out = ctx.allocate_output(0, DType::kInt64, {static_cast<int64_t>(selected.size() / 3), 3});
+  std::copy(selected.begin(), selected.end(), out.as<int64_t>());
+}
+
+void roi_align_kernel(KernelContext& ctx) {
+  if (run_float16_through_float32(ctx, roi_align_kernel)) return;
+  dispatch_float(ctx.input(0).dtype, [&](auto tag) { roi_align<decltype(tag)>(ctx); });
+}
+
+void grid_sample_kernel(KernelContext& ctx) {
+  if (run_float16_through_float32(ctx, grid_sample_kernel)) return;
+  if (ctx.input(1).dtype != ctx.input(0).dtype) {
+    throw_unsupported(ctx.node().describe(), ": grid dtype ", dtype_name(ctx.input(1).dtype), " differs from X's ",
+                      dtype_name(ctx.input(0).dtype));
+  }
+  dispatch_float(ctx.input(0).dtype, [&](auto tag) { grid_sample<decltype(tag)>(ctx); });
+}
+
+}  // namespace tessera::native

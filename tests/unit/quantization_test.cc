@@ -1,0 +1,348 @@
+// Tests of the quantization family: QuantizeLinear / DequantizeLinear /
+// DynamicQuantizeLinear against hand-computed values (ties to even,
+// saturation) and the references, and the integer products (MatMulInteger,
+// QLinearMatMul, ConvInteger, QLinearConv) against the references on random
+// data with odd shapes, per-row / per-column / per-channel parameters,
+// groups, strides, dilations and padding, on one and several threads.
+#include <gtest/gtest.h>
+
+#include "backends/native/kernels/quantization_internal.h"
+#include "test_util.h"
+
+namespace tessera {
+namespace {
+
+using native::ReferenceConvGeometry;
+using testing::expect_close;
+using testing::make_float;
+using testing::OneOpGraph;
+using testing::random_float;
+using testing::run_one_op;
+
+/// Deterministic pseudo-random integers over the whole range of an 8-bit dtype (or [-2^20, 2^20) for int32).
+Tensor random_integers(DType dtype, Shape shape, uint32_t seed) {
+  Tensor t(dtype, std::move(shape));
+  uint32_t state = seed * 2654435761u + 7;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    state = state * 1664525u + 1013904223u;
+    const uint32_t bits = state >> 8;
+    if (dtype == DType::kUInt8) t.as<uint8_t>()[i] = static_cast<uint8_t>(bits);
+    if (dtype == DType::kInt8) t.as<int8_t>()[i] = static_cast<int8_t>(bits);
+    if (dtype == DType::kInt32) t.as<int32_t>()[i] = static_cast<int32_t>(bits % (1u << 21)) - (1 << 20);
+  }
+  return t;
+}
+
+Tensor scalar_of(DType dtype, int64_t value) {
+  Tensor t(dtype, {});
+  if (dtype == DType::kUInt8) t.as<uint8_t>()[0] = static_cast<uint8_t>(value);
+  if (dtype == DType::kInt8) t.as<int8_t>()[0] = static_cast<int8_t>(value);
+  if (dtype == DType::kInt32) t.as<int32_t>()[0] = static_cast<int32_t>(value);
+  return t;
+}
+
+/// Positive scales in [lo, hi).
+Tensor random_scales(Shape shape, uint32_t seed, float lo, float hi) {
+  Tensor t = random_float(std::move(shape), seed);
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = lo + (t.as<float>()[i] + 1.0f) * 0.5f * (hi - lo);
+  return t;
+}
+
+void expect_equal(const Tensor& actual, const Tensor& expected) { expect_close(actual, expected, 0.0, 0.0); }
+
+AttributeMap axis_attr(int64_t axis) {
+  AttributeMap a;
+  a.set("axis", Attribute::of_int(axis));
+  return a;
+}
+
+// ------------------------------------------------ Quantize / Dequantize ----
+
+TEST(QuantizeLinear, RoundsHalfToEvenAndSaturates) {
+  // scale 2: quotients 0.5, 1.5, 2.5, -0.5, -1.5 round to 0, 2, 2, -0, -2; 500 and -500 saturate.
+  const Tensor x = make_float({7}, {1, 3, 5, -1, -3, 1000, -1000});
+  const Tensor scale = make_float({}, {2.0f});
+  auto y = run_one_op({.op_type = "QuantizeLinear", .inputs = {x, scale, scalar_of(DType::kUInt8, 128)}});
+  const uint8_t expected_u8[] = {128, 130, 130, 128, 126, 255, 0};
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(y[0].as<uint8_t>()[i], expected_u8[i]) << i;
+  y = run_one_op({.op_type = "QuantizeLinear", .inputs = {x, scale, scalar_of(DType::kInt8, -3)}});
+  const int8_t expected_i8[] = {-3, -1, -1, -3, -5, 127, -128};
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(y[0].as<int8_t>()[i], expected_i8[i]) << i;
+  // No zero point: uint8 with zero point 0.
+  y = run_one_op({.op_type = "QuantizeLinear", .inputs = {x, scale}});
+  ASSERT_EQ(y[0].dtype(), DType::kUInt8);
+  EXPECT_EQ(y[0].as<uint8_t>()[2], 2);
+  EXPECT_EQ(y[0].as<uint8_t>()[4], 0);
+}
+
+TEST(QuantizeLinear, MatchesReferencePerTensorAndPerAxis) {
+  const Shape shape = {3, 5, 7, 2};
+  Tensor x = random_float(shape, 1);
+  for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] *= 3.0f;
+  for (DType q : {DType::kUInt8, DType::kInt8}) {
+    for (int64_t axis : {0, 1, 2, -1}) {
+      SCOPED_TRACE(std::string(dtype_name(q)) + " axis " + std::to_string(axis));
+      const int64_t channels = shape[static_cast<size_t>(axis < 0 ? axis + 4 : axis)];
+      const Tensor scale = random_scales({channels}, 2 + static_cast<uint32_t>(axis), 0.005f, 0.05f);
+      const Tensor zero_point = random_integers(q, {channels}, 3);
+      for (int threads : {1, 3}) {
+        auto y = run_one_op({.op_type = "QuantizeLinear", .inputs = {x, scale, zero_point}, .attrs = axis_attr(axis)}, threads);
+        expect_equal(y[0], native::reference_quantize_linear(x, scale, &zero_point, axis));
+      }
+    }
+    const Tensor scale = make_float({1}, {0.01f});
+    const Tensor zero_point = scalar_of(q, 5);
+    auto y = run_one_op({.op_type = "QuantizeLinear", .opset = 10, .inputs = {x, scale, zero_point}});
+    expect_equal(y[0], native::reference_quantize_linear(x, scale, &zero_point, 1));
+  }
+}
+
+TEST(QuantizeLinear, Int32Input) {
+  const Tensor x = random_integers(DType::kInt32, {4, 33}, 4);
+  const Tensor scale = make_float({}, {4096.0f});
+  const Tensor zero_point = scalar_of(DType::kInt8, 1);
+  auto y = run_one_op({.op_type = "QuantizeLinear", .inputs = {x, scale, zero_point}});
+  expect_equal(y[0], native::reference_quantize_linear(x, scale, &zero_point, 1));
+}
+
+TEST(DequantizeLinear, MatchesReference) {
+  const Shape shape = {2, 3, 5};
+  for (DType q : {DType::kUInt8, DType::kInt8}) {
+    const Tensor x = random_integers(q, shape, 5);
+    for (int64_t axis : {0, 1, -1}) {
+      const int64_t channels = shape[static_cast<size_t>(axis < 0 ? axis + 3 : axis)];
+      const Tensor scale = random_scales({channels}, 6, 0.01f, 1.0f);
+      const Tensor zero_point = random_integers(q, {channels}, 7);
+      auto y = run_one_op({.op_type = "DequantizeLinear", .inputs = {x, scale, zero_point}, .attrs = axis_attr(axis)});
+      expect_equal(y[0], native::reference_dequantize_linear(x, scale, &zero_point, axis));
+    }
+    auto y = run_one_op({.op_type = "DequantizeLinear", .inputs = {x, make_float({}, {0.5f})}});
+    expect_equal(y[0], native::reference_dequantize_linear(x, make_float({}, {0.5f}), nullptr, 1));
+  }
+  // Hand-checked: (x - zero_point) * scale.
+  Tensor x = random_integers(DType::kUInt8, {3}, 0);
+  x.as<uint8_t>()[0] = 0;
+  x.as<uint8_t>()[1] = 128;
+  x.as<uint8_t>()[2] = 255;
+  auto y = run_one_op({.op_type = "DequantizeLinear", .inputs = {x, make_float({}, {0.5f}), scalar_of(DType::kUInt8, 128)}});
+  expect_equal(y[0], make_float({3}, {-64.0f, 0.0f, 63.5f}));
+  const Tensor x32 = random_integers(DType::kInt32, {17}, 8);
+  y = run_one_op({.op_type = "DequantizeLinear", .inputs = {x32, make_float({}, {0.25f})}});
+  expect_equal(y[0], native::reference_dequantize_linear(x32, make_float({}, {0.25f}), nullptr, 1));
+}
+
+TEST(DequantizeLinear, Int32WithNonZeroZeroPointIsUserError) {
+  try {
+    run_one_op({.op_type = "DequantizeLinear",
+                .inputs = {random_integers(DType::kInt32, {4}, 1), make_float({}, {1.0f}), scalar_of(DType::kInt32, 3)}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUser) << e.what();
+  }
+}
+
+TEST(QuantizeLinear, PerAxisScaleOfWrongLengthIsUserError) {
+  try {
+    run_one_op({.op_type = "QuantizeLinear", .inputs = {random_float({2, 3}, 1), make_float({2}, {1.0f, 2.0f})}, .attrs = axis_attr(1)});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUser) << e.what();
+  }
+}
+
+TEST(DynamicQuantizeLinear, MatchesReferenceAndSpecExample) {
+  // Mixed signs, all positive, all negative (min/max widen to include 0), all zero.
+  for (const Tensor& x : {random_float({5, 37}, 9), make_float({4}, {1.0f, 2.5f, 3.0f, 10.0f}),
+                          make_float({3}, {-1.0f, -2.0f, -0.5f}), make_float({2}, {0.0f, 0.0f})}) {
+    auto y = run_one_op({.op_type = "DynamicQuantizeLinear", .inputs = {x}, .num_outputs = 3}, 3);
+    auto expected = native::reference_dynamic_quantize_linear(x);
+    for (int i = 0; i < 3; ++i) expect_equal(y[static_cast<size_t>(i)], expected[static_cast<size_t>(i)]);
+  }
+  // All positive: zero point 0, scale max / 255, the max maps to 255.
+  auto y = run_one_op({.op_type = "DynamicQuantizeLinear", .inputs = {make_float({2}, {0.5f, 2.55f})}, .num_outputs = 3});
+  EXPECT_EQ(y[2].as<uint8_t>()[0], 0);
+  EXPECT_FLOAT_EQ(y[1].as<float>()[0], 2.55f / 255.0f);
+  EXPECT_EQ(y[0].as<uint8_t>()[1], 255);
+}
+
+// ------------------------------------------------------ integer MatMul ----
+
+TEST(IntegerGemm, MatchesReferenceAcrossBlockEdges) {
+  // n > 256 crosses the accumulator's column blocks; m = 7 leaves a partial row block.
+  const int64_t m = 7, n = 300, k = 45;
+  Tensor a = random_integers(DType::kInt8, {m, k}, 1), b = random_integers(DType::kInt8, {k, n}, 2);
+  std::vector<int16_t> a16(static_cast<size_t>(m * k)), b16(static_cast<size_t>(k * n));
+  native::subtract_zero_point(a.view(), nullptr, 1, a16.data());
+  native::subtract_zero_point(b.view(), nullptr, 1, b16.data());
+  const Tensor expected = native::reference_matmul_integer(a, b, nullptr, nullptr);
+  Tensor c(DType::kInt32, {m, n});
+  native::integer_gemm(m, n, k, a16.data(), b16.data(), c.as<int32_t>(), n);
+  expect_equal(c, expected);
+  // Every ISA build this CPU can run.
+  __builtin_cpu_init();
+  using GemmFn = void (*)(int64_t, int64_t, int64_t, const int16_t*, const int16_t*, int32_t*, int64_t);
+  std::vector<std::pair<const char*, GemmFn>> builds = {{"portable", native::integer_gemm_portable}};
+  if (__builtin_cpu_supports("avx2")) builds.push_back({"avx2", native::integer_gemm_avx2});
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq")) builds.push_back({"avx512", native::integer_gemm_avx512});
+  for (const auto& [name, gemm] : builds) {
+    SCOPED_TRACE(name);
+    Tensor out(DType::kInt32, {m, n});
+    gemm(m, n, k, a16.data(), b16.data(), out.as<int32_t>(), n);
+    expect_equal(out, expected);
+  }
+}
+
+TEST(MatMulInteger, MatchesReference) {
+  struct Case { Shape a, b; bool per_row, per_column; };
+  const Case cases[] = {{{7, 13}, {13, 9}, false, false}, {{7, 13}, {13, 9}, true, true},
+                        {{2, 1, 5, 17}, {3, 17, 6}, true, false}, {{13}, {13, 4}, false, true},
+                        {{3, 13}, {13}, true, false}, {{33, 70}, {70, 260}, true, true}};
+  for (const Case& c : cases) {
+    for (DType at : {DType::kUInt8, DType::kInt8}) {
+      for (DType bt : {DType::kUInt8, DType::kInt8}) {
+        SCOPED_TRACE(shape_to_string(c.a) + " x " + shape_to_string(c.b) + " " + dtype_name(at) + " " + dtype_name(bt));
+        const Tensor a = random_integers(at, c.a, 11), b = random_integers(bt, c.b, 12);
+        const int64_t m = c.a.size() == 1 ? 1 : c.a[c.a.size() - 2], n = c.b.size() == 1 ? 1 : c.b.back();
+        const Tensor a_zero_point = c.per_row ? random_integers(at, {m}, 13) : scalar_of(at, at == DType::kUInt8 ? 131 : -7);
+        const Tensor b_zero_point = c.per_column ? random_integers(bt, {n}, 14) : scalar_of(bt, bt == DType::kUInt8 ? 120 : 3);
+        const Tensor expected = native::reference_matmul_integer(a, b, &a_zero_point, &b_zero_point);
+        for (int threads : {1, 3}) {
+          auto y = run_one_op({.op_type = "MatMulInteger", .inputs = {a, b, a_zero_point, b_zero_point}}, threads);
+          expect_equal(y[0], expected);
+        }
+        // Constant B (a weight) and no zero points.
+        auto y = run_one_op({.op_type = "MatMulInteger", .inputs = {a}, .constants = {{1, b}}});
+        expect_equal(y[0], native::reference_matmul_integer(a, b, nullptr, nullptr));
+      }
+    }
+  }
+}
+
+TEST(QLinearMatMul, MatchesReference) {
+  struct Case { Shape a, b; bool per_column; DType out; };
+  const Case cases[] = {{{2, 4}, {4, 3}, false, DType::kUInt8}, {{5, 3, 19}, {19, 11}, true, DType::kInt8},
+                        {{2, 7, 30}, {2, 30, 270}, true, DType::kUInt8}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_to_string(c.a) + " x " + shape_to_string(c.b));
+    const Tensor a = random_integers(DType::kUInt8, c.a, 21), b = random_integers(DType::kInt8, c.b, 22);
+    const int64_t n = c.b.back();
+    const Tensor a_scale = make_float({}, {0.02f}), y_scale = make_float({}, {0.9f});
+    const Tensor b_scale = c.per_column ? random_scales({n}, 23, 0.01f, 0.05f) : make_float({}, {0.03f});
+    const Tensor b_zero_point = c.per_column ? random_integers(DType::kInt8, {n}, 24) : scalar_of(DType::kInt8, -2);
+    const Tensor a_zero_point = scalar_of(DType::kUInt8, 113), y_zero_point = scalar_of(c.out, c.out == DType::kUInt8 ? 128 : 0);
+    const Tensor expected =
+        native::reference_qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point);
+    for (int threads : {1, 3}) {
+      auto y = run_one_op({.op_type = "QLinearMatMul", .inputs = {a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point}},
+                          threads);
+      expect_equal(y[0], expected);
+    }
+  }
+}
+
+// -------------------------------------------------------- integer Conv ----
+
+struct ConvCase {
+  Shape x, w;
+  int64_t group;
+  std::vector<int64_t> stride, dilation, pads;
+  bool per_channel;
+};
+
+const ConvCase kConvCases[] = {
+    {{1, 3, 7, 9}, {5, 3, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, false},
+    {{2, 4, 11, 6}, {6, 2, 3, 2}, 2, {2, 1}, {1, 2}, {0, 1, 2, 0}, true},
+    {{1, 6, 9, 9}, {6, 1, 3, 3}, 6, {2, 2}, {1, 1}, {1, 1, 1, 1}, true},    // depthwise
+    {{2, 8, 5, 5}, {12, 8, 1, 1}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},   // pointwise
+    {{1, 3, 13}, {4, 3, 4}, 1, {3}, {2}, {2, 1}, false},                     // 1-D
+    {{1, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, 1, {1, 2, 1}, {1, 1, 2}, {1, 0, 1, 0, 1, 1}, true},  // 3-D
+    {{1, 16, 12, 12}, {20, 16, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},  // many channel blocks
+};
+
+AttributeMap conv_attrs(const ConvCase& c) {
+  AttributeMap a;
+  a.set("group", Attribute::of_int(c.group));
+  a.set("strides", Attribute::of_ints(c.stride));
+  a.set("dilations", Attribute::of_ints(c.dilation));
+  a.set("pads", Attribute::of_ints(c.pads));
+  return a;
+}
+
+ReferenceConvGeometry reference_geometry(const ConvCase& c) {
+  const size_t r = c.x.size() - 2;
+  return {c.group, c.stride, c.dilation, std::vector<int64_t>(c.pads.begin(), c.pads.begin() + static_cast<std::ptrdiff_t>(r)),
+          std::vector<int64_t>(c.pads.begin() + static_cast<std::ptrdiff_t>(r), c.pads.end())};
+}
+
+TEST(ConvInteger, MatchesReference) {
+  uint32_t seed = 30;
+  for (const ConvCase& c : kConvCases) {
+    SCOPED_TRACE(shape_to_string(c.x) + " * " + shape_to_string(c.w) + " group " + std::to_string(c.group));
+    const Tensor x = random_integers(DType::kUInt8, c.x, ++seed), w = random_integers(DType::kInt8, c.w, ++seed);
+    const Tensor x_zero_point = scalar_of(DType::kUInt8, 77);
+    const Tensor w_zero_point = c.per_channel ? random_integers(DType::kInt8, {c.w[0]}, ++seed) : scalar_of(DType::kInt8, 5);
+    const Tensor expected = native::reference_conv_integer(x, w, &x_zero_point, &w_zero_point, reference_geometry(c));
+    for (int threads : {1, 3}) {
+      auto y = run_one_op({.op_type = "ConvInteger", .inputs = {x, w, x_zero_point, w_zero_point}, .attrs = conv_attrs(c)}, threads);
+      expect_equal(y[0], expected);
+    }
+    auto y = run_one_op({.op_type = "ConvInteger", .inputs = {x}, .constants = {{1, w}}, .attrs = conv_attrs(c)});
+    expect_equal(y[0], native::reference_conv_integer(x, w, nullptr, nullptr, reference_geometry(c)));
+  }
+}
+
+TEST(ConvInteger, AutoPadMatchesExplicitPads) {
+  // 8 wide, kernel 3, stride 2: SAME needs 1 pad in total, at the end for SAME_UPPER, at the start for SAME_LOWER.
+  const Tensor x = random_integers(DType::kUInt8, {1, 2, 8, 8}, 40), w = random_integers(DType::kUInt8, {3, 2, 3, 3}, 41);
+  for (const char* mode : {"SAME_UPPER", "SAME_LOWER"}) {
+    AttributeMap attrs;
+    attrs.set("auto_pad", Attribute::of_string(mode));
+    attrs.set("strides", Attribute::of_ints({2, 2}));
+    auto y = run_one_op({.op_type = "ConvInteger", .inputs = {x, w}, .attrs = attrs});
+    const bool upper = std::string(mode) == "SAME_UPPER";
+    const ReferenceConvGeometry g{1, {2, 2}, {1, 1}, {upper ? 0 : 1, upper ? 0 : 1}, {upper ? 1 : 0, upper ? 1 : 0}};
+    expect_equal(y[0], native::reference_conv_integer(x, w, nullptr, nullptr, g));
+  }
+}
+
+TEST(QLinearConv, MatchesReference) {
+  uint32_t seed = 50;
+  for (const ConvCase& c : kConvCases) {
+    for (DType xt : {DType::kUInt8, DType::kInt8}) {
+      SCOPED_TRACE(shape_to_string(c.x) + " * " + shape_to_string(c.w) + " " + dtype_name(xt));
+      const Tensor x = random_integers(xt, c.x, ++seed), w = random_integers(DType::kInt8, c.w, ++seed);
+      const Tensor x_scale = make_float({}, {0.05f}), y_scale = make_float({}, {0.7f});
+      const Tensor w_scale = c.per_channel ? random_scales({c.w[0]}, ++seed, 0.002f, 0.02f) : make_float({}, {0.01f});
+      const Tensor x_zero_point = scalar_of(xt, xt == DType::kUInt8 ? 100 : -4);
+      const Tensor w_zero_point = scalar_of(DType::kInt8, 0);
+      const Tensor y_zero_point = scalar_of(xt, xt == DType::kUInt8 ? 120 : 2);
+      const Tensor bias = random_integers(DType::kInt32, {c.w[0]}, ++seed);
+      const Tensor expected = native::reference_qlinear_conv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+                                                             y_zero_point, &bias, reference_geometry(c));
+      for (int threads : {1, 3}) {
+        auto y = run_one_op({.op_type = "QLinearConv",
+                             .inputs = {x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias},
+                             .attrs = conv_attrs(c)},
+                            threads);
+        expect_equal(y[0], expected);
+      }
+    }
+  }
+}
+
+TEST(QLinearConv, ReferenceAgreesWithHandComputedValue) {
+  // One 1x1 conv element: ((200 - 100) * (3 - 1) + 10) * (0.5 * 0.25 / 2) = 13.125 -> 13, + 5 = 18.
+  Tensor x = random_integers(DType::kUInt8, {1, 1, 1, 1}, 0), w = random_integers(DType::kInt8, {1, 1, 1, 1}, 0);
+  x.as<uint8_t>()[0] = 200;
+  w.as<int8_t>()[0] = 3;
+  Tensor bias(DType::kInt32, {1});
+  bias.as<int32_t>()[0] = 10;
+  auto y = run_one_op({.op_type = "QLinearConv",
+                       .inputs = {x, make_float({}, {0.5f}), scalar_of(DType::kUInt8, 100), w, make_float({}, {0.25f}),
+                                  scalar_of(DType::kInt8, 1), make_float({}, {2.0f}), scalar_of(DType::kUInt8, 5), bias}});
+  EXPECT_EQ(y[0].as<uint8_t>()[0], 18);
+}
+
+}  // namespace
+}  // namespace tessera

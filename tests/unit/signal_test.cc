@@ -1,0 +1,322 @@
+// Unit tests of the signal family's kernels (NonMaxSuppression, RoiAlign,
+// GridSample, MaxUnpool, Det, the windows, DFT, STFT, MelWeightMatrix and the
+// random generators) against values worked out by hand or by plain sums here.
+#include <cmath>
+#include <complex>
+#include <numbers>
+
+#include "ir/error.h"
+#include "test_util.h"
+
+namespace tessera::testing {
+namespace {
+
+Tensor make_int32(Shape shape, std::vector<int32_t> values) {
+  Tensor t(DType::kInt32, std::move(shape));
+  for (size_t i = 0; i < values.size(); ++i) t.as<int32_t>()[i] = values[i];
+  return t;
+}
+
+void expect_ints(const Tensor& actual, Shape shape, std::vector<int64_t> values) {
+  ASSERT_EQ(actual.dtype(), DType::kInt64);
+  ASSERT_EQ(actual.shape(), shape);
+  for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ(actual.as<int64_t>()[i], values[i]) << "at " << i;
+}
+
+OneOpGraph nms_graph(Tensor boxes, Tensor scores, int64_t max_out, float iou, std::optional<float> score_threshold) {
+  OneOpGraph g;
+  g.op_type = "NonMaxSuppression";
+  g.opset = 11;
+  g.inputs = {std::move(boxes), std::move(scores), make_int64({1}, {max_out}), make_float({1}, {iou})};
+  if (score_threshold) g.inputs.push_back(make_float({1}, {*score_threshold}));
+  return g;
+}
+
+TEST(NonMaxSuppression, HandWorkedOverlaps) {
+  // Box 0: [0,0]-[2,2] (area 4). Box 1: [0,1]-[2,3] overlaps box 0 by 2: IoU 2/6 = 0.33.
+  // Box 2: [0,0.5]-[2,2.5] overlaps box 0 by 3: IoU 3/5 = 0.6. Box 3 is far away.
+  Tensor boxes = make_float({1, 4, 4}, {0, 0, 2, 2, 0, 1, 2, 3, 0, 0.5f, 2, 2.5f, 10, 10, 11, 11});
+  Tensor scores = make_float({1, 1, 4}, {0.9f, 0.8f, 0.85f, 0.1f});
+  // IoU threshold 0.5: box 2 (0.85) goes (0.6 with box 0); box 1 stays (0.33 with 0; with 2 it is never compared).
+  expect_ints(run_one_op(nms_graph(boxes, scores, 10, 0.5f, std::nullopt))[0], {3, 3}, {0, 0, 0, 0, 0, 1, 0, 0, 3});
+  // Threshold 0.3 also drops box 1; the score threshold 0.2 drops box 3.
+  expect_ints(run_one_op(nms_graph(boxes, scores, 10, 0.3f, 0.2f))[0], {1, 3}, {0, 0, 0});
+  // At most 2 per class, with the threshold high enough to keep everything: the top 2 scores.
+  expect_ints(run_one_op(nms_graph(boxes, scores, 2, 0.9f, std::nullopt))[0], {2, 3}, {0, 0, 0, 0, 0, 2});
+  // max_output_boxes_per_class 0 selects nothing.
+  expect_ints(run_one_op(nms_graph(boxes, scores, 0, 0.5f, std::nullopt))[0], {0, 3}, {});
+}
+
+TEST(NonMaxSuppression, CenterPointBoxesMatchCornerBoxes) {
+  Tensor corners = make_float({1, 3, 4}, {0, 0, 2, 2, 0, 0.5f, 2, 2.5f, 5, 5, 6, 6});
+  // The same boxes as [x_center, y_center, width, height].
+  Tensor centers = make_float({1, 3, 4}, {1, 1, 2, 2, 1.5f, 1, 2, 2, 5.5f, 5.5f, 1, 1});
+  Tensor scores = make_float({1, 1, 3}, {0.5f, 0.7f, 0.6f});
+  OneOpGraph g = nms_graph(centers, scores, 5, 0.5f, std::nullopt);
+  g.attrs.set("center_point_box", Attribute::of_int(1));
+  expect_ints(run_one_op(g)[0], {2, 3}, {0, 0, 1, 0, 0, 2});
+  expect_ints(run_one_op(nms_graph(corners, scores, 5, 0.5f, std::nullopt))[0], {2, 3}, {0, 0, 1, 0, 0, 2});
+}
+
+/// Det of a few matrices whose determinants are known in closed form.
+TEST(Det, KnownMatrices) {
+  OneOpGraph g;
+  g.op_type = "Det";
+  g.opset = 11;
+  // [[2,0,0],[0,3,0],[0,0,4]] = 24; a first pivot of 0 needs a row swap: [[0,1,0],[1,0,0],[0,0,5]] = -5;
+  // a singular matrix (row 3 = row 1 + row 2) = 0; [[1,2,3],[4,5,6],[7,8,10]] = -3.
+  g.inputs = {make_float({4, 3, 3}, {2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 1, 0, 1, 0, 0, 0, 0, 5, 1, 2, 3, 4, 5, 6, 5, 7, 9, 1, 2, 3,
+                                     4, 5, 6, 7, 8, 10})};
+  expect_close(run_one_op(g)[0], make_float({4}, {24, -5, 0, -3}), 1e-5, 1e-5);
+  g.inputs = {make_float({2, 3}, {1, 2, 3, 4, 5, 6})};
+  try {
+    run_one_op(g);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUser);
+  }
+}
+
+TEST(Det, MatchesPermutationExpansionOnRandomMatrices) {
+  // The Leibniz sum over the 24 permutations of 4 elements.
+  Tensor x = random_float({5, 4, 4}, 11);
+  Tensor expected(DType::kFloat32, {5});
+  for (int64_t b = 0; b < 5; ++b) {
+    int perm[4] = {0, 1, 2, 3};
+    double det = 0;
+    do {
+      int inversions = 0;
+      for (int i = 0; i < 4; ++i)
+        for (int j = i + 1; j < 4; ++j) inversions += perm[i] > perm[j];
+      double term = inversions % 2 ? -1 : 1;
+      for (int i = 0; i < 4; ++i) term *= x.as<float>()[b * 16 + i * 4 + perm[i]];
+      det += term;
+    } while (std::next_permutation(perm, perm + 4));
+    expected.as<float>()[b] = static_cast<float>(det);
+  }
+  OneOpGraph g;
+  g.op_type = "Det";
+  g.inputs = {x};
+  expect_close(run_one_op(g)[0], expected, 1e-5, 1e-4);
+}
+
+TEST(MaxUnpool, ScattersIntoZeros) {
+  OneOpGraph g;
+  g.op_type = "MaxUnpool";
+  g.opset = 11;
+  g.inputs = {make_float({1, 1, 2, 2}, {1, 2, 3, 4}), make_int64({1, 1, 2, 2}, {0, 3, 9, 14})};
+  g.attrs.set("kernel_shape", Attribute::of_ints({2, 2}));
+  g.attrs.set("strides", Attribute::of_ints({2, 2}));
+  expect_close(run_one_op(g)[0], make_float({1, 1, 4, 4}, {1, 0, 0, 2, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 4, 0}));
+}
+
+TEST(GridSample, BilinearAndNearestByHand) {
+  // X = [[1, 2], [3, 4]]; with align_corners the grid corners are the pixel centres.
+  Tensor x = make_float({1, 1, 2, 2}, {1, 2, 3, 4});
+  OneOpGraph g;
+  g.op_type = "GridSample";
+  g.opset = 16;
+  // (x, y) = (-1, -1) -> 1; (1, 1) -> 4; (0, 0) -> centre 2.5; (0.5, -1) -> 1.75; (-3, 0) -> outside.
+  g.inputs = {x, make_float({1, 1, 5, 2}, {-1, -1, 1, 1, 0, 0, 0.5f, -1, -3, 0})};
+  g.attrs.set("align_corners", Attribute::of_int(1));
+  expect_close(run_one_op(g)[0], make_float({1, 1, 1, 5}, {1, 4, 2.5f, 1.75f, 0}));
+  g.attrs.set("padding_mode", Attribute::of_string("border"));
+  expect_close(run_one_op(g)[0], make_float({1, 1, 1, 5}, {1, 4, 2.5f, 1.75f, 2}));
+  g.attrs.set("mode", Attribute::of_string("nearest"));
+  // Nearest rounds half to even: (0.5, 0.5) -> (0, 0); (0.75 + 0.5 = 1.25 -> 1, 0) -> 2.
+  expect_close(run_one_op(g)[0], make_float({1, 1, 1, 5}, {1, 4, 1, 2, 1}));
+}
+
+TEST(RoiAlign, LinearImageAveragesToBinCentres) {
+  // On X = 2*row + col (rows 0..7, cols 0..7), bilinear sampling is exact, so each
+  // bin's average is the value at the bin's centre.
+  Tensor x(DType::kFloat32, {1, 1, 8, 8});
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 8; ++c) x.as<float>()[r * 8 + c] = static_cast<float>(2 * r + c);
+  OneOpGraph g;
+  g.op_type = "RoiAlign";
+  g.opset = 16;
+  g.inputs = {x, make_float({1, 4}, {1, 1, 5, 3}), make_int64({1}, {0})};  // x1, y1, x2, y2
+  g.attrs.set("output_height", Attribute::of_int(2));
+  g.attrs.set("output_width", Attribute::of_int(2));
+  // half_pixel: the roi is [0.5, 4.5] in x and [0.5, 2.5] in y; bin centres x 1.5, 3.5 and y 1, 2.
+  expect_close(run_one_op(g)[0], make_float({1, 1, 2, 2}, {2 + 1.5f, 2 + 3.5f, 4 + 1.5f, 4 + 3.5f}), 1e-5, 1e-5);
+  g.attrs.set("coordinate_transformation_mode", Attribute::of_string("output_half_pixel"));
+  // No offset: roi [1, 5] x [1, 3]; centres x 2, 4 and y 1.5, 2.5.
+  expect_close(run_one_op(g)[0], make_float({1, 1, 2, 2}, {3 + 2, 3 + 4, 5 + 2, 5 + 4}), 1e-5, 1e-5);
+}
+
+Tensor run_window(const std::string& op, int32_t size, int64_t periodic) {
+  OneOpGraph g;
+  g.op_type = op;
+  g.inputs = {make_int32({}, {size})};
+  g.attrs.set("periodic", Attribute::of_int(periodic));
+  return run_one_op(g)[0];
+}
+
+TEST(Windows, HannHammingBlackmanValues) {
+  expect_close(run_window("HannWindow", 4, 1), make_float({4}, {0, 0.5f, 1, 0.5f}));
+  expect_close(run_window("HannWindow", 5, 0), make_float({5}, {0, 0.5f, 1, 0.5f, 0}));
+  const float h0 = 25.0f / 46 - 21.0f / 46;
+  expect_close(run_window("HammingWindow", 4, 1), make_float({4}, {h0, 25.0f / 46, 1, 25.0f / 46}));
+  // Blackman at N/4: 0.42 - 0.5*cos(pi/2) + 0.08*cos(pi) = 0.34; at N/2: 0.42 + 0.5 + 0.08 = 1.
+  expect_close(run_window("BlackmanWindow", 4, 1), make_float({4}, {0, 0.34f, 1, 0.34f}), 1e-6, 1e-5);
+}
+
+/// The DFT by its definition, for a [n, 2] complex signal.
+std::vector<std::complex<double>> naive_dft(const std::vector<std::complex<double>>& x, int64_t n, bool inverse) {
+  std::vector<std::complex<double>> out(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    std::complex<double> sum = 0;
+    for (int64_t j = 0; j < n && j < static_cast<int64_t>(x.size()); ++j) {
+      sum += x[static_cast<size_t>(j)] * std::polar(1.0, (inverse ? 2 : -2) * std::numbers::pi * double(j * k) / double(n));
+    }
+    out[static_cast<size_t>(k)] = inverse ? sum / double(n) : sum;
+  }
+  return out;
+}
+
+TEST(DFT, MatchesNaiveSumWithPaddingOnesidedAndInverse) {
+  const int64_t batch = 3, n = 7, length = 10;
+  Tensor x = random_float({batch, n, 2}, 5);
+  for (int inverse = 0; inverse <= 1; ++inverse) {
+    for (int onesided = 0; onesided <= 1 - inverse; ++onesided) {
+      OneOpGraph g;
+      g.op_type = "DFT";
+      g.inputs = {x};
+      g.constants = {{1, make_int64({}, {length})}};
+      g.attrs.set("inverse", Attribute::of_int(inverse));
+      g.attrs.set("onesided", Attribute::of_int(onesided));
+      const int64_t bins = onesided ? length / 2 + 1 : length;
+      Tensor expected(DType::kFloat32, {batch, bins, 2});
+      for (int64_t b = 0; b < batch; ++b) {
+        std::vector<std::complex<double>> signal;
+        for (int64_t j = 0; j < n; ++j) signal.emplace_back(x.as<float>()[(b * n + j) * 2], x.as<float>()[(b * n + j) * 2 + 1]);
+        auto spectrum = naive_dft(signal, length, inverse);
+        for (int64_t k = 0; k < bins; ++k) {
+          expected.as<float>()[(b * bins + k) * 2] = static_cast<float>(spectrum[static_cast<size_t>(k)].real());
+          expected.as<float>()[(b * bins + k) * 2 + 1] = static_cast<float>(spectrum[static_cast<size_t>(k)].imag());
+        }
+      }
+      expect_close(run_one_op(g)[0], expected, 1e-5, 1e-4);
+    }
+  }
+}
+
+TEST(DFT, PowerOfTwoFastPathMatchesNaiveSum) {
+  // Lengths 16 and 64 take the radix-2 FFT; 64 also zero-pads the 40-point signal.
+  const int64_t n = 40;
+  Tensor x = random_float({2, n, 2}, 21);
+  for (int64_t length : {16, 64}) {
+    for (int inverse = 0; inverse <= 1; ++inverse) {
+      OneOpGraph g;
+      g.op_type = "DFT";
+      g.inputs = {x};
+      g.constants = {{1, make_int64({}, {length})}};
+      g.attrs.set("inverse", Attribute::of_int(inverse));
+      Tensor expected(DType::kFloat32, {2, length, 2});
+      for (int64_t b = 0; b < 2; ++b) {
+        std::vector<std::complex<double>> signal;
+        for (int64_t j = 0; j < n; ++j) signal.emplace_back(x.as<float>()[(b * n + j) * 2], x.as<float>()[(b * n + j) * 2 + 1]);
+        auto spectrum = naive_dft(signal, length, inverse);
+        for (int64_t k = 0; k < length; ++k) {
+          expected.as<float>()[(b * length + k) * 2] = static_cast<float>(spectrum[static_cast<size_t>(k)].real());
+          expected.as<float>()[(b * length + k) * 2 + 1] = static_cast<float>(spectrum[static_cast<size_t>(k)].imag());
+        }
+      }
+      expect_close(run_one_op(g)[0], expected, 1e-5, 1e-4);
+    }
+  }
+}
+
+TEST(DFT, RealInputAlongInnerAxis) {
+  // [1, 2, 4, 1]: transform axis 2 of rows [1, 0, 0, 0] (flat spectrum) and [1, 1, 1, 1] (a spike at 0).
+  OneOpGraph g;
+  g.op_type = "DFT";
+  g.inputs = {make_float({1, 2, 4, 1}, {1, 0, 0, 0, 1, 1, 1, 1})};
+  g.attrs.set("axis", Attribute::of_int(2));
+  expect_close(run_one_op(g)[0], make_float({1, 2, 4, 2}, {1, 0, 1, 0, 1, 0, 1, 0, 4, 0, 0, 0, 0, 0, 0, 0}), 1e-6, 1e-5);
+}
+
+TEST(STFT, FramesAreWindowedDFTs) {
+  const int64_t length = 20, frame = 6, step = 4;
+  Tensor signal = random_float({1, length, 1}, 8);
+  Tensor window = random_float({frame}, 9);
+  OneOpGraph g;
+  g.op_type = "STFT";
+  g.inputs = {signal};
+  g.constants = {{1, make_int64({}, {step})}, {2, window}};
+  const int64_t frames = (length - frame) / step + 1, bins = frame / 2 + 1;
+  Tensor expected(DType::kFloat32, {1, frames, bins, 2});
+  for (int64_t f = 0; f < frames; ++f) {
+    std::vector<std::complex<double>> x;
+    for (int64_t j = 0; j < frame; ++j) x.emplace_back(double(signal.as<float>()[f * step + j]) * window.as<float>()[j], 0.0);
+    auto spectrum = naive_dft(x, frame, false);
+    for (int64_t k = 0; k < bins; ++k) {
+      expected.as<float>()[(f * bins + k) * 2] = static_cast<float>(spectrum[static_cast<size_t>(k)].real());
+      expected.as<float>()[(f * bins + k) * 2 + 1] = static_cast<float>(spectrum[static_cast<size_t>(k)].imag());
+    }
+  }
+  expect_close(run_one_op(g)[0], expected, 1e-5, 1e-4);
+}
+
+TEST(MelWeightMatrix, SpecificationExample) {
+  OneOpGraph g;
+  g.op_type = "MelWeightMatrix";
+  g.inputs = {make_int32({}, {8}), make_int32({}, {16}), make_int32({}, {8192}), make_float({}, {0}), make_float({}, {4096})};
+  // From the ONNX specification: edges at bins 0,0,1,2,3,4,5,6,7,9 (mel-spaced, snapped down).
+  std::vector<float> expected(9 * 8, 0.0f);
+  const int ones[][2] = {{0, 0}, {0, 1}, {1, 2}, {1, 3}, {2, 4}, {3, 5}, {4, 6}, {5, 7}};
+  for (auto [row, col] : ones) expected[static_cast<size_t>(row * 8 + col)] = 1;
+  expect_close(run_one_op(g)[0], make_float({9, 8}, expected));
+}
+
+TEST(Random, SeedGivesRepeatableValuesInRange) {
+  OneOpGraph g;
+  g.op_type = "RandomUniform";
+  g.attrs.set("shape", Attribute::of_ints({3, 50}));
+  g.attrs.set("low", Attribute::of_float(2));
+  g.attrs.set("high", Attribute::of_float(5));
+  g.attrs.set("seed", Attribute::of_float(7));
+  Tensor a = run_one_op(g)[0], b = run_one_op(g)[0];
+  ASSERT_EQ(a.shape(), (Shape{3, 50}));
+  expect_close(a, b, 0, 0);
+  double mean = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    EXPECT_GE(a.as<float>()[i], 2);
+    EXPECT_LT(a.as<float>()[i], 5);
+    mean += a.as<float>()[i] / double(a.numel());
+  }
+  EXPECT_NEAR(mean, 3.5, 0.3);
+  g.attrs.set("seed", Attribute::of_float(8));
+  Tensor c = run_one_op(g)[0];
+  EXPECT_NE(a.as<float>()[0], c.as<float>()[0]);
+
+  OneOpGraph normal;
+  normal.op_type = "RandomNormalLike";
+  normal.inputs = {Tensor(DType::kFloat64, {2000})};
+  normal.attrs.set("mean", Attribute::of_float(1));
+  normal.attrs.set("scale", Attribute::of_float(2));
+  Tensor n = run_one_op(normal)[0];
+  ASSERT_EQ(n.dtype(), DType::kFloat64);
+  double sum = 0, squares = 0;
+  for (int64_t i = 0; i < n.numel(); ++i) {
+    sum += n.as<double>()[i];
+    squares += n.as<double>()[i] * n.as<double>()[i];
+  }
+  const double m = sum / 2000, variance = squares / 2000 - m * m;
+  EXPECT_NEAR(m, 1, 0.2);
+  EXPECT_NEAR(variance, 4, 0.6);
+}
+
+TEST(Random, BernoulliOfZeroAndOneIsExact) {
+  OneOpGraph g;
+  g.op_type = "Bernoulli";
+  g.inputs = {make_float({6}, {0, 1, 0, 1, 1, 0})};
+  g.attrs.set("dtype", Attribute::of_int(7));  // int64
+  Tensor out = run_one_op(g)[0];
+  expect_ints(out, {6}, {0, 1, 0, 1, 1, 0});
+}
+
+}  // namespace
+}  // namespace tessera::testing
