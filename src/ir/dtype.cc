@@ -51,6 +51,39 @@ DType dtype_from_name(const std::string& name) {
   return DType::kUndefined;
 }
 
+DType dtype_from_onnx_code(int64_t code) {
+  switch (code) {
+    case 1: return DType::kFloat32;
+    case 2: return DType::kUInt8;
+    case 3: return DType::kInt8;
+    case 4: return DType::kUInt16;
+    case 5: return DType::kInt16;
+    case 6: return DType::kInt32;
+    case 7: return DType::kInt64;
+    case 9: return DType::kBool;
+    case 10: return DType::kFloat16;
+    case 11: return DType::kFloat64;
+    case 12: return DType::kUInt32;
+    case 13: return DType::kUInt64;
+    case 16: return DType::kBFloat16;
+    default: return DType::kUndefined;
+  }
+}
+
+std::string onnx_dtype_code_name(int64_t code) {
+  const char* name = nullptr;
+  switch (code) {
+    case 8: name = "string"; break;
+    case 14: name = "complex64"; break;
+    case 15: name = "complex128"; break;
+    default: {
+      DType d = dtype_from_onnx_code(code);
+      name = d == DType::kUndefined ? "unknown" : dtype_name(d);
+    }
+  }
+  return std::string(name) + " (" + std::to_string(code) + ")";
+}
+
 bool dtype_is_float(DType d) {
   return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kFloat64 || d == DType::kBFloat16;
 }

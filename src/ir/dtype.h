@@ -27,6 +27,13 @@ size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
 /// Parses the names dtype_name() prints ("float32", "int64", ...). Undefined when unknown.
 DType dtype_from_name(const std::string& name);
+/// Maps an ONNX TensorProto.DataType code (the one ONNX numbering, used by
+/// model files and by attributes such as Cast's `to`). Undefined for 0, for
+/// codes Tessera has no dtype for (string, complex) and for unknown codes.
+DType dtype_from_onnx_code(int64_t code);
+/// "string (8)", "complex64 (14)", "float32 (1)", or "unknown (N)", for messages.
+std::string onnx_dtype_code_name(int64_t code);
+
 bool dtype_is_float(DType dtype);
 bool dtype_is_integer(DType dtype);  // signed or unsigned, not bool
 bool dtype_is_signed(DType dtype);

@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "ir/error.h"
 #include "ir/op_schema.h"
 
@@ -14,6 +16,46 @@ const std::vector<DType> kNumericTypes = {DType::kFloat32, DType::kFloat64, DTyp
 const TensorType& InferContext::input_type(size_t i) const {
   if (!has_input(i)) fail("input ", i, " is required but missing");
   return *input_types_[i];
+}
+
+bool move_attribute_to_input(Graph& graph, Node& node, const std::string& attr, size_t position) {
+  const Attribute* a = node.attrs.find(attr);
+  if (!a) return false;
+  Tensor tensor;
+  switch (a->kind) {
+    case Attribute::Kind::kInt:
+    case Attribute::Kind::kInts: {
+      std::vector<int64_t> values = a->kind == Attribute::Kind::kInt ? std::vector<int64_t>{a->i} : a->ints;
+      tensor = Tensor(DType::kInt64, {static_cast<int64_t>(values.size())});
+      std::copy(values.begin(), values.end(), tensor.as<int64_t>());
+      break;
+    }
+    case Attribute::Kind::kFloat:
+    case Attribute::Kind::kFloats: {
+      std::vector<float> values = a->kind == Attribute::Kind::kFloat ? std::vector<float>{a->f} : a->floats;
+      tensor = Tensor(DType::kFloat32, {static_cast<int64_t>(values.size())});
+      std::copy(values.begin(), values.end(), tensor.as<float>());
+      break;
+    }
+    default:
+      throw_user_error(node.describe(), ": attribute '", attr, "' is ", attribute_kind_name(a->kind),
+                       ", expected numbers");
+  }
+  if (node.inputs.size() <= position) node.inputs.resize(position + 1, kNoValue);
+  node.inputs[position] = graph.add_constant(graph.unique_value_name(node.name + "_" + attr), std::move(tensor));
+  node.attrs.erase(attr);
+  return true;
+}
+
+DType dtype_from_onnx_attribute(const Node& node, const std::string& attribute, int64_t code) {
+  DType dtype = dtype_from_onnx_code(code);
+  if (dtype != DType::kUndefined) return dtype;
+  if (code == 8 || code == 14 || code == 15) {
+    throw_unsupported(node.describe(), ": attribute '", attribute, "' is ", onnx_dtype_code_name(code),
+                      ", which is not supported");
+  }
+  throw_user_error(node.describe(), ": attribute '", attribute, "' is ", onnx_dtype_code_name(code),
+                   ", not an ONNX data type");
 }
 
 std::string InferContext::input_label(size_t i) const {

@@ -99,6 +99,15 @@ class OpRegistry {
   std::vector<OpSchema> schemas_;
 };
 
+/// For normalize hooks: turns attribute `attr` of a legacy op form into a
+/// constant 1-D input at `position` (int/ints as int64, float/floats as
+/// float32) and erases the attribute. Returns false when the attribute is absent.
+bool move_attribute_to_input(Graph& graph, Node& node, const std::string& attr, size_t position);
+
+/// The dtype an attribute such as Cast's `to` names by its ONNX code; throws
+/// naming the node and attribute when Tessera has no such dtype.
+DType dtype_from_onnx_attribute(const Node& node, const std::string& attribute, int64_t code);
+
 /// Dtype lists for schemas.
 extern const std::vector<DType> kFloatTypes;
 extern const std::vector<DType> kNumericTypes;  // floats and integers

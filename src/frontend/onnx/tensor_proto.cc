@@ -10,26 +10,14 @@
 namespace tessera::onnx_frontend {
 
 DType dtype_from_onnx(int elem_type, const std::string& what) {
-  switch (elem_type) {
-    case onnx::TensorProto::FLOAT: return DType::kFloat32;
-    case onnx::TensorProto::FLOAT16: return DType::kFloat16;
-    case onnx::TensorProto::BFLOAT16: return DType::kBFloat16;
-    case onnx::TensorProto::DOUBLE: return DType::kFloat64;
-    case onnx::TensorProto::INT8: return DType::kInt8;
-    case onnx::TensorProto::INT16: return DType::kInt16;
-    case onnx::TensorProto::INT32: return DType::kInt32;
-    case onnx::TensorProto::INT64: return DType::kInt64;
-    case onnx::TensorProto::UINT8: return DType::kUInt8;
-    case onnx::TensorProto::UINT16: return DType::kUInt16;
-    case onnx::TensorProto::UINT32: return DType::kUInt32;
-    case onnx::TensorProto::UINT64: return DType::kUInt64;
-    case onnx::TensorProto::BOOL: return DType::kBool;
-    case onnx::TensorProto::UNDEFINED: return DType::kUndefined;
-    case onnx::TensorProto::STRING: throw_unsupported("'", what, "' has dtype string, which is not supported");
-    case onnx::TensorProto::COMPLEX64:
-    case onnx::TensorProto::COMPLEX128: throw_unsupported("'", what, "' has a complex dtype, which is not supported");
-    default: throw_user_error("'", what, "' has unknown ONNX element type ", elem_type);
+  if (elem_type == onnx::TensorProto::UNDEFINED) return DType::kUndefined;
+  DType dtype = dtype_from_onnx_code(elem_type);
+  if (dtype != DType::kUndefined) return dtype;
+  if (elem_type == onnx::TensorProto::STRING || elem_type == onnx::TensorProto::COMPLEX64 ||
+      elem_type == onnx::TensorProto::COMPLEX128) {
+    throw_unsupported("'", what, "' has dtype ", onnx_dtype_code_name(elem_type), ", which is not supported");
   }
+  throw_user_error("'", what, "' has ONNX element type ", onnx_dtype_code_name(elem_type), ", which Tessera does not know");
 }
 
 namespace {

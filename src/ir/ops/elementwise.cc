@@ -124,31 +124,8 @@ void infer_where(InferContext& ctx) {
   set_broadcast(ctx, 0, 3, ctx.input_dtype(1));
 }
 
-/// TensorProto.DataType numbers, as Cast's `to` attribute gives them.
-DType dtype_from_onnx_number(const InferContext& ctx, int64_t number) {
-  switch (number) {
-    case 1: return DType::kFloat32;
-    case 2: return DType::kUInt8;
-    case 3: return DType::kInt8;
-    case 4: return DType::kUInt16;
-    case 5: return DType::kInt16;
-    case 6: return DType::kInt32;
-    case 7: return DType::kInt64;
-    case 9: return DType::kBool;
-    case 10: return DType::kFloat16;
-    case 11: return DType::kFloat64;
-    case 12: return DType::kUInt32;
-    case 13: return DType::kUInt64;
-    case 16: return DType::kBFloat16;
-    case 8: throw_unsupported(ctx.node().describe(), ": casts to string are not supported");
-    case 14:
-    case 15: throw_unsupported(ctx.node().describe(), ": casts to complex types are not supported");
-    default: ctx.fail("attribute 'to' is ", number, ", not a TensorProto data type");
-  }
-}
-
 void infer_cast(InferContext& ctx) {
-  set_like_input0(ctx, 0, dtype_from_onnx_number(ctx, ctx.attrs().get_int("to")));
+  set_like_input0(ctx, 0, dtype_from_onnx_attribute(ctx.node(), "to", ctx.attrs().get_int("to")));
 }
 
 void infer_cast_like(InferContext& ctx) { set_like_input0(ctx, 0, ctx.input_dtype(1)); }

@@ -27,13 +27,7 @@ void normalize_resize(Graph& graph, Node& node) {
 void normalize_upsample(Graph& graph, Node& node) {
   node.attrs.set("coordinate_transformation_mode", Attribute::of_string("asymmetric"));
   node.attrs.set("nearest_mode", Attribute::of_string("floor"));
-  const Attribute* scales = node.attrs.find("scales");
-  if (!scales) return;
-  Tensor tensor(DType::kFloat32, {static_cast<int64_t>(scales->floats.size())});
-  for (size_t i = 0; i < scales->floats.size(); ++i) tensor.as<float>()[i] = scales->floats[i];
-  node.inputs.resize(2, kNoValue);
-  node.inputs[1] = graph.add_constant(graph.unique_value_name(node.name + "_scales"), std::move(tensor));
-  node.attrs.erase("scales");
+  move_attribute_to_input(graph, node, "scales", 1);
 }
 
 /// Output shape of Resize/Upsample: `sizes` when given, else floor(dim * scale).

@@ -42,8 +42,16 @@ void infer_matmul(InferContext& ctx) {
   const TensorType& a = ctx.input_type(0);
   const TensorType& b = ctx.input_type(1);
   if (a.dtype != b.dtype) ctx.fail("A is ", dtype_name(a.dtype), " but B is ", dtype_name(b.dtype));
-  if (!a.rank_known || !b.rank_known) return ctx.set_output_unknown(0, a.dtype);
-  if (a.rank() == 0 || b.rank() == 0) ctx.fail("MatMul operands must have rank >= 1, got ", a.to_string(), " and ", b.to_string());
+  set_matmul_output(ctx, 0, 1, a.dtype);
+}
+
+}  // namespace
+
+void set_matmul_output(InferContext& ctx, size_t a_input, size_t b_input, DType dtype) {
+  const TensorType& a = ctx.input_type(a_input);
+  const TensorType& b = ctx.input_type(b_input);
+  if (!a.rank_known || !b.rank_known) return ctx.set_output_unknown(0, dtype);
+  if (a.rank() == 0 || b.rank() == 0) ctx.fail("operands must have rank >= 1, got ", a.to_string(), " and ", b.to_string());
   Shape da = a.dims, db = b.dims;
   const bool a_vector = da.size() == 1, b_vector = db.size() == 1;
   if (a_vector) da.insert(da.begin(), 1);
@@ -54,15 +62,13 @@ void infer_matmul(InferContext& ctx) {
   Shape out;
   try {
     out = broadcast_shapes(batch_a, batch_b);
-  } catch (const Error& e) {
+  } catch (const Error&) {
     ctx.fail("batch dims do not broadcast: ", a.to_string(), " x ", b.to_string());
   }
   if (!a_vector) out.push_back(da[da.size() - 2]);
   if (!b_vector) out.push_back(db.back());
-  ctx.set_output(0, a.dtype, out);
+  ctx.set_output(0, dtype, out);
 }
-
-}  // namespace
 
 void register_nn_ops(OpRegistry& registry) {
   registry.add({.op_type = "Gemm",

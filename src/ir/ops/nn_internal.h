@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/op_schema.h"
 
 namespace tessera {
 
@@ -38,6 +39,10 @@ WindowGeometry window_geometry(const Node& node, const std::vector<int64_t>& inp
 /// larger result; pads are those of the equivalent forward convolution.
 WindowGeometry conv_transpose_geometry(const Node& node, const std::vector<int64_t>& input_spatial,
                                        const std::vector<int64_t>& kernel_spatial);
+
+/// Output 0 of a numpy matmul of inputs a_input and b_input (1-D operands,
+/// broadcast batch dims), with `dtype`; shared by MatMul and the integer matmuls.
+void set_matmul_output(InferContext& ctx, size_t a_input, size_t b_input, DType dtype);
 
 void register_nn_conv_ops(OpRegistry& registry);
 void register_nn_pool_ops(OpRegistry& registry);

@@ -82,30 +82,6 @@ void infer_dynamic_quantize_linear(InferContext& ctx) {
 
 // ------------------------------------------------------ integer MatMul ----
 
-/// Output of numpy matmul of inputs `a` and `b` with `dtype`.
-void set_matmul_output(InferContext& ctx, size_t a_input, size_t b_input, DType dtype) {
-  const TensorType& a = ctx.input_type(a_input);
-  const TensorType& b = ctx.input_type(b_input);
-  if (!a.rank_known || !b.rank_known) return ctx.set_output_unknown(0, dtype);
-  if (a.rank() == 0 || b.rank() == 0) ctx.fail("operands must have rank >= 1, got ", a.to_string(), " and ", b.to_string());
-  Shape da = a.dims, db = b.dims;
-  const bool a_vector = da.size() == 1, b_vector = db.size() == 1;
-  if (a_vector) da.insert(da.begin(), 1);
-  if (b_vector) db.push_back(1);
-  const int64_t k1 = da.back(), k2 = db[db.size() - 2];
-  if (k1 >= 0 && k2 >= 0 && k1 != k2) ctx.fail("inner dimensions differ: ", a.to_string(), " x ", b.to_string());
-  Shape batch_a(da.begin(), da.end() - 2), batch_b(db.begin(), db.end() - 2);
-  Shape out;
-  try {
-    out = broadcast_shapes(batch_a, batch_b);
-  } catch (const Error&) {
-    ctx.fail("batch dims do not broadcast: ", a.to_string(), " x ", b.to_string());
-  }
-  if (!a_vector) out.push_back(da[da.size() - 2]);
-  if (!b_vector) out.push_back(db.back());
-  ctx.set_output(0, dtype, out);
-}
-
 /// A zero point or scale of a matrix operand: a scalar, or a 1-D tensor with
 /// one value per row of A (`per_row`) or per column of B.
 void check_matrix_param(InferContext& ctx, size_t param, size_t matrix, bool per_row) {

@@ -13,19 +13,7 @@ namespace {
 
 using Kind = Attribute::Kind;
 
-/// Turns attribute `attr` (ints) into a constant int64 input at position `position`.
-void move_ints_attribute_to_input(Graph& graph, Node& node, const std::string& attr, size_t position) {
-  const Attribute* a = node.attrs.find(attr);
-  if (!a) return;
-  std::vector<int64_t> values = a->kind == Kind::kInt ? std::vector<int64_t>{a->i} : a->ints;
-  Tensor tensor(DType::kInt64, {static_cast<int64_t>(values.size())});
-  for (size_t i = 0; i < values.size(); ++i) tensor.as<int64_t>()[i] = values[i];
-  if (node.inputs.size() <= position) node.inputs.resize(position + 1, kNoValue);
-  node.inputs[position] = graph.add_constant(graph.unique_value_name(node.name + "_" + attr), std::move(tensor));
-  node.attrs.erase(attr);
-}
-
-void normalize_reduce(Graph& graph, Node& node) { move_ints_attribute_to_input(graph, node, "axes", 1); }
+void normalize_reduce(Graph& graph, Node& node) { move_attribute_to_input(graph, node, "axes", 1); }
 
 void infer_reduce(InferContext& ctx) {
   const TensorType& x = ctx.input_type(0);
@@ -60,7 +48,7 @@ void infer_arg_reduce(InferContext& ctx) {
 
 void normalize_topk(Graph& graph, Node& node) {
   // Before opset 10, k was an attribute.
-  if (node.attrs.has("k")) move_ints_attribute_to_input(graph, node, "k", 1);
+  if (node.attrs.has("k")) move_attribute_to_input(graph, node, "k", 1);
 }
 
 void infer_topk(InferContext& ctx) {

@@ -20,7 +20,7 @@ std::optional<int64_t> scalar_int(InferContext& ctx, size_t i) {
 }
 
 DType output_datatype(InferContext& ctx, const char* name, int64_t fallback) {
-  DType dtype = dtype_from_onnx_code(ctx.node(), ctx.attrs().get_int_or(name, fallback));
+  DType dtype = dtype_from_onnx_attribute(ctx.node(), name, ctx.attrs().get_int_or(name, fallback));
   if (!dtype_is_float(dtype) && !dtype_is_integer(dtype)) {
     ctx.fail(name, " ", dtype_name(dtype), " is not a numeric type");
   }

@@ -13,18 +13,6 @@ Tensor int64_tensor(const std::vector<int64_t>& values) {
   return t;
 }
 
-bool move_ints_attribute_to_input(Graph& graph, Node& node, const std::string& attr, size_t position) {
-  const Attribute* a = node.attrs.find(attr);
-  if (!a) return false;
-  if (a->kind != Attribute::Kind::kInts) {
-    throw_user_error(node.describe(), ": attribute '", attr, "' is ", attribute_kind_name(a->kind), ", expected ints");
-  }
-  if (node.inputs.size() <= position) node.inputs.resize(position + 1, kNoValue);
-  node.inputs[position] = graph.add_constant(graph.unique_value_name(node.name + "_" + attr), int64_tensor(a->ints));
-  node.attrs.erase(attr);
-  return true;
-}
-
 Shape reshape_output_shape(const Node& node, const Shape& input, const std::vector<int64_t>& target, bool allowzero) {
   Shape out(target.size());
   int64_t inferred = -1;
@@ -176,25 +164,6 @@ std::vector<int64_t> resolve_split(const Node& node, int64_t dim, size_t num_out
     left -= sizes[i];
   }
   return sizes;
-}
-
-DType dtype_from_onnx_code(const Node& node, int64_t code) {
-  switch (code) {
-    case 1: return DType::kFloat32;
-    case 2: return DType::kUInt8;
-    case 3: return DType::kInt8;
-    case 4: return DType::kUInt16;
-    case 5: return DType::kInt16;
-    case 6: return DType::kInt32;
-    case 7: return DType::kInt64;
-    case 9: return DType::kBool;
-    case 10: return DType::kFloat16;
-    case 11: return DType::kFloat64;
-    case 12: return DType::kUInt32;
-    case 13: return DType::kUInt64;
-    case 16: return DType::kBFloat16;
-    default: throw_unsupported(node.describe(), ": ONNX element type ", code, " is not supported");
-  }
 }
 
 void register_tensor_ops(OpRegistry& registry) {

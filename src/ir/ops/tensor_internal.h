@@ -23,7 +23,7 @@ constexpr int kManyValues = 1 << 30;
 Tensor int64_tensor(const std::vector<int64_t>& values);
 /// Moves the ints attribute `attr` (when present) into input `position` as a
 /// constant, for normalising legacy forms. Returns whether it moved anything.
-bool move_ints_attribute_to_input(Graph& graph, Node& node, const std::string& attr, size_t position);
+
 
 /// Reshape's target shape: 0 copies the input dim (unless allowzero), -1 is
 /// inferred. Input dims may be -1 (unknown); the result then has -1 where it
@@ -57,6 +57,6 @@ std::pair<int64_t, int64_t> shape_op_range(const AttributeMap& attrs, int64_t ra
 std::vector<int64_t> transpose_perm(const Node& node, int64_t rank);
 
 /// Maps ONNX TensorProto element types (as in EyeLike's `dtype`) to DType.
-DType dtype_from_onnx_code(const Node& node, int64_t code);
+
 
 }  // namespace tessera

@@ -65,7 +65,7 @@ void infer_concat(InferContext& ctx) {
   ctx.set_output(0, first.dtype, out);
 }
 
-void normalize_split(Graph& graph, Node& node) { move_ints_attribute_to_input(graph, node, "split", 1); }
+void normalize_split(Graph& graph, Node& node) { move_attribute_to_input(graph, node, "split", 1); }
 
 void infer_split(InferContext& ctx) {
   const TensorType& in = ctx.input_type(0);
@@ -92,9 +92,9 @@ void infer_split(InferContext& ctx) {
 
 void normalize_slice(Graph& graph, Node& node) {
   // Before opset 10 starts/ends/axes were attributes; steps did not exist.
-  move_ints_attribute_to_input(graph, node, "starts", 1);
-  move_ints_attribute_to_input(graph, node, "ends", 2);
-  move_ints_attribute_to_input(graph, node, "axes", 3);
+  move_attribute_to_input(graph, node, "starts", 1);
+  move_attribute_to_input(graph, node, "ends", 2);
+  move_attribute_to_input(graph, node, "axes", 3);
 }
 
 void infer_slice(InferContext& ctx) {
@@ -128,7 +128,7 @@ void infer_tile(InferContext& ctx) {
 void normalize_pad(Graph& graph, Node& node) {
   // Before opset 11 pads was an attribute; the `value` attribute stays and the
   // kernel uses it when there is no constant_value input.
-  move_ints_attribute_to_input(graph, node, "pads", 1);
+  move_attribute_to_input(graph, node, "pads", 1);
 }
 
 void infer_pad(InferContext& ctx) {

@@ -83,7 +83,7 @@ void infer_constant_of_shape(InferContext& ctx) {
 
 // --- Reshape family ---------------------------------------------------------
 
-void normalize_reshape(Graph& graph, Node& node) { move_ints_attribute_to_input(graph, node, "shape", 1); }
+void normalize_reshape(Graph& graph, Node& node) { move_attribute_to_input(graph, node, "shape", 1); }
 
 void infer_reshape(InferContext& ctx) {
   const TensorType& in = ctx.input_type(0);
@@ -116,7 +116,7 @@ void infer_flatten(InferContext& ctx) {
   ctx.set_output(0, in.dtype, {product_or_unknown(in.dims, 0, a), product_or_unknown(in.dims, a, in.dims.size())});
 }
 
-void normalize_squeeze(Graph& graph, Node& node) { move_ints_attribute_to_input(graph, node, "axes", 1); }
+void normalize_squeeze(Graph& graph, Node& node) { move_attribute_to_input(graph, node, "axes", 1); }
 
 void infer_squeeze(InferContext& ctx) {
   const TensorType& in = ctx.input_type(0);
@@ -152,7 +152,7 @@ void infer_squeeze(InferContext& ctx) {
   ctx.set_output(0, in.dtype, out);
 }
 
-void normalize_unsqueeze(Graph& graph, Node& node) { move_ints_attribute_to_input(graph, node, "axes", 1); }
+void normalize_unsqueeze(Graph& graph, Node& node) { move_attribute_to_input(graph, node, "axes", 1); }
 
 void infer_unsqueeze(InferContext& ctx) {
   const TensorType& in = ctx.input_type(0);
@@ -248,7 +248,7 @@ void infer_expand(InferContext& ctx) {
 
 void infer_eye_like(InferContext& ctx) {
   const TensorType& in = ctx.input_type(0);
-  DType dtype = ctx.attrs().has("dtype") ? dtype_from_onnx_code(ctx.node(), ctx.attrs().get_int("dtype")) : in.dtype;
+  DType dtype = ctx.attrs().has("dtype") ? dtype_from_onnx_attribute(ctx.node(), "dtype", ctx.attrs().get_int("dtype")) : in.dtype;
   if (in.rank_known && in.rank() != 2) ctx.fail("input must be 2-D, it has rank ", in.rank());
   if (!in.rank_known) return ctx.set_output_unknown(0, dtype, 2);
   ctx.set_output(0, dtype, in.dims);
