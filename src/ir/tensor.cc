@@ -10,7 +10,10 @@ namespace tessera {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    // Shapes can come from hostile models: never let the product overflow.
+    if (__builtin_mul_overflow(n, d, &n)) throw_user_error("shape ", shape_to_string(shape), " has too many elements");
+  }
   return n;
 }
 

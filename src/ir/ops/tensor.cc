@@ -36,8 +36,11 @@ Shape reshape_output_shape(const Node& node, const Shape& input, const std::vect
     }
     if (t == 0) has_zero = true;
     out[i] = t;
-    if (t < 0) product_known = false;
-    else known_product *= t;
+    if (t < 0) {
+      product_known = false;
+    } else if (__builtin_mul_overflow(known_product, t, &known_product)) {
+      throw_user_error(node.describe(), ": shape ", shape_to_string(target), " has too many elements");
+    }
   }
   if (allowzero && has_zero && inferred >= 0) {
     throw_user_error(node.describe(), ": with allowzero=1 the shape cannot contain both 0 and -1");

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (address + undefined-behaviour
+# sanitizers) into build-fuzz/ and runs each for SECONDS (default 60) on a seed
+# corpus: the ONNX node-test models and a few .npy files. A crash, leak or
+# sanitizer report fails the script and leaves the reproducer in build-fuzz/.
+# Usage: scripts/fuzz.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH="${1:-60}"
+
+if ! command -v clang++ >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends clang libclang-rt-14-dev
+fi
+
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTESSERA_FUZZ=ON -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_TESTS=OFF >/dev/null
+ninja -C build-fuzz fuzz_onnx_import fuzz_npy
+
+corpus=build-fuzz/corpus
+mkdir -p "$corpus/onnx" "$corpus/npy"
+if [ ! -d build/onnx_cases/node ]; then
+  /usr/bin/python3 tests/conformance/generate_node_tests.py build/onnx_cases >/dev/null 2>&1
+fi
+i=0
+for m in build/onnx_cases/node/*/model.onnx; do
+  cp "$m" "$corpus/onnx/seed_$i.onnx"
+  i=$((i + 1))
+done
+/usr/bin/python3 - "$corpus/npy" <<'PY'
+import sys, numpy as np
+out = sys.argv[1]
+for i, a in enumerate([np.zeros((2, 3), np.float32), np.arange(5, dtype=np.int64), np.ones((1, 1, 2), np.bool_),
+                       np.float64(3.5), np.zeros((0, 4), np.uint8)]):
+    np.save("%s/seed_%d.npy" % (out, i), a)
+PY
+
+cd build-fuzz
+export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+./fuzz_onnx_import -max_total_time="$SECONDS_EACH" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/onnx
+./fuzz_npy -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 corpus/npy
+echo "fuzz: no crash in ${SECONDS_EACH}s per target"
