@@ -38,10 +38,10 @@ void check(tsr_status* status) {
 const char* kUsage =
     "usage:\n"
     "  tessera run MODEL.onnx [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...]\n"
-    "                         [--output-dir DIR] [--threads N] [--placement] [--seed S]\n"
+    "                         [--output-dir DIR] [--threads N] [--placement] [--profile] [--seed S]\n"
     "  tessera info MODEL.onnx [--input-shape NAME=DIMS ...]\n"
     "  tessera bench MODEL.onnx [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [--threads N]\n"
-    "                           [--warmup W] [--iterations K] [--json]\n"
+    "                           [--warmup W] [--iterations K] [--json] [--profile]\n"
     "DIMS is like 1x3x224x224; a symbolic dimension can be bound by name: --input-shape batch=4.\n"
     "Without --input, inputs are random (seeded, uniform in [-1, 1) for floats, 0 for integers).\n";
 
@@ -56,6 +56,7 @@ struct Args {
   int iterations = 20;
   bool json = false;
   bool placement = false;
+  bool profile = false;
   bool keep_weights = false;
   uint64_t seed = 0;
 };
@@ -120,6 +121,8 @@ Args parse_args(int argc, char** argv) {
       args.json = true;
     } else if (a == "--placement") {
       args.placement = true;
+    } else if (a == "--profile") {
+      args.profile = true;
     } else if (a == "--keep-weights-as-inputs") {
       args.keep_weights = true;
     } else if (!a.empty() && a[0] == '-') {
@@ -279,6 +282,41 @@ void print_placement(const tsr_model* model) {
   for (const auto& [backend, count] : per_backend) std::cout << "  total on " << backend << ": " << count << "\n";
 }
 
+/// Prints where the time went: the slowest nodes and the total per op type.
+void print_profile(const tsr_model* model, const std::vector<double>& node_ms, int runs) {
+  struct Row {
+    double ms;
+    std::string name, op, backend;
+  };
+  std::vector<Row> rows;
+  std::map<std::string, std::pair<double, int>> per_op;
+  double total = 0;
+  for (size_t i = 0; i < node_ms.size(); ++i) {
+    const char *name, *op, *backend;
+    check(tsr_model_node_placement(model, i, &name, &op, &backend));
+    if (std::string(backend) == "folded") continue;
+    double ms = node_ms[i] / runs;
+    rows.push_back({ms, name, op, backend});
+    per_op[op].first += ms;
+    per_op[op].second += 1;
+    total += ms;
+  }
+  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.ms > b.ms; });
+  std::printf("profile (mean of %d run%s): %.3f ms in %zu nodes\n", runs, runs == 1 ? "" : "s", total, rows.size());
+  std::printf("  by op type:\n");
+  std::vector<std::pair<double, std::string>> ops;
+  for (const auto& [op, v] : per_op) ops.emplace_back(v.first, op);
+  std::sort(ops.rbegin(), ops.rend());
+  for (const auto& [ms, op] : ops) {
+    std::printf("    %-24s %9.3f ms %5.1f%%  (%d nodes)\n", op.c_str(), ms, total > 0 ? 100 * ms / total : 0.0,
+                per_op[op].second);
+  }
+  std::printf("  slowest nodes:\n");
+  for (size_t i = 0; i < rows.size() && i < 15; ++i) {
+    std::printf("    %9.3f ms  %s (%s) on %s\n", rows[i].ms, rows[i].name.c_str(), rows[i].op.c_str(), rows[i].backend.c_str());
+  }
+}
+
 int command_run(const Args& args) {
   ModelHandle handle;
   load_model(args, handle);
@@ -287,7 +325,13 @@ int command_run(const Args& args) {
   Outputs outputs;
   size_t n_out = tsr_model_output_count(handle.model);
   outputs.tensors.assign(n_out, nullptr);
-  check(tsr_model_run_alloc(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out));
+  std::vector<double> node_ms(tsr_model_node_count(handle.model), 0.0);
+  if (args.profile) {
+    check(tsr_model_run_profiled(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out,
+                                 node_ms.data(), node_ms.size()));
+  } else {
+    check(tsr_model_run_alloc(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out));
+  }
   if (!args.output_dir.empty()) std::filesystem::create_directories(args.output_dir);
   for (size_t i = 0; i < n_out; ++i) {
     tsr_value_info info = output_info(handle.model, i);
@@ -309,6 +353,7 @@ int command_run(const Args& args) {
     std::cout << "\n";
   }
   if (args.placement) print_placement(handle.model);
+  if (args.profile) print_profile(handle.model, node_ms, 1);
   return 0;
 }
 
@@ -373,6 +418,16 @@ int command_bench(const Args& args) {
     check(tsr_model_run_alloc(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out));
     auto end = std::chrono::steady_clock::now();
     if (i >= args.warmup) times.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+  }
+  if (args.profile) {  // separate runs, so that timing each node does not disturb the latencies above
+    std::vector<double> node_ms(tsr_model_node_count(handle.model), 0.0);
+    for (int i = 0; i < args.iterations; ++i) {
+      Outputs outputs;
+      outputs.tensors.assign(n_out, nullptr);
+      check(tsr_model_run_profiled(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out,
+                                   node_ms.data(), node_ms.size()));
+    }
+    print_profile(handle.model, node_ms, args.iterations);
   }
   std::sort(times.begin(), times.end());
   auto pct = [&](double p) {

@@ -98,6 +98,14 @@ TSR_API tsr_status* tsr_model_run(const tsr_model* model, const DLTensor* inputs
 TSR_API tsr_status* tsr_model_run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
                                         DLManagedTensor** out_outputs, size_t num_outputs);
 
+/* Same as tsr_model_run_alloc, and adds each node's run time in milliseconds
+ * to out_node_milliseconds[i], for node i in tsr_model_node_placement order
+ * (num_nodes must be tsr_model_node_count; folded nodes get nothing added).
+ * The caller zeroes the array once and may sum over several runs. */
+TSR_API tsr_status* tsr_model_run_profiled(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
+                                           DLManagedTensor** out_outputs, size_t num_outputs,
+                                           double* out_node_milliseconds, size_t num_nodes);
+
 #ifdef __cplusplus
 }
 #endif

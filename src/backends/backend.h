@@ -31,6 +31,10 @@ class ValueStore {
   /// must set dtype/shape and call allocate().
   virtual TensorView& output(ValueId id) = 0;
   virtual void allocate(ValueId id) = 0;
+  /// True when the caller asked for per-node times: the backend then reports
+  /// each node it ran through node_finished (index into graph.nodes).
+  virtual bool profiling() const { return false; }
+  virtual void node_finished(size_t node_index, double milliseconds) {}
 };
 
 struct RegionOptions {

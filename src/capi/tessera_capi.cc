@@ -167,6 +167,47 @@ std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTen
 
 }  // namespace
 
+namespace {
+
+tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num_inputs, DLManagedTensor** out_outputs,
+                      size_t num_outputs, double* out_node_milliseconds, size_t num_nodes) {
+  if (!model) return null_argument("model");
+  if (!out_outputs) return null_argument("out_outputs");
+  return guarded([&] {
+    std::vector<tessera::TensorView> in = input_views(model, inputs, num_inputs);
+    if (num_outputs != model->compiled->outputs().size()) {
+      tessera::throw_user_error("the model has ", model->compiled->outputs().size(), " outputs but room for ",
+                                num_outputs, " was given");
+    }
+    std::vector<double> node_ms;
+    if (out_node_milliseconds && num_nodes != model->compiled->placement().size()) {
+      tessera::throw_user_error("the model has ", model->compiled->placement().size(), " nodes but room for ",
+                                num_nodes, " times was given");
+    }
+    std::vector<tessera::Tensor> results =
+        model->compiled->run(in, {}, out_node_milliseconds ? &node_ms : nullptr);
+    for (size_t i = 0; i < node_ms.size(); ++i) out_node_milliseconds[i] += node_ms[i];
+    for (size_t i = 0; i < results.size(); ++i) {
+      auto* holder = new ManagedOutput();
+      holder->tensor = results[i];
+      holder->shape = results[i].shape();
+      DLTensor& t = holder->managed.dl_tensor;
+      t.data = holder->tensor.data();
+      t.device = {kDLCPU, 0};
+      t.ndim = static_cast<int32_t>(holder->shape.size());
+      t.dtype = to_dl(holder->tensor.dtype());
+      t.shape = holder->shape.data();
+      t.strides = nullptr;
+      t.byte_offset = 0;
+      holder->managed.manager_ctx = holder;
+      holder->managed.deleter = delete_managed;
+      out_outputs[i] = &holder->managed;
+    }
+  });
+}
+
+}  // namespace
+
 extern "C" {
 
 tsr_status_code tsr_status_code_of(const tsr_status* status) { return status ? status->code : TSR_OK; }
@@ -280,32 +321,14 @@ tsr_status* tsr_model_run(const tsr_model* model, const DLTensor* inputs, size_t
 
 tsr_status* tsr_model_run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
                                 DLManagedTensor** out_outputs, size_t num_outputs) {
-  if (!model) return null_argument("model");
-  if (!out_outputs) return null_argument("out_outputs");
-  return guarded([&] {
-    std::vector<tessera::TensorView> in = input_views(model, inputs, num_inputs);
-    if (num_outputs != model->compiled->outputs().size()) {
-      tessera::throw_user_error("the model has ", model->compiled->outputs().size(), " outputs but room for ",
-                                num_outputs, " was given");
-    }
-    std::vector<tessera::Tensor> results = model->compiled->run(in);
-    for (size_t i = 0; i < results.size(); ++i) {
-      auto* holder = new ManagedOutput();
-      holder->tensor = results[i];
-      holder->shape = results[i].shape();
-      DLTensor& t = holder->managed.dl_tensor;
-      t.data = holder->tensor.data();
-      t.device = {kDLCPU, 0};
-      t.ndim = static_cast<int32_t>(holder->shape.size());
-      t.dtype = to_dl(holder->tensor.dtype());
-      t.shape = holder->shape.data();
-      t.strides = nullptr;
-      t.byte_offset = 0;
-      holder->managed.manager_ctx = holder;
-      holder->managed.deleter = delete_managed;
-      out_outputs[i] = &holder->managed;
-    }
-  });
+  return run_alloc(model, inputs, num_inputs, out_outputs, num_outputs, nullptr, 0);
+}
+
+tsr_status* tsr_model_run_profiled(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
+                                   DLManagedTensor** out_outputs, size_t num_outputs, double* out_node_milliseconds,
+                                   size_t num_nodes) {
+  if (!out_node_milliseconds) return null_argument("out_node_milliseconds");
+  return run_alloc(model, inputs, num_inputs, out_outputs, num_outputs, out_node_milliseconds, num_nodes);
 }
 
 }  // extern "C"

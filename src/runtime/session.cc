@@ -69,6 +69,11 @@ class RunStore : public ValueStore {
     v.data = owned_[static_cast<size_t>(id)].data();
   }
   void bind(ValueId id, const TensorView& view) { views_[static_cast<size_t>(id)] = view; }
+  void set_profile(std::vector<double>* node_milliseconds) { node_milliseconds_ = node_milliseconds; }
+  bool profiling() const override { return node_milliseconds_ != nullptr; }
+  void node_finished(size_t node_index, double milliseconds) override {
+    (*node_milliseconds_)[node_index] += milliseconds;
+  }
   /// The owned tensor holding a value, or a copy when the value lives elsewhere.
   Tensor take(ValueId id) {
     const TensorView& v = views_[static_cast<size_t>(id)];
@@ -82,6 +87,7 @@ class RunStore : public ValueStore {
   std::unique_ptr<Buffer> arena_;
   std::vector<TensorView> views_;
   std::vector<Tensor> owned_;
+  std::vector<double>* node_milliseconds_ = nullptr;
 };
 
 }  // namespace
@@ -164,12 +170,18 @@ void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs) const
 }
 
 std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs,
-                                       const std::vector<TensorView*>& caller_outputs) const {
+                                       const std::vector<TensorView*>& caller_outputs,
+                                       std::vector<double>* node_milliseconds) const {
   validate_inputs(inputs);
   if (!caller_outputs.empty() && caller_outputs.size() != outputs_.size()) {
     throw_user_error("the model has ", outputs_.size(), " outputs but ", caller_outputs.size(), " output buffers were given");
   }
   RunStore store(graph_, memory_plan_);
+  if (node_milliseconds) {
+    // placement_ lists graph_.nodes first, in order, then the folded nodes.
+    node_milliseconds->resize(placement_.size(), 0.0);
+    store.set_profile(node_milliseconds);
+  }
   for (size_t i = 0; i < inputs.size(); ++i) store.bind(graph_.inputs[i], inputs[i]);
   // Outputs computed by a node are written straight into the caller's buffer.
   std::vector<char> written_in_place(outputs_.size(), 0);

@@ -49,8 +49,11 @@ class CompiledModel {
   /// For each output, caller_outputs[i] (when given and non-null) is written
   /// in place and must have the output's dtype and shape; the other outputs
   /// are returned as owned tensors. Throws a user error on a bad input.
+  /// When node_milliseconds is given, it is resized to placement().size()
+  /// and each executed node's time is added to its entry (folded nodes: 0).
   std::vector<Tensor> run(const std::vector<TensorView>& inputs,
-                          const std::vector<TensorView*>& caller_outputs = {}) const;
+                          const std::vector<TensorView*>& caller_outputs = {},
+                          std::vector<double>* node_milliseconds = nullptr) const;
 
  private:
   CompiledModel() = default;

@@ -264,6 +264,41 @@ TEST(NnPool, MaxPoolIndicesAndAveragePoolPadding) {
   expect_close(run_one_op(avg_spec)[0], testing::make_float({1, 1, 3, 3}, {0.25f, 2.5f, 2.75f, 1.25f, 4.75f, 5.5f, 2.75f, 4.75f, 5.5f}));
 }
 
+// The row-wise 2-D MaxPool (taken when Indices are not asked for) against the
+// window walk (taken when they are), over strides, pads, dilations and NaN.
+TEST(NnPool, RowWiseMaxPoolMatchesWindowWalk) {
+  struct Geometry {
+    std::vector<int64_t> kernel, strides, pads, dilations;
+    int64_t ceil_mode;
+  };
+  const Geometry geometries[] = {
+      {{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0}, {{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1},
+      {{3, 2}, {1, 3}, {1, 0, 2, 1}, {1, 1}, 0}, {{2, 3}, {2, 1}, {0, 1, 1, 1}, {2, 2}, 1},
+      {{5, 5}, {3, 3}, {2, 2, 2, 2}, {1, 1}, 1},
+  };
+  int case_index = 0;
+  int geometries_with_nan = 0;
+  for (const Geometry& g : geometries) {
+    Tensor x = random_float({2, 3, 11, 13}, static_cast<uint32_t>(40 + case_index));
+    x.as<float>()[17] = NAN;  // NaN propagates through every window that holds it
+    OneOpGraph spec{.op_type = "MaxPool", .inputs = {x}};
+    spec.attrs.set("kernel_shape", Attribute::of_ints(g.kernel));
+    spec.attrs.set("strides", Attribute::of_ints(g.strides));
+    spec.attrs.set("pads", Attribute::of_ints(g.pads));
+    spec.attrs.set("dilations", Attribute::of_ints(g.dilations));
+    spec.attrs.set("ceil_mode", Attribute::of_int(g.ceil_mode));
+    Tensor fast = run_one_op(spec)[0];
+    spec.num_outputs = 2;
+    Tensor walked = run_one_op(spec)[0];
+    SCOPED_TRACE("geometry " + std::to_string(case_index++));
+    expect_close(fast, walked, 0, 0);
+    bool saw_nan = false;
+    for (int64_t i = 0; i < fast.numel(); ++i) saw_nan |= std::isnan(fast.as<float>()[i]);
+    geometries_with_nan += saw_nan;
+  }
+  EXPECT_GE(geometries_with_nan, 4);  // a dilated window may step over the NaN
+}
+
 TEST(NnNorm, LayerNormalizationRows) {
   Tensor x = testing::make_float({2, 2}, {1, 3, -2, 2});
   OneOpGraph spec{.op_type = "LayerNormalization", .inputs = {x}, .num_outputs = 3};

@@ -3,6 +3,7 @@
 // were not known at compile time.
 #include "backends/native/native_backend.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "backends/native/kernel.h"
@@ -73,7 +74,16 @@ class NativeRegion : public ExecutableRegion {
       : nodes_(std::move(nodes)), indices_(std::move(indices)), pool_(std::make_unique<ThreadPool>(num_threads)) {}
 
   void run(ValueStore& store) const override {
-    for (const CompiledNode& cn : nodes_) run_node(cn, store, *pool_);
+    if (!store.profiling()) {
+      for (const CompiledNode& cn : nodes_) run_node(cn, store, *pool_);
+      return;
+    }
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      auto start = std::chrono::steady_clock::now();
+      run_node(nodes_[i], store, *pool_);
+      std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+      store.node_finished(indices_[i], elapsed.count());
+    }
   }
   std::vector<size_t> node_indices() const override { return indices_; }
 

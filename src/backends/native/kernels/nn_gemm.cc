@@ -124,71 +124,88 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
     }
     return;
   }
+  // GotoBLAS order: for each NC-column chunk and KC-deep block, B's block is
+  // packed once (in parallel, into a buffer all threads share) and stays in
+  // L2, while the threads split the work over A panels (MR rows, in L1) and,
+  // when M is short, over groups of B panels too. Packing B once per block
+  // matters for convolutions, whose B is gathered from the image (im2col).
   const int mr = kernel.mr, nr = kernel.nr;
-  // Tiles: NC columns of B (a KC x NC block stays in L2 while one A panel
-  // sits in L1), split M too when there are too few tiles to keep threads busy.
   const int64_t threads = pool ? pool->num_threads() : 1;
-  const int64_t nc_target = std::max<int64_t>(nr, 384 / nr * nr);
-  int64_t n_chunks = (n + nc_target - 1) / nc_target;
+  const int64_t nc_max = std::max<int64_t>(nr, 512 / nr * nr);
   const int64_t m_panels = (m + mr - 1) / mr;
-  int64_t m_chunks = 1;
-  if (n_chunks < 4 * threads) m_chunks = std::min(m_panels, (4 * threads + n_chunks - 1) / n_chunks);
-  if (m_chunks * n_chunks < 4 * threads && n_chunks * nr < n) {
-    n_chunks = std::min((n + nr - 1) / nr, (4 * threads + m_chunks - 1) / m_chunks);
-  }
-  const int64_t mc = round_up((m_panels + m_chunks - 1) / m_chunks, 1) * mr;
-  const int64_t nc = round_up((n + n_chunks - 1) / n_chunks, nr);
-  m_chunks = (m + mc - 1) / mc;
-  n_chunks = (n + nc - 1) / nc;
   const int64_t a_padded = a.packed ? a.packed->padded_width : 0;
   const int64_t b_padded = b.packed ? b.packed->padded_width : 0;
+  std::vector<float> b_shared;
 
-  auto run_tile = [&](int64_t tile) {
-    thread_local std::vector<float> a_buffer, b_buffer;
-    const int64_t m0 = (tile % m_chunks) * mc, n0 = (tile / m_chunks) * nc;
-    const int64_t mlen = std::min(mc, m - m0), nlen = std::min(nc, n - n0);
+  for (int64_t n0 = 0; n0 < n; n0 += nc_max) {
+    const int64_t nlen = std::min(nc_max, n - n0);
+    const int64_t n_panels = (nlen + nr - 1) / nr;
+    // Split the n panels into groups only when the A panels alone cannot keep the threads busy.
+    int64_t n_groups = 1;
+    if (threads > 1 && m_panels < 4 * threads) n_groups = std::min(n_panels, (4 * threads + m_panels - 1) / m_panels);
+    const int64_t panels_per_group = (n_panels + n_groups - 1) / n_groups;
+    n_groups = (n_panels + panels_per_group - 1) / panels_per_group;
+
     for (int64_t k0 = 0; k0 < k; k0 += kGemmBlockK) {
       const int64_t kc = std::min(kGemmBlockK, k - k0);
-      const float* a_block;
-      if (a.packed) {
-        a_block = a.packed->data.data() + k0 * a_padded + (m0 / mr) * kc * mr;
-      } else {
-        a_buffer.resize(static_cast<size_t>(round_up(mlen, mr) * kc));
-        pack_a_block(a.ref, m0, mlen, k0, kc, mr, a_buffer.data());
-        a_block = a_buffer.data();
-      }
       const float* b_block;
       if (b.packed) {
         b_block = b.packed->data.data() + k0 * b_padded + (n0 / nr) * kc * nr;
       } else {
-        b_buffer.resize(static_cast<size_t>(round_up(nlen, nr) * kc));
-        if (b.pack) {
-          b.pack(k0, kc, n0, nlen, nr, b_buffer.data());
+        b_shared.resize(static_cast<size_t>(n_panels * nr * kc));
+        auto pack_panels = [&](int64_t first, int64_t last) {
+          const int64_t col0 = n0 + first * nr;
+          const int64_t cols = std::min(last * nr, nlen) - first * nr;
+          float* dst = b_shared.data() + first * kc * nr;
+          if (b.pack) {
+            b.pack(k0, kc, col0, cols, nr, dst);
+          } else {
+            pack_b_block(b.ref, k0, kc, col0, cols, nr, dst);
+          }
+        };
+        if (pool && threads > 1 && n_panels > 1) {
+          pool->parallel_for(n_panels, 1, pack_panels);
         } else {
-          pack_b_block(b.ref, k0, kc, n0, nlen, nr, b_buffer.data());
+          pack_panels(0, n_panels);
         }
-        b_block = b_buffer.data();
+        b_block = b_shared.data();
       }
       const bool acc = accumulate || k0 > 0;
-      const bool last = k0 + kc >= k;
-      for (int64_t i = 0; i < mlen; i += mr) {
-        const float* a_panel = a_block + (i / mr) * kc * mr;
-        const float* bias = last && row_bias ? row_bias + m0 + i : nullptr;
-        for (int64_t j = 0; j < nlen; j += nr) {
-          kernel.run(kc, a_panel, b_block + (j / nr) * kc * nr, c + (m0 + i) * ldc + n0 + j, ldc,
-                     std::min<int64_t>(mr, mlen - i), std::min<int64_t>(nr, nlen - j), acc, bias);
+      const bool last_block = k0 + kc >= k;
+
+      auto run_tasks = [&](int64_t begin, int64_t end) {
+        thread_local std::vector<float> a_buffer;
+        for (int64_t task = begin; task < end; ++task) {
+          const int64_t panel = task / n_groups;
+          const int64_t group = task % n_groups;
+          const int64_t i = panel * mr;
+          const int64_t rows = std::min<int64_t>(mr, m - i);
+          const float* a_panel;
+          if (a.packed) {
+            a_panel = a.packed->data.data() + k0 * a_padded + panel * kc * mr;
+          } else {
+            a_buffer.resize(static_cast<size_t>(mr * kc));
+            pack_a_block(a.ref, i, rows, k0, kc, mr, a_buffer.data());
+            a_panel = a_buffer.data();
+          }
+          const float* bias = last_block && row_bias ? row_bias + i : nullptr;
+          const int64_t first = group * panels_per_group;
+          const int64_t last = std::min(n_panels, first + panels_per_group);
+          for (int64_t p = first; p < last; ++p) {
+            const int64_t j = p * nr;
+            kernel.run(kc, a_panel, b_block + p * kc * nr, c + i * ldc + n0 + j, ldc, rows,
+                       std::min<int64_t>(nr, nlen - j), acc, bias);
+          }
         }
+      };
+      const int64_t tasks = m_panels * n_groups;
+      if (pool && threads > 1 && tasks > 1) {
+        pool->parallel_for(tasks, 1, run_tasks);
+      } else {
+        run_tasks(0, tasks);
       }
     }
-  };
-  const int64_t tiles = m_chunks * n_chunks;
-  if (!pool || tiles == 1) {
-    for (int64_t t = 0; t < tiles; ++t) run_tile(t);
-    return;
   }
-  pool->parallel_for(tiles, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) run_tile(t);
-  });
 }
 
 }  // namespace tessera::native
