@@ -274,10 +274,11 @@ void print_placement(const tsr_model* model) {
   size_t n = tsr_model_node_count(model);
   std::cout << "placement (" << n << " nodes):\n";
   for (size_t i = 0; i < n; ++i) {
-    const char *name, *op, *backend;
+    const char *name, *op, *backend, *note;
     check(tsr_model_node_placement(model, i, &name, &op, &backend));
+    check(tsr_model_node_note(model, i, &note));
     ++per_backend[backend];
-    std::cout << "  " << name << " (" << op << ") -> " << backend << "\n";
+    std::cout << "  " << name << " (" << op << ") -> " << backend << (*note ? std::string(", ") + note : "") << "\n";
   }
   for (const auto& [backend, count] : per_backend) std::cout << "  total on " << backend << ": " << count << "\n";
 }

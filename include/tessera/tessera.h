@@ -74,6 +74,10 @@ TSR_API tsr_status* tsr_model_output_info(const tsr_model* model, size_t index, 
 TSR_API size_t tsr_model_node_count(const tsr_model* model);
 TSR_API tsr_status* tsr_model_node_placement(const tsr_model* model, size_t index, const char** out_node_name,
                                              const char** out_op_type, const char** out_backend);
+/* Why node `index` runs where it does, or "" : e.g. "fused into 'conv_3'",
+ * "computed at compile time". The string lives as long as the model. */
+TSR_API tsr_status* tsr_model_node_note(const tsr_model* model, size_t index, const char** out_note);
+
 /* The model's metadata (producer_name, producer_version, ir_version, doc_string,
  * metadata_props, ...), sorted by key. Strings live as long as the model. */
 TSR_API size_t tsr_model_metadata_count(const tsr_model* model);

@@ -284,6 +284,15 @@ tsr_status* tsr_model_node_placement(const tsr_model* model, size_t index, const
   return nullptr;
 }
 
+tsr_status* tsr_model_node_note(const tsr_model* model, size_t index, const char** out_note) {
+  if (!model) return null_argument("model");
+  if (!out_note) return null_argument("out_note");
+  const auto& placement = model->compiled->placement();
+  if (index >= placement.size()) return make_status(TSR_INVALID_ARGUMENT, "node index out of range");
+  *out_note = placement[index].note.c_str();
+  return nullptr;
+}
+
 size_t tsr_model_metadata_count(const tsr_model* model) { return model ? model->compiled->graph().metadata.size() : 0; }
 
 tsr_status* tsr_model_metadata(const tsr_model* model, size_t index, const char** out_key, const char** out_value) {

@@ -85,6 +85,12 @@ class AttributeMap {
   std::map<std::string, Attribute> map_;
 };
 
+/// A node that a fusion pass folded into another one (kept for placement and profiles).
+struct FusedNode {
+  std::string name;
+  std::string op_type;
+};
+
 struct Node {
   std::string name;     // unique within the graph (the importer names unnamed nodes)
   std::string op_type;  // e.g. "Conv"
@@ -93,6 +99,7 @@ struct Node {
   std::vector<ValueId> inputs;   // kNoValue for an omitted optional input
   std::vector<ValueId> outputs;  // kNoValue for an omitted optional output
   AttributeMap attrs;
+  std::vector<FusedNode> fused;  // nodes folded into this one by fusion passes, in order
 
   bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != kNoValue; }
   bool has_output(size_t i) const { return i < outputs.size() && outputs[i] != kNoValue; }

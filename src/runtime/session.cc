@@ -9,6 +9,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/bind_input_shapes.h"
+#include "passes/fuse_activations.h"
 #include "passes/infer_and_fold.h"
 
 namespace tessera {
@@ -112,6 +113,8 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   after_pass(graph, "infer_and_fold");
   eliminate_dead_nodes(graph);
   after_pass(graph, "eliminate_dead_nodes");
+  fuse_activations(graph);
+  after_pass(graph, "fuse_activations");
 
   // Partitioning: with only the native backend, one region holds every node.
   model->backends_.push_back(make_native_backend());
@@ -129,15 +132,24 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   if (!all_nodes.empty()) model->regions_.push_back(native.compile(g, all_nodes, region_options));
   model->memory_plan_ = plan_memory(g);
 
-  std::map<std::string, bool> kept;
+  // Placement lists the executed nodes first (index = graph node index, as
+  // profiles use), then nodes fused into them, then nodes folded away.
+  std::map<std::string, bool> accounted;
   for (const Node& node : g.nodes) {
-    model->placement_.push_back({node.name, node.op_type, native.name()});
-    kept[node.name] = true;
+    model->placement_.push_back({node.name, node.op_type, native.name(), ""});
+    accounted[node.name] = true;
+  }
+  for (const Node& node : g.nodes) {
+    for (const FusedNode& fused : node.fused) {
+      model->placement_.push_back({fused.name, fused.op_type, native.name(), "fused into '" + node.name + "'"});
+      accounted[fused.name] = true;
+    }
   }
   for (size_t i = 0; i < node_names_before.size(); ++i) {
-    if (!kept.count(node_names_before[i])) model->folded_.push_back({node_names_before[i], node_ops_before[i], "folded"});
+    if (!accounted.count(node_names_before[i])) {
+      model->placement_.push_back({node_names_before[i], node_ops_before[i], "folded", "computed at compile time"});
+    }
   }
-  model->placement_.insert(model->placement_.end(), model->folded_.begin(), model->folded_.end());
   for (ValueId id : g.inputs) model->inputs_.push_back({g.value(id).name, g.value(id).type.dtype, g.value(id).type.dims});
   for (ValueId id : g.outputs) {
     const TensorType& t = g.value(id).type;

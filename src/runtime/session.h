@@ -28,6 +28,7 @@ struct NodePlacement {
   std::string node_name;
   std::string op_type;
   std::string backend;  // "native", ...; "folded" for nodes evaluated at compile time
+  std::string note;     // e.g. "fused into 'conv_3'", "computed at compile time"
 };
 
 class CompiledModel {
@@ -66,7 +67,6 @@ class CompiledModel {
   std::vector<std::unique_ptr<ExecutableRegion>> regions_;
   MemoryPlan memory_plan_;
   std::vector<NodePlacement> placement_;
-  std::vector<NodePlacement> folded_;
   int64_t parameter_count_ = 0;
 };
 

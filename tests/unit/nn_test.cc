@@ -89,6 +89,9 @@ const ConvCase kConvCases[] = {
     {{1, 5, 29}, {4, 5, 4}, 1, {3}, {2}, {2, 1}, true},                           // 1-D
     {{1, 4, 5, 6, 7}, {4, 2, 2, 3, 2}, 2, {1, 2, 1}, {1, 1, 2}, {1, 0, 1, 0, 1, 1}, true},  // 3-D grouped
     {{1, 37, 20, 20}, {70, 37, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 1, 1}, true},     // K > one block
+    {{2, 5, 23, 57}, {5, 1, 3, 3}, 5, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},        // depthwise plane kernel, stride 1
+    {{1, 4, 30, 71}, {4, 1, 3, 3}, 4, {2, 2}, {1, 1}, {0, 1, 1, 0}, true},        // depthwise plane kernel, stride 2
+    {{1, 3, 19, 50}, {3, 1, 5, 3}, 3, {1, 2}, {2, 3}, {2, 3, 1, 2}, false},       // depthwise, dilated, uneven pads
 };
 
 void run_conv_case(const ConvCase& c, DType dtype, bool constant_weights) {
@@ -122,6 +125,42 @@ TEST(NnConv, Float32FastPathsMatchReference) {
     SCOPED_TRACE("x=" + shape_to_string(c.x) + " w=" + shape_to_string(c.w));
     run_conv_case(c, DType::kFloat32, true);
     run_conv_case(c, DType::kFloat32, false);
+  }
+}
+
+// Every depthwise plane kernel this CPU can run against the portable one, on
+// widths that exercise the vector body, the edges and the tails.
+TEST(NnConv, DepthwisePlaneKernelsAgree) {
+  std::vector<std::pair<const char*, native::DepthwisePlaneFn>> kernels = {{"best", native::best_depthwise_plane()}};
+  if (!kernels[0].second) GTEST_SKIP() << "no ISA-specific depthwise plane kernel on this CPU";
+  uint32_t seed = 1;
+  for (int64_t stride : {1, 2, 3}) {
+    for (int64_t width : {5, 16, 17, 40, 113}) {
+      for (int64_t dilation : {1, 2}) {
+        Tensor x = random_float({9, width}, seed++), w = random_float({3, 3}, seed++);
+        native::DepthwisePlane p;
+        p.x = x.as<float>();
+        p.in_h = 9;
+        p.in_w = width;
+        p.w = w.as<float>();
+        p.kernel_h = p.kernel_w = 3;
+        p.stride_h = p.stride_w = stride;
+        p.pad_top = 1;
+        p.pad_left = 2;
+        p.dilation_h = p.dilation_w = dilation;
+        p.bias = 0.25f;
+        p.out_h = (9 + 2 - 2 * dilation - 1) / stride + 1;
+        p.out_w = (width + 3 - 2 * dilation - 1) / stride + 1;
+        Tensor expected(DType::kFloat32, {p.out_h, p.out_w}), actual(DType::kFloat32, {p.out_h, p.out_w});
+        p.y = expected.as<float>();
+        native::depthwise_plane_portable(p);
+        p.y = actual.as<float>();
+        kernels[0].second(p);
+        SCOPED_TRACE("stride " + std::to_string(stride) + " width " + std::to_string(width) + " dilation " +
+                     std::to_string(dilation));
+        expect_close(actual, expected, 1e-5, 1e-5);
+      }
+    }
   }
 }
 

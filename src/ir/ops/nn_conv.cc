@@ -86,11 +86,15 @@ void infer_conv_transpose(InferContext& ctx) {
 }  // namespace
 
 void register_nn_conv_ops(OpRegistry& registry) {
+  // Conv also carries `tessera_clamp` ([low, high], floats) when the
+  // fuse_activations pass has folded a following Relu or Clip into it.
+  std::vector<AttributeSpec> conv_attrs = conv_attributes(false);
+  conv_attrs.push_back({"tessera_clamp", Attribute::Kind::kFloats});
   registry.add({.op_type = "Conv",
                 .min_opset = 1,
                 .min_inputs = 2,
                 .max_inputs = 3,
-                .attributes = conv_attributes(false),
+                .attributes = conv_attrs,
                 .input_dtypes = kFloatTypes,
                 .infer = infer_conv});
   registry.add({.op_type = "ConvTranspose",

@@ -1,6 +1,7 @@
 // Float32 exp/sigmoid/tanh/erf spans compiled with the baseline flags, and the
 // run-time choice between them and the AVX-512 build (elementwise_avx512.cc).
 #define TESSERA_ELEMENTWISE_MATH_NAMESPACE baseline
+#include "backends/native/cpu_features.h"
 #include "backends/native/kernels/elementwise_math.h"
 
 #include "backends/native/kernels/elementwise_internal.h"
@@ -15,7 +16,7 @@ const Float32MathSpans& float32_math_baseline() {
 
 const Float32MathSpans& float32_math() {
   static const Float32MathSpans& best =
-      __builtin_cpu_supports("avx512f") ? float32_math_avx512() : float32_math_baseline();
+      cpu_features().avx512 ? float32_math_avx512() : float32_math_baseline();
   return best;
 }
 

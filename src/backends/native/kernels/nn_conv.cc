@@ -4,13 +4,40 @@
 // from X (im2col fused into packing), depthwise convs use a direct kernel.
 // Constant weights are packed once in prepare. float64 uses the references.
 #include <algorithm>
+#include <optional>
+#include <type_traits>
 #include <cstring>
 
 #include "backends/native/dispatch.h"
+#include "backends/native/cpu_features.h"
 #include "backends/native/kernels/nn_internal.h"
 #include "ir/ops/nn_internal.h"
 
 namespace tessera::native {
+
+void depthwise_plane_portable(const DepthwisePlane& p) {
+  for (int64_t oh = 0; oh < p.out_h; ++oh) {
+    float* y = p.y + oh * p.out_w;
+    for (int64_t ow = 0; ow < p.out_w; ++ow) {
+      float acc = p.bias;
+      for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
+        const int64_t ih = oh * p.stride_h - p.pad_top + kh * p.dilation_h;
+        if (ih < 0 || ih >= p.in_h) continue;
+        for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
+          const int64_t iw = ow * p.stride_w - p.pad_left + kw * p.dilation_w;
+          if (iw >= 0 && iw < p.in_w) acc += p.w[kh * p.kernel_w + kw] * p.x[ih * p.in_w + iw];
+        }
+      }
+      y[ow] = std::min(std::max(acc, p.clamp_lo), p.clamp_hi);
+    }
+  }
+}
+
+DepthwisePlaneFn best_depthwise_plane() {
+  static const DepthwisePlaneFn best = cpu_features().avx512 ? depthwise_plane_avx512 : nullptr;
+  return best;
+}
+
 namespace {
 
 /// Conv geometry with the spatial dims padded to three (D, H, W).
@@ -151,12 +178,48 @@ void pack_im2col(const ConvShape& s, const float* x, int64_t k0, int64_t kc, int
 }
 
 /// Direct depthwise convolution (group == in_channels): one plane per task,
-/// inner loops over contiguous output rows.
+/// inner loops over contiguous output rows. 2-D float32 planes with channel
+/// multiplier 1 go to the per-ISA plane kernel when this CPU has one.
+/// Returns true when it applied `clamp` itself (the per-ISA plane kernel does).
 template <typename T>
-void depthwise_conv(const ConvShape& s, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool) {
+bool depthwise_conv(const ConvShape& s, const T* x, const T* w, const T* bias, T* y, ThreadPool& pool,
+                    const GemmClamp* clamp) {
   const int64_t multiplier = s.out_channels / s.group;
   const int64_t planes = s.batch * s.out_channels;
   const int64_t ksize = s.kernel_size();
+  if constexpr (std::is_same_v<T, float>) {
+    const DepthwisePlaneFn plane_kernel = best_depthwise_plane();
+    if (plane_kernel && multiplier == 1 && s.kernel[0] == 1 && s.in[0] == 1) {
+      pool.parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t plane = begin; plane < end; ++plane) {
+          const int64_t oc = plane % s.out_channels, n = plane / s.out_channels;
+          DepthwisePlane p;
+          p.x = x + (n * s.in_channels + oc) * s.in_size();
+          p.in_h = s.in[1];
+          p.in_w = s.in[2];
+          p.w = w + oc * ksize;
+          p.kernel_h = s.kernel[1];
+          p.kernel_w = s.kernel[2];
+          p.stride_h = s.stride[1];
+          p.stride_w = s.stride[2];
+          p.pad_top = s.pad[1];
+          p.pad_left = s.pad[2];
+          p.dilation_h = s.dilation[1];
+          p.dilation_w = s.dilation[2];
+          p.bias = bias ? bias[oc] : 0.0f;
+          p.y = y + plane * s.out_size();
+          p.out_h = s.out[1];
+          p.out_w = s.out[2];
+          if (clamp) {
+            p.clamp_lo = clamp->lo;
+            p.clamp_hi = clamp->hi;
+          }
+          plane_kernel(p);
+        }
+      });
+      return true;
+    }
+  }
   pool.parallel_for(planes, 1, [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       const int64_t oc = plane % s.out_channels, n = plane / s.out_channels;
@@ -193,6 +256,7 @@ void depthwise_conv(const ConvShape& s, const T* x, const T* w, const T* bias, T
       }
     }
   });
+  return false;
 }
 
 /// Constant Conv weights packed per group as GEMM A operands.
@@ -217,12 +281,35 @@ std::shared_ptr<void> prepare_conv(const Node& node, const std::vector<const Ten
   return state;
 }
 
+/// The clamp a fused Relu or Clip left on the node (fuse_activations pass), if any.
+std::optional<GemmClamp> fused_clamp(const KernelContext& ctx) {
+  std::vector<float> bounds = ctx.attrs().get_floats_or("tessera_clamp", {});
+  if (bounds.empty()) return std::nullopt;
+  if (bounds.size() != 2) ctx.fail("attribute 'tessera_clamp' must hold [low, high]");
+  return GemmClamp{bounds[0], bounds[1]};
+}
+
+/// Applies a clamp after a path that could not fuse it.
+template <typename T>
+void clamp_output(const GemmClamp& clamp, T* y, int64_t count, ThreadPool& pool) {
+  const T lo = static_cast<T>(clamp.lo), hi = static_cast<T>(clamp.hi);
+  pool.parallel_for(count, 1 << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) y[i] = std::min(std::max(y[i], lo), hi);
+  });
+}
+
 void conv_f32(KernelContext& ctx, const ConvShape& s) {
   const float* x = ctx.input(0).as<float>();
   const float* w = ctx.input(1).as<float>();
   const float* bias = ctx.has_input(2) ? ctx.input(2).as<float>() : nullptr;
   float* y = ctx.output(0).as<float>();
-  if (s.depthwise()) return depthwise_conv<float>(s, x, w, bias, y, ctx.pool());
+  const std::optional<GemmClamp> clamp = fused_clamp(ctx);
+  if (s.depthwise()) {
+    if (!depthwise_conv<float>(s, x, w, bias, y, ctx.pool(), clamp ? &*clamp : nullptr) && clamp) {
+      clamp_output(*clamp, y, ctx.output(0).numel(), ctx.pool());
+    }
+    return;
+  }
   const PackedConvWeights* packed = ctx.state<PackedConvWeights>();
   const GemmMicrokernel& kernel = packed ? *packed->groups[0].kernel : best_gemm_microkernel();
   const int64_t m = s.out_per_group(), n = s.out_size(), depth = s.in_per_group() * s.kernel_size();
@@ -240,7 +327,7 @@ void conv_f32(KernelContext& ctx, const ConvShape& s) {
         };
       }
       gemm_f32(kernel, m, n, depth, a, gb, y + (b * s.out_channels + g * m) * n, n, false, bias ? bias + g * m : nullptr,
-               &ctx.pool());
+               &ctx.pool(), clamp ? &*clamp : nullptr);
     }
   }
 }
@@ -255,8 +342,12 @@ void conv_kernel(KernelContext& ctx) {
   dispatch_float(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* bias = ctx.has_input(2) ? ctx.input(2).as<T>() : nullptr;
-    if (s.depthwise()) return depthwise_conv<T>(s, x.as<T>(), w.as<T>(), bias, y.as<T>(), ctx.pool());
-    reference_conv<T>(x, w, bias, s.group, s.geometry.stride, s.geometry.dilation, s.geometry.pad_begin, y);
+    if (s.depthwise()) {
+      depthwise_conv<T>(s, x.as<T>(), w.as<T>(), bias, y.as<T>(), ctx.pool(), nullptr);
+    } else {
+      reference_conv<T>(x, w, bias, s.group, s.geometry.stride, s.geometry.dilation, s.geometry.pad_begin, y);
+    }
+    if (const std::optional<GemmClamp> clamp = fused_clamp(ctx)) clamp_output(*clamp, y.as<T>(), y.numel(), ctx.pool());
   });
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/native/cpu_features.h"
 #include "backends/native/kernels/nn_internal.h"
 
 namespace tessera::native {
@@ -51,7 +52,7 @@ constexpr int kPortableMr = 4;
 constexpr int kPortableNr = 16;
 
 void portable_microkernel(int64_t k, const float* a, const float* b, float* c, int64_t ldc, int64_t m, int64_t n,
-                          bool accumulate, const float* row_bias) {
+                          bool accumulate, const float* row_bias, const GemmClamp* clamp) {
   float acc[kPortableMr][kPortableNr] = {};
   for (int64_t p = 0; p < k; ++p) {
     for (int i = 0; i < kPortableMr; ++i) {
@@ -63,6 +64,9 @@ void portable_microkernel(int64_t k, const float* a, const float* b, float* c, i
     float* row = c + i * ldc;
     const float bias = row_bias ? row_bias[i] : 0.0f;
     for (int64_t j = 0; j < n; ++j) row[j] = acc[i][j] + bias + (accumulate ? row[j] : 0.0f);
+    if (clamp) {
+      for (int64_t j = 0; j < n; ++j) row[j] = std::min(std::max(row[j], clamp->lo), clamp->hi);
+    }
   }
 }
 
@@ -75,9 +79,8 @@ const GemmMicrokernel& gemm_microkernel_portable() {
 
 std::vector<const GemmMicrokernel*> available_gemm_microkernels() {
   std::vector<const GemmMicrokernel*> kernels;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) kernels.push_back(&gemm_microkernel_avx512());
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) kernels.push_back(&gemm_microkernel_avx2());
+  if (cpu_features().avx512) kernels.push_back(&gemm_microkernel_avx512());
+  if (cpu_features().avx2_fma) kernels.push_back(&gemm_microkernel_avx2());
   kernels.push_back(&gemm_microkernel_portable());
   return kernels;
 }
@@ -116,11 +119,15 @@ PackedMatrix pack_gemm_b(const GemmMicrokernel& kernel, MatrixRef b, int64_t k, 
 }
 
 void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, const GemmA& a, const GemmB& b,
-              float* c, int64_t ldc, bool accumulate, const float* row_bias, ThreadPool* pool) {
+              float* c, int64_t ldc, bool accumulate, const float* row_bias, ThreadPool* pool,
+              const GemmClamp* clamp) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + (row_bias ? row_bias[i] : 0.0f);
+      for (int64_t j = 0; j < n; ++j) {
+        float v = (accumulate ? c[i * ldc + j] : 0.0f) + (row_bias ? row_bias[i] : 0.0f);
+        c[i * ldc + j] = clamp ? std::min(std::max(v, clamp->lo), clamp->hi) : v;
+      }
     }
     return;
   }
@@ -194,7 +201,7 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
           for (int64_t p = first; p < last; ++p) {
             const int64_t j = p * nr;
             kernel.run(kc, a_panel, b_block + p * kc * nr, c + i * ldc + n0 + j, ldc, rows,
-                       std::min<int64_t>(nr, nlen - j), acc, bias);
+                       std::min<int64_t>(nr, nlen - j), acc, bias, last_block ? clamp : nullptr);
           }
         }
       };

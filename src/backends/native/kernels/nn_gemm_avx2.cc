@@ -11,7 +11,7 @@ constexpr int kMr = 6;
 constexpr int kNr = 16;
 
 void microkernel(int64_t k, const float* a, const float* b, float* c, int64_t ldc, int64_t m, int64_t n,
-                 bool accumulate, const float* row_bias) {
+                 bool accumulate, const float* row_bias, const GemmClamp* clamp) {
   __m256 acc0[kMr], acc1[kMr];
 #pragma GCC unroll 6
   for (int i = 0; i < kMr; ++i) {
@@ -47,12 +47,20 @@ void microkernel(int64_t k, const float* a, const float* b, float* c, int64_t ld
         r0 = _mm256_add_ps(r0, _mm256_loadu_ps(row));
         r1 = _mm256_add_ps(r1, _mm256_loadu_ps(row + 8));
       }
+      if (clamp) {
+        const __m256 lo = _mm256_set1_ps(clamp->lo), hi = _mm256_set1_ps(clamp->hi);
+        r0 = _mm256_min_ps(hi, _mm256_max_ps(lo, r0));  // NaN in r0 propagates
+        r1 = _mm256_min_ps(hi, _mm256_max_ps(lo, r1));  // NaN in r1 propagates
+      }
       _mm256_storeu_ps(row, r0);
       _mm256_storeu_ps(row + 8, r1);
     } else {
       _mm256_store_ps(tile, r0);
       _mm256_store_ps(tile + 8, r1);
-      for (int64_t j = 0; j < n; ++j) row[j] = tile[j] + (accumulate ? row[j] : 0.0f);
+      for (int64_t j = 0; j < n; ++j) {
+        const float v = tile[j] + (accumulate ? row[j] : 0.0f);
+        row[j] = clamp ? (v < clamp->lo ? clamp->lo : (v > clamp->hi ? clamp->hi : v)) : v;
+      }
     }
   }
 }

@@ -12,7 +12,7 @@ constexpr int kMr = 12;
 constexpr int kNr = 32;
 
 void microkernel(int64_t k, const float* a, const float* b, float* c, int64_t ldc, int64_t m, int64_t n,
-                 bool accumulate, const float* row_bias) {
+                 bool accumulate, const float* row_bias, const GemmClamp* clamp) {
   __m512 acc0[kMr], acc1[kMr];
 #pragma GCC unroll 12
   for (int i = 0; i < kMr; ++i) {
@@ -47,6 +47,11 @@ void microkernel(int64_t k, const float* a, const float* b, float* c, int64_t ld
     if (accumulate) {
       r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(mask0, row));
       r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(mask1, row + 16));
+    }
+    if (clamp) {
+      const __m512 lo = _mm512_set1_ps(clamp->lo), hi = _mm512_set1_ps(clamp->hi);
+      r0 = _mm512_min_ps(hi, _mm512_max_ps(lo, r0));  // NaN in r0 propagates
+      r1 = _mm512_min_ps(hi, _mm512_max_ps(lo, r1));  // NaN in r1 propagates
     }
     _mm512_mask_storeu_ps(row, mask0, r0);
     _mm512_mask_storeu_ps(row + 16, mask1, r1);

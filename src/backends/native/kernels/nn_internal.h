@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -12,19 +13,52 @@
 
 namespace tessera::native {
 
+// ----------------------------------------------------------- depthwise ----
+
+/// One 2-D plane of a depthwise convolution (channel multiplier 1):
+/// y[oh][ow] = bias + sum over (kh, kw) of w[kh][kw] * x[ih][iw], taps outside
+/// the input skipped (zero padding).
+struct DepthwisePlane {
+  const float* x = nullptr;
+  int64_t in_h = 0, in_w = 0;
+  const float* w = nullptr;
+  int64_t kernel_h = 0, kernel_w = 0;
+  int64_t stride_h = 1, stride_w = 1, pad_top = 0, pad_left = 0, dilation_h = 1, dilation_w = 1;
+  float bias = 0;
+  float* y = nullptr;
+  int64_t out_h = 0, out_w = 0;
+  float clamp_lo = -std::numeric_limits<float>::infinity();  // a fused Relu or Clip; NaN passes through
+  float clamp_hi = std::numeric_limits<float>::infinity();
+};
+using DepthwisePlaneFn = void (*)(const DepthwisePlane& plane);
+/// Plain loops, one output at a time (nn_conv.cc).
+void depthwise_plane_portable(const DepthwisePlane& plane);
+/// 16 outputs a vector, every tap accumulated in a register (nn_depthwise_avx512.cc).
+void depthwise_plane_avx512(const DepthwisePlane& plane);
+/// The fastest of those for this CPU (chosen from cpu_features()).
+DepthwisePlaneFn best_depthwise_plane();
+
 // ---------------------------------------------------------------- GEMM ----
+
+/// A clamp applied to C as the last step of a GEMM (a Relu or Clip fused into
+/// the producing Conv by the fuse_activations pass).
+struct GemmClamp {
+  float lo;
+  float hi;
+};
 
 /// A register-blocked microkernel computing one MR x NR tile of C from an A
 /// panel (k rows of MR floats: a[p*MR + i] = A(i, p)) and a B panel (k rows of
 /// NR floats: b[p*NR + j] = B(p, j)). Writes rows < m and columns < n of the
 /// tile at c (row stride ldc): c = acc (+ c when accumulate) (+ row_bias[i]
-/// when row_bias is non-null). Pure: no allocation, no globals.
+/// when row_bias is non-null), then clamped to [clamp->lo, clamp->hi] when
+/// clamp is non-null. Pure: no allocation, no globals.
 struct GemmMicrokernel {
   const char* name;
   int mr;
   int nr;
   void (*run)(int64_t k, const float* a, const float* b, float* c, int64_t ldc, int64_t m, int64_t n,
-              bool accumulate, const float* row_bias);
+              bool accumulate, const float* row_bias, const GemmClamp* clamp);
 };
 
 // One per ISA file (nn_gemm_avx512.cc, nn_gemm_avx2.cc, nn_gemm.cc).
@@ -75,9 +109,11 @@ struct GemmB {
 };
 
 /// C[M x N] (row stride ldc) = A * B (+ C when accumulate) (+ row_bias[i]),
-/// parallelised over output tiles. Packed operands must come from `kernel`.
+/// then clamped when clamp is given, parallelised over output tiles. Packed
+/// operands must come from `kernel`.
 void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, const GemmA& a, const GemmB& b,
-              float* c, int64_t ldc, bool accumulate, const float* row_bias, ThreadPool* pool);
+              float* c, int64_t ldc, bool accumulate, const float* row_bias, ThreadPool* pool,
+              const GemmClamp* clamp = nullptr);
 
 /// Plain triple loop: C = A * B (+ C when accumulate), any element type.
 template <typename T>

@@ -6,6 +6,7 @@
 // tasks are blocks of output rows.
 #include <algorithm>
 
+#include "backends/native/cpu_features.h"
 #include "backends/native/kernels/quantization_internal.h"
 #include "ir/shape_util.h"
 
@@ -19,13 +20,8 @@ using IntegerGemmFn = void (*)(int64_t, int64_t, int64_t, const int16_t*, const 
 
 /// The one dispatch place: the widest ISA build of the GEMM this CPU runs.
 IntegerGemmFn best_integer_gemm() {
-  __builtin_cpu_init();
-  // The AVX-512 file is built with -mavx512f/bw/vl/dq, so all four must be present.
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq")) {
-    return integer_gemm_avx512;
-  }
-  if (__builtin_cpu_supports("avx2")) return integer_gemm_avx2;
+  if (cpu_features().avx512) return integer_gemm_avx512;
+  if (cpu_features().avx2_fma) return integer_gemm_avx2;
   return integer_gemm_body;
 }
 

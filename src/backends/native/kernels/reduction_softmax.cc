@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "backends/native/cpu_features.h"
 #include "backends/native/dispatch.h"
 #include "backends/native/kernels/reduction_internal.h"
 
@@ -41,10 +42,10 @@ struct FloatMicrokernels {
 
 const FloatMicrokernels& float_microkernels() {
   static const FloatMicrokernels chosen = [] {
-    if (__builtin_cpu_supports("avx512f")) {
+    if (cpu_features().avx512) {
       return FloatMicrokernels{softmax_rows_avx512, log_softmax_rows_avx512, normalize_column_block_avx512};
     }
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if (cpu_features().avx2_fma) {
       return FloatMicrokernels{softmax_rows_avx2, log_softmax_rows_avx2, normalize_column_block_avx2};
     }
     return FloatMicrokernels{baseline::softmax_rows, baseline::log_softmax_rows, baseline::normalize_column_block};

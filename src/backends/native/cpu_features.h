@@ -1,0 +1,16 @@
+// The one place that reads the CPU's features for the native backend. Every
+// ISA-specific kernel family chooses its implementation from these flags.
+// TESSERA_ISA=baseline|avx2 caps what is used (to test the fallbacks or to
+// compare them); unset, the best the CPU has is used.
+#pragma once
+
+namespace tessera::native {
+
+struct CpuFeatures {
+  bool avx2_fma = false;  // AVX2 and FMA3: the *_avx2.cc files
+  bool avx512 = false;    // AVX-512 F, BW, DQ and VL: the *_avx512.cc files
+};
+
+const CpuFeatures& cpu_features();
+
+}  // namespace tessera::native

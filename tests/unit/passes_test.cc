@@ -1,0 +1,97 @@
+// Passes: activation fusion keeps results and only fuses where it may.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ir/verifier.h"
+#include "passes/fuse_activations.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+namespace tessera::testing {
+namespace {
+
+/// x -> Conv(w, b) -> c; then `activation` (Relu or Clip[0,6]) on c -> y.
+/// With extra_reader, c also feeds a second output (so it must not fuse).
+Graph conv_activation_graph(const std::string& activation, bool extra_reader) {
+  Graph g;
+  ValueId x = g.add_value("x", TensorType::make(DType::kFloat32, {1, 3, 9, 9}));
+  ValueId w = g.add_constant("w", random_float({4, 3, 3, 3}, 3));
+  Tensor bias = random_float({4}, 4);
+  for (int i = 0; i < 4; ++i) bias.as<float>()[i] *= 4;  // push some outputs past the clip bounds
+  ValueId b = g.add_constant("b", bias);
+  ValueId c = g.add_value("c");
+  ValueId y = g.add_value("y");
+  g.inputs = {x};
+  Node conv{.name = "conv", .op_type = "Conv", .opset = 13, .inputs = {x, w, b}, .outputs = {c}};
+  conv.attrs.set("pads", Attribute::of_ints({1, 1, 1, 1}));
+  g.nodes.push_back(conv);
+  Node act{.name = "act", .op_type = activation, .opset = 13, .inputs = {c}, .outputs = {y}};
+  if (activation == "Clip") {
+    act.inputs.push_back(g.add_constant("lo", make_float({}, {0.0f})));
+    act.inputs.push_back(g.add_constant("hi", make_float({}, {6.0f})));
+  }
+  g.nodes.push_back(act);
+  g.outputs = {y};
+  if (extra_reader) {
+    ValueId z = g.add_value("z");
+    g.nodes.push_back(Node{.name = "neg", .op_type = "Neg", .opset = 13, .inputs = {c}, .outputs = {z}});
+    g.outputs.push_back(z);
+  }
+  return g;
+}
+
+TEST(FuseActivations, FusedConvMatchesConvThenActivation) {
+  for (const std::string activation : {"Relu", "Clip"}) {
+    Graph g = conv_activation_graph(activation, false);
+    auto fused = CompiledModel::compile(g, {});
+    ASSERT_EQ(fused->graph().nodes.size(), 1u) << activation;
+    EXPECT_TRUE(fused->graph().nodes[0].attrs.has("tessera_clamp"));
+    ASSERT_EQ(fused->graph().nodes[0].fused.size(), 1u);
+    EXPECT_EQ(fused->graph().nodes[0].fused[0].name, "act");
+    // The unfused reference: the same graph, with the Conv's output also read elsewhere.
+    Graph reference = conv_activation_graph(activation, true);
+    auto unfused = CompiledModel::compile(reference, {});
+    EXPECT_EQ(unfused->graph().nodes.size(), 3u);
+    Tensor x = random_float({1, 3, 9, 9}, 11);
+    x.as<float>()[40] = NAN;
+    Tensor got = fused->run({x.view()})[0];
+    Tensor want = unfused->run({x.view()})[0];
+    expect_close(got, want, 0, 0);
+    float lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      if (std::isnan(got.as<float>()[i])) continue;
+      lo = std::min(lo, got.as<float>()[i]);
+      hi = std::max(hi, got.as<float>()[i]);
+    }
+    EXPECT_EQ(lo, 0.0f);  // the clamp really applied
+    if (activation == "Clip") EXPECT_EQ(hi, 6.0f);
+  }
+}
+
+TEST(FuseActivations, LeavesGraphOutputsAndSharedValuesAlone) {
+  Graph shared = conv_activation_graph("Relu", true);
+  fuse_activations(shared);
+  EXPECT_EQ(shared.nodes.size(), 3u);
+  Graph exposed = conv_activation_graph("Relu", false);
+  exposed.outputs.push_back(exposed.nodes[0].outputs[0]);  // the Conv's output is also a graph output
+  fuse_activations(exposed);
+  EXPECT_EQ(exposed.nodes.size(), 2u);
+  verify_graph(exposed);
+}
+
+TEST(FuseActivations, PlacementNamesTheFusedNode) {
+  auto model = CompiledModel::compile(conv_activation_graph("Relu", false), {});
+  bool found = false;
+  for (const NodePlacement& p : model->placement()) {
+    if (p.node_name == "act") {
+      found = true;
+      EXPECT_EQ(p.backend, "native");
+      EXPECT_EQ(p.note, "fused into 'conv'");
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace tessera::testing
