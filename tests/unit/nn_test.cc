@@ -23,7 +23,8 @@ TEST(NnGemm, EveryMicrokernelMatchesReference) {
   struct Case { int64_t m, n, k; bool trans_a, trans_b, accumulate, bias; };
   const Case cases[] = {{1, 1, 1, false, false, false, false}, {13, 37, 5, false, false, false, true},
                         {29, 65, 300, true, false, true, false}, {64, 33, 513, false, true, false, true},
-                        {7, 129, 257, true, true, true, true},   {100, 500, 70, false, false, false, false}};
+                        {7, 129, 257, true, true, true, true},   {100, 500, 70, false, false, false, false},
+                        {30, 1700, 300, false, false, true, true}};  // wide B: column chunks per thread
   for (const native::GemmMicrokernel* kernel : native::available_gemm_microkernels()) {
     for (const Case& c : cases) {
       SCOPED_TRACE(std::string(kernel->name) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k));
@@ -50,6 +51,15 @@ TEST(NnGemm, EveryMicrokernelMatchesReference) {
       native::gemm_f32(*kernel, c.m, c.n, c.k, GemmA{&pa, {}}, GemmB{&pb, {}, {}}, packed_out.as<float>(), c.n, c.accumulate,
                        c.bias ? bias.as<float>() : nullptr, nullptr);
       expect_close(packed_out, expected, 1e-4, 1e-4);
+      // Threads with packed operands, and a fused clamp (as a Conv with a folded Relu6 uses).
+      const native::GemmClamp clamp{-0.25f, 0.5f};
+      Tensor clamped = random_float({c.m, c.n}, 4), clamped_expected = expected.clone();
+      for (int64_t i = 0; i < clamped_expected.numel(); ++i) {
+        clamped_expected.as<float>()[i] = std::min(std::max(clamped_expected.as<float>()[i], clamp.lo), clamp.hi);
+      }
+      native::gemm_f32(*kernel, c.m, c.n, c.k, GemmA{&pa, {}}, GemmB{&pb, {}, {}}, clamped.as<float>(), c.n, c.accumulate,
+                       c.bias ? bias.as<float>() : nullptr, &pool, &clamp);
+      expect_close(clamped, clamped_expected, 1e-4, 1e-4);
     }
   }
 }

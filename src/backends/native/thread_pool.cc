@@ -2,9 +2,25 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <exception>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TESSERA_CPU_RELAX() _mm_pause()
+#else
+#define TESSERA_CPU_RELAX() ((void)0)
+#endif
+
 namespace tessera::native {
+namespace {
+
+// Workers and waiting callers spin this long before sleeping: kernels issue
+// parallel_for back to back (a GEMM does two per K block), and waking a
+// sleeping thread costs tens of microseconds, more than many whole loops.
+constexpr auto kSpinTime = std::chrono::microseconds(200);
+
+}  // namespace
 
 struct ThreadPool::Job {
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
@@ -26,6 +42,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    stopping_flag_.store(true);
   }
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -52,6 +69,12 @@ void ThreadPool::run_chunks(Job& job) {
 
 void ThreadPool::worker_loop() {
   for (;;) {
+    // Spin a little while for the next job before sleeping on the condition variable.
+    const auto spin_until = std::chrono::steady_clock::now() + kSpinTime;
+    while (pending_.load(std::memory_order_acquire) == 0 && !stopping_flag_.load(std::memory_order_relaxed) &&
+           std::chrono::steady_clock::now() < spin_until) {
+      for (int i = 0; i < 64; ++i) TESSERA_CPU_RELAX();
+    }
     std::shared_ptr<Job> job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -60,6 +83,7 @@ void ThreadPool::worker_loop() {
       job = queue_.front();
       if (job->next.load() >= job->num_chunks) {
         queue_.pop_front();
+        pending_.fetch_sub(1, std::memory_order_release);
         continue;
       }
     }
@@ -84,9 +108,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(job);
+    pending_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   run_chunks(*job);
+  // Spin briefly for the other threads' last chunks, then sleep.
+  const auto spin_until = std::chrono::steady_clock::now() + kSpinTime;
+  while (job->done.load(std::memory_order_acquire) != job->num_chunks && std::chrono::steady_clock::now() < spin_until) {
+    for (int i = 0; i < 16; ++i) TESSERA_CPU_RELAX();
+  }
   {
     std::unique_lock<std::mutex> lock(job->mutex);
     job->finished.wait(lock, [&] { return job->done.load() == job->num_chunks; });
@@ -96,6 +126,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
       if (*it == job) {
         queue_.erase(it);
+        pending_.fetch_sub(1, std::memory_order_release);
         break;
       }
     }

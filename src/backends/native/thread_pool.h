@@ -2,6 +2,7 @@
 // --threads; parallel_for may be called from several threads at once (several
 // concurrent runs of one model), and the calling thread always takes part.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -35,8 +36,10 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::shared_ptr<Job>> queue_;
-  bool stopping_ = false;
+  std::deque<std::shared_ptr<Job>> queue_;  // guarded by mutex_
+  bool stopping_ = false;                   // guarded by mutex_
+  std::atomic<int64_t> pending_{0};         // queue_.size(), readable without the lock (spinning)
+  std::atomic<bool> stopping_flag_{false};
 };
 
 }  // namespace tessera::native

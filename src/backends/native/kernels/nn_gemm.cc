@@ -132,18 +132,85 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
     return;
   }
   // GotoBLAS order: for each NC-column chunk and KC-deep block, B's block is
-  // packed once (in parallel, into a buffer all threads share) and stays in
-  // L2, while the threads split the work over A panels (MR rows, in L1) and,
-  // when M is short, over groups of B panels too. Packing B once per block
-  // matters for convolutions, whose B is gathered from the image (im2col).
+  // packed once and stays in L2 while A panels (MR rows, in L1) stream past
+  // it. Packing B once per block matters for convolutions, whose B is
+  // gathered from the image (im2col). Two ways to use several threads:
+  //  - wide B (many column panels): each thread takes whole column chunks and
+  //    packs its own B blocks; one parallel_for per call, data stays per core;
+  //  - narrow B: a block is packed once into a buffer all threads share, and
+  //    the threads split the A panels (and groups of B panels when M is short).
   const int mr = kernel.mr, nr = kernel.nr;
   const int64_t threads = pool ? pool->num_threads() : 1;
   const int64_t nc_max = std::max<int64_t>(nr, 512 / nr * nr);
   const int64_t m_panels = (m + mr - 1) / mr;
   const int64_t a_padded = a.packed ? a.packed->padded_width : 0;
   const int64_t b_padded = b.packed ? b.packed->padded_width : 0;
-  std::vector<float> b_shared;
 
+  auto pack_b = [&](int64_t k0, int64_t kc, int64_t n0, int64_t first, int64_t last, int64_t nlen, float* dst) {
+    const int64_t col0 = n0 + first * nr;
+    const int64_t cols = std::min(last * nr, nlen) - first * nr;
+    if (b.pack) {
+      b.pack(k0, kc, col0, cols, nr, dst + first * kc * nr);
+    } else {
+      pack_b_block(b.ref, k0, kc, col0, cols, nr, dst + first * kc * nr);
+    }
+  };
+  // Multiplies A panels [panel_begin, panel_end) by B panels [first, last) of one packed block.
+  auto compute = [&](int64_t k0, int64_t kc, int64_t n0, int64_t nlen, const float* b_block, int64_t panel_begin,
+                     int64_t panel_end, int64_t first, int64_t last, std::vector<float>& a_buffer) {
+    const bool acc = accumulate || k0 > 0;
+    const bool last_block = k0 + kc >= k;
+    for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
+      const int64_t i = panel * mr;
+      const int64_t rows = std::min<int64_t>(mr, m - i);
+      const float* a_panel;
+      if (a.packed) {
+        a_panel = a.packed->data.data() + k0 * a_padded + panel * kc * mr;
+      } else {
+        a_buffer.resize(static_cast<size_t>(mr * kc));
+        pack_a_block(a.ref, i, rows, k0, kc, mr, a_buffer.data());
+        a_panel = a_buffer.data();
+      }
+      const float* bias = last_block && row_bias ? row_bias + i : nullptr;
+      for (int64_t p = first; p < last; ++p) {
+        const int64_t j = p * nr;
+        kernel.run(kc, a_panel, b_block + p * kc * nr, c + i * ldc + n0 + j, ldc, rows,
+                   std::min<int64_t>(nr, nlen - j), acc, bias, last_block ? clamp : nullptr);
+      }
+    }
+  };
+  auto b_block_of = [&](int64_t k0, int64_t kc, int64_t n0, int64_t nlen, std::vector<float>& buffer,
+                        bool pack_here) -> const float* {
+    if (b.packed) return b.packed->data.data() + k0 * b_padded + (n0 / nr) * kc * nr;
+    const int64_t n_panels = (nlen + nr - 1) / nr;
+    buffer.resize(static_cast<size_t>(n_panels * nr * kc));
+    if (pack_here) pack_b(k0, kc, n0, 0, n_panels, nlen, buffer.data());
+    return buffer.data();
+  };
+
+  const int64_t total_panels = (n + nr - 1) / nr;
+  if (threads > 1 && total_panels >= 8 * threads) {
+    // Wide B: column chunks of at most nc_max, at least two per thread.
+    const int64_t chunk_panels = std::min<int64_t>(nc_max / nr, (total_panels + 2 * threads - 1) / (2 * threads));
+    const int64_t chunks = (total_panels + chunk_panels - 1) / chunk_panels;
+    pool->parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> a_buffer, b_buffer;
+      for (int64_t chunk = begin; chunk < end; ++chunk) {
+        const int64_t n0 = chunk * chunk_panels * nr;
+        const int64_t nlen = std::min(chunk_panels * nr, n - n0);
+        const int64_t panels = (nlen + nr - 1) / nr;
+        for (int64_t k0 = 0; k0 < k; k0 += kGemmBlockK) {
+          const int64_t kc = std::min(kGemmBlockK, k - k0);
+          const float* b_block = b_block_of(k0, kc, n0, nlen, b_buffer, true);
+          compute(k0, kc, n0, nlen, b_block, 0, m_panels, 0, panels, a_buffer);
+        }
+      }
+    });
+    return;
+  }
+
+  std::vector<float> b_shared;
+  std::vector<float> a_local;
   for (int64_t n0 = 0; n0 < n; n0 += nc_max) {
     const int64_t nlen = std::min(nc_max, n - n0);
     const int64_t n_panels = (nlen + nr - 1) / nr;
@@ -152,65 +219,28 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
     if (threads > 1 && m_panels < 4 * threads) n_groups = std::min(n_panels, (4 * threads + m_panels - 1) / m_panels);
     const int64_t panels_per_group = (n_panels + n_groups - 1) / n_groups;
     n_groups = (n_panels + panels_per_group - 1) / panels_per_group;
-
     for (int64_t k0 = 0; k0 < k; k0 += kGemmBlockK) {
       const int64_t kc = std::min(kGemmBlockK, k - k0);
-      const float* b_block;
-      if (b.packed) {
-        b_block = b.packed->data.data() + k0 * b_padded + (n0 / nr) * kc * nr;
-      } else {
-        b_shared.resize(static_cast<size_t>(n_panels * nr * kc));
-        auto pack_panels = [&](int64_t first, int64_t last) {
-          const int64_t col0 = n0 + first * nr;
-          const int64_t cols = std::min(last * nr, nlen) - first * nr;
-          float* dst = b_shared.data() + first * kc * nr;
-          if (b.pack) {
-            b.pack(k0, kc, col0, cols, nr, dst);
-          } else {
-            pack_b_block(b.ref, k0, kc, col0, cols, nr, dst);
-          }
-        };
-        if (pool && threads > 1 && n_panels > 1) {
-          pool->parallel_for(n_panels, 1, pack_panels);
-        } else {
-          pack_panels(0, n_panels);
-        }
-        b_block = b_shared.data();
+      const bool parallel = threads > 1;
+      const float* b_block = b_block_of(k0, kc, n0, nlen, b_shared, !parallel);
+      if (!parallel) {
+        compute(k0, kc, n0, nlen, b_block, 0, m_panels, 0, n_panels, a_local);
+        continue;
       }
-      const bool acc = accumulate || k0 > 0;
-      const bool last_block = k0 + kc >= k;
-
-      auto run_tasks = [&](int64_t begin, int64_t end) {
+      if (!b.packed) {
+        pool->parallel_for(n_panels, 1, [&](int64_t first, int64_t last) {
+          pack_b(k0, kc, n0, first, last, nlen, b_shared.data());
+        });
+      }
+      pool->parallel_for(m_panels * n_groups, 1, [&](int64_t begin, int64_t end) {
         thread_local std::vector<float> a_buffer;
         for (int64_t task = begin; task < end; ++task) {
-          const int64_t panel = task / n_groups;
-          const int64_t group = task % n_groups;
-          const int64_t i = panel * mr;
-          const int64_t rows = std::min<int64_t>(mr, m - i);
-          const float* a_panel;
-          if (a.packed) {
-            a_panel = a.packed->data.data() + k0 * a_padded + panel * kc * mr;
-          } else {
-            a_buffer.resize(static_cast<size_t>(mr * kc));
-            pack_a_block(a.ref, i, rows, k0, kc, mr, a_buffer.data());
-            a_panel = a_buffer.data();
-          }
-          const float* bias = last_block && row_bias ? row_bias + i : nullptr;
+          const int64_t panel = task / n_groups, group = task % n_groups;
           const int64_t first = group * panels_per_group;
-          const int64_t last = std::min(n_panels, first + panels_per_group);
-          for (int64_t p = first; p < last; ++p) {
-            const int64_t j = p * nr;
-            kernel.run(kc, a_panel, b_block + p * kc * nr, c + i * ldc + n0 + j, ldc, rows,
-                       std::min<int64_t>(nr, nlen - j), acc, bias, last_block ? clamp : nullptr);
-          }
+          compute(k0, kc, n0, nlen, b_block, panel, panel + 1, first, std::min(n_panels, first + panels_per_group),
+                  a_buffer);
         }
-      };
-      const int64_t tasks = m_panels * n_groups;
-      if (pool && threads > 1 && tasks > 1) {
-        pool->parallel_for(tasks, 1, run_tasks);
-      } else {
-        run_tasks(0, tasks);
-      }
+      });
     }
   }
 }
