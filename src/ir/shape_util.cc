@@ -41,6 +41,10 @@ bool shape_fits_in_memory(const Shape& shape, DType dtype) {
   return true;
 }
 
+int64_t shape_product(const Shape& shape, size_t begin, size_t end) {
+  return shape_numel(Shape(shape.begin() + static_cast<std::ptrdiff_t>(begin), shape.begin() + static_cast<std::ptrdiff_t>(end)));
+}
+
 std::vector<int64_t> strides_of(const Shape& shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t s = 1;

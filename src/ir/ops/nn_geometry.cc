@@ -9,12 +9,6 @@
 namespace tessera {
 namespace {
 
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
-}
-
 int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
 /// Reads an ints attribute of `rank` entries (or the fallback value repeated).
@@ -47,9 +41,9 @@ void read_common(const Node& node, WindowGeometry& g) {
 
 }  // namespace
 
-int64_t WindowGeometry::output_size() const { return product(output); }
-int64_t WindowGeometry::input_size() const { return product(input); }
-int64_t WindowGeometry::kernel_size() const { return product(kernel); }
+int64_t WindowGeometry::output_size() const { return shape_numel(output); }
+int64_t WindowGeometry::input_size() const { return shape_numel(input); }
+int64_t WindowGeometry::kernel_size() const { return shape_numel(kernel); }
 
 WindowGeometry window_geometry(const Node& node, const std::vector<int64_t>& input_spatial,
                                const std::vector<int64_t>& kernel_spatial, bool allow_ceil_mode) {

@@ -11,19 +11,13 @@
 namespace tessera::native {
 namespace {
 
-int64_t product(const Shape& shape, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i) p *= shape[i];
-  return p;
-}
-
 void gather_kernel(KernelContext& ctx) {
   const TensorView& data = ctx.input(0);
   const TensorView& out = ctx.output(0);
   const size_t axis = static_cast<size_t>(normalize_axis(ctx.attrs().get_int_or("axis", 0), data.rank()));
   const std::vector<int64_t> indices = read_indices(ctx, ctx.input(1), data.shape[axis]);
-  const int64_t outer = product(data.shape, 0, axis);
-  const int64_t inner = product(data.shape, axis + 1, data.shape.size());
+  const int64_t outer = shape_product(data.shape, 0, axis);
+  const int64_t inner = shape_product(data.shape, axis + 1, data.shape.size());
   const int64_t dim = data.shape[axis];
   const int64_t count = static_cast<int64_t>(indices.size());
   dispatch_by_size(data.dtype, [&](auto tag) {
@@ -99,10 +93,10 @@ std::vector<int64_t> nd_offsets(const KernelContext& ctx, const TensorView& data
     if (indices.shape[d] != data.shape[d]) ctx.fail("batch dim ", d, " of indices is ", indices.shape[d], ", of data ", data.shape[d]);
   }
   const std::vector<int64_t> strides = strides_of(data.shape);
-  *slice_size = product(data.shape, b + static_cast<size_t>(k), data.shape.size());
-  const int64_t batch_stride = product(data.shape, b, data.shape.size());
+  *slice_size = shape_product(data.shape, b + static_cast<size_t>(k), data.shape.size());
+  const int64_t batch_stride = shape_product(data.shape, b, data.shape.size());
   const int64_t tuples = indices.numel() / k;
-  const int64_t tuples_per_batch = std::max<int64_t>(1, tuples / std::max<int64_t>(1, product(data.shape, 0, b)));
+  const int64_t tuples_per_batch = std::max<int64_t>(1, tuples / std::max<int64_t>(1, shape_product(data.shape, 0, b)));
   const std::vector<int64_t> raw = read_ints(indices);
   std::vector<int64_t> offsets(static_cast<size_t>(tuples));
   for (int64_t t = 0; t < tuples; ++t) {
@@ -205,8 +199,8 @@ void one_hot_kernel(KernelContext& ctx) {
   const size_t es = dtype_size(out.dtype);
   const auto* off_on = static_cast<const uint8_t*>(values.data);
   fill_elements(out.data, out.numel(), off_on, es);
-  const int64_t outer = product(indices.shape, 0, axis);
-  const int64_t inner = product(indices.shape, axis, indices.shape.size());
+  const int64_t outer = shape_product(indices.shape, 0, axis);
+  const int64_t inner = shape_product(indices.shape, axis, indices.shape.size());
   auto* y = static_cast<uint8_t*>(out.data);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
@@ -271,9 +265,9 @@ void compress_kernel(KernelContext& ctx) {
   int64_t outer = 1, dim = in.numel(), inner = 1;
   if (ctx.attrs().has("axis")) {
     const size_t axis = static_cast<size_t>(normalize_axis(ctx.attrs().get_int("axis"), in.rank()));
-    outer = product(in.shape, 0, axis);
+    outer = shape_product(in.shape, 0, axis);
     dim = in.shape[axis];
-    inner = product(in.shape, axis + 1, in.shape.size());
+    inner = shape_product(in.shape, axis + 1, in.shape.size());
   }
   const int64_t n = std::min(dim, condition.numel());
   const auto* x = static_cast<const uint8_t*>(in.data);

@@ -11,12 +11,6 @@
 namespace tessera::native {
 namespace {
 
-int64_t product(const Shape& shape, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end; ++i) p *= shape[i];
-  return p;
-}
-
 void transpose_kernel(KernelContext& ctx) {
   const TensorView& in = ctx.input(0);
   transpose(ctx.pool(), in, transpose_perm(ctx.node(), in.rank()), ctx.output(0));
@@ -29,8 +23,8 @@ int64_t concat_axis(const KernelContext& ctx, int64_t rank) {
 void concat_kernel(KernelContext& ctx) {
   const TensorView& out = ctx.output(0);
   const size_t axis = static_cast<size_t>(concat_axis(ctx, out.rank()));
-  const int64_t outer = product(out.shape, 0, axis);
-  const int64_t out_row = product(out.shape, axis, out.shape.size()) * static_cast<int64_t>(dtype_size(out.dtype));
+  const int64_t outer = shape_product(out.shape, 0, axis);
+  const int64_t out_row = shape_product(out.shape, axis, out.shape.size()) * static_cast<int64_t>(dtype_size(out.dtype));
   int64_t column = 0;  // byte offset of the current input within an output row
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     const TensorView& in = ctx.input(i);
@@ -49,8 +43,8 @@ void concat_kernel(KernelContext& ctx) {
 void split_kernel(KernelContext& ctx) {
   const TensorView& in = ctx.input(0);
   const size_t axis = static_cast<size_t>(normalize_axis(ctx.attrs().get_int_or("axis", 0), in.rank()));
-  const int64_t outer = product(in.shape, 0, axis);
-  const int64_t inner = product(in.shape, axis + 1, in.shape.size()) * static_cast<int64_t>(dtype_size(in.dtype));
+  const int64_t outer = shape_product(in.shape, 0, axis);
+  const int64_t inner = shape_product(in.shape, axis + 1, in.shape.size()) * static_cast<int64_t>(dtype_size(in.dtype));
   const int64_t in_row = in.shape[axis] * inner;
   int64_t column = 0;
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
@@ -243,8 +237,8 @@ void cum_sum_kernel(KernelContext& ctx) {
   const size_t axis = static_cast<size_t>(raw_axis < 0 ? raw_axis + in.rank() : raw_axis);
   const bool exclusive = ctx.attrs().get_int_or("exclusive", 0) != 0;
   const bool reverse = ctx.attrs().get_int_or("reverse", 0) != 0;
-  const int64_t outer = product(in.shape, 0, axis), dim = in.shape[axis];
-  const int64_t inner = product(in.shape, axis + 1, in.shape.size());
+  const int64_t outer = shape_product(in.shape, 0, axis), dim = in.shape[axis];
+  const int64_t inner = shape_product(in.shape, axis + 1, in.shape.size());
   dispatch_numeric(in.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* x = in.as<T>();
@@ -281,7 +275,7 @@ void reverse_sequence_kernel(KernelContext& ctx) {
     ctx.fail("sequence_lens has ", lengths.size(), " values for a batch of ", batch);
   }
   const std::vector<int64_t> strides = strides_of(in.shape);
-  const int64_t block = product(in.shape, 2, in.shape.size()) * static_cast<int64_t>(dtype_size(in.dtype));
+  const int64_t block = shape_product(in.shape, 2, in.shape.size()) * static_cast<int64_t>(dtype_size(in.dtype));
   const auto* src = static_cast<const uint8_t*>(in.data);
   auto* dst = static_cast<uint8_t*>(out.data);
   const int64_t es = static_cast<int64_t>(dtype_size(in.dtype));
