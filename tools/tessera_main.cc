@@ -391,13 +391,13 @@ int command_info(const Args& args) {
   std::vector<std::pair<int, std::string>> sorted;
   for (const auto& [op, count] : histogram) sorted.emplace_back(-count, op);
   std::sort(sorted.begin(), sorted.end());
-  std::cout << "nodes: " << tsr_model_node_count(model) << " (";
+  std::cout << "nodes: " << tsr_model_node_count(model);
   bool first = true;
   for (const auto& [backend, count] : per_backend) {
-    std::cout << (first ? "" : ", ") << count << (backend == "folded" ? " folded at compile time" : " on " + backend);
+    std::cout << (first ? " (" : ", ") << count << (backend == "folded" ? " folded at compile time" : " on " + backend);
     first = false;
   }
-  std::cout << ")\n";
+  std::cout << (first ? "" : ")") << "\n";
   for (const auto& [count, op] : sorted) std::cout << "  " << op << ": " << -count << "\n";
   std::cout << "parameters: " << tsr_model_parameter_count(model) << "\n";
   std::cout << "constant bytes: " << tsr_model_constant_bytes(model) << "\n";

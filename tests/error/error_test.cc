@@ -277,6 +277,46 @@ TEST_F(ErrorTest, RunTimeInputErrors) {
   tsr_model_free(m);
 }
 
+// A graph with no node: an input wired straight to an output, and an
+// initializer as a second output. Both the caller-buffer and the allocating
+// run must work.
+TEST_F(ErrorTest, GraphWithoutNodesRuns) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  auto* g = model.mutable_graph();
+  set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+  set_type(g->add_output(), "x", onnx::TensorProto::FLOAT, {2, 3});
+  auto* c = g->add_initializer();
+  c->set_name("c");
+  c->set_data_type(onnx::TensorProto::INT64);
+  c->add_dims(2);
+  c->add_int64_data(7);
+  c->add_int64_data(-1);
+  set_type(g->add_output(), "c", onnx::TensorProto::INT64, {2});
+  tsr_model* m = nullptr;
+  tsr_status* status = tsr_model_load(write_model(model).c_str(), nullptr, &m);
+  ASSERT_EQ(status, nullptr) << tsr_status_message(status);
+  EXPECT_EQ(tsr_model_node_count(m), 0u);
+  float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {};
+  int64_t y_c[2] = {};
+  int64_t shape[2] = {2, 3}, c_shape[1] = {2};
+  DLTensor in{x, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  DLTensor outs[2] = {{y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0},
+                      {y_c, {kDLCPU, 0}, 1, {kDLInt, 64, 1}, c_shape, nullptr, 0}};
+  ASSERT_EQ(tsr_model_run(m, &in, 1, outs, 2), nullptr);
+  EXPECT_EQ(y[5], 6.0f);
+  EXPECT_EQ(y_c[0], 7);
+  EXPECT_EQ(y_c[1], -1);
+  DLManagedTensor* allocated[2] = {nullptr, nullptr};
+  ASSERT_EQ(tsr_model_run_alloc(m, &in, 1, allocated, 2), nullptr);
+  EXPECT_NE(allocated[0]->dl_tensor.data, static_cast<void*>(x));  // a copy the caller owns
+  EXPECT_EQ(static_cast<float*>(allocated[0]->dl_tensor.data)[4], 5.0f);
+  EXPECT_EQ(static_cast<int64_t*>(allocated[1]->dl_tensor.data)[0], 7);
+  for (DLManagedTensor* t : allocated) t->deleter(t);
+  tsr_model_free(m);
+}
+
 TEST_F(ErrorTest, NullArgumentsAreErrorsNotCrashes) {
   tsr_model* m = nullptr;
   tsr_status* status = tsr_model_load(nullptr, nullptr, &m);
