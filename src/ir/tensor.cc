@@ -27,12 +27,12 @@ std::string shape_to_string(const Shape& shape) {
   return out;
 }
 
-Buffer::Buffer(size_t nbytes) : size_(nbytes) {
+Buffer::Buffer(size_t nbytes, bool zero) : size_(nbytes) {
   size_t rounded = (nbytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   data_ = std::aligned_alloc(64, rounded);
   if (!data_) throw std::bad_alloc();
-  std::memset(data_, 0, rounded);
+  if (zero) std::memset(data_, 0, rounded);
 }
 
 Buffer::~Buffer() { std::free(data_); }

@@ -31,7 +31,8 @@ struct TensorView {
 /// 64-byte aligned, owned storage.
 class Buffer {
  public:
-  explicit Buffer(size_t nbytes);
+  /// Zero-filled unless `zero` is false (for scratch memory that is always written before it is read).
+  explicit Buffer(size_t nbytes, bool zero = true);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;

@@ -20,6 +20,17 @@ bool dump_after_each_pass() {
   return dump && std::string(dump) == "after-each-pass";
 }
 
+/// TESSERA_POISON=1 fills every run's arena and every run-time allocation
+/// with 0xFF bytes (NaN for floats) before kernels run, so a kernel that reads
+/// memory it has not written (or counts on zeroed outputs) fails its tests.
+bool poison_memory() {
+  static const bool poison = [] {
+    const char* value = std::getenv("TESSERA_POISON");
+    return value && std::string(value) == "1";
+  }();
+  return poison;
+}
+
 bool verify_between_passes() {
 #ifndef NDEBUG
   return true;
@@ -44,9 +55,10 @@ void after_pass(const Graph& graph, const char* pass) {
 /// arena, outputs at caller buffers or owned tensors, dynamic values owned.
 class RunStore : public ValueStore {
  public:
-  RunStore(const Graph& graph, const MemoryPlan& plan) : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()) {
-    arena_ = std::make_unique<Buffer>(static_cast<size_t>(plan.arena_bytes));
-    auto* base = static_cast<char*>(arena_->data());
+  RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena)
+      : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()) {
+    auto* base = static_cast<char*>(arena.data());
+    if (poison_memory()) std::memset(base, 0xFF, arena.size());
     for (size_t i = 0; i < graph.values.size(); ++i) {
       const Value& v = graph.values[i];
       if (v.constant) {
@@ -68,6 +80,7 @@ class RunStore : public ValueStore {
     TensorView& v = views_[static_cast<size_t>(id)];
     owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
     v.data = owned_[static_cast<size_t>(id)].data();
+    if (poison_memory()) std::memset(v.data, 0xFF, owned_[static_cast<size_t>(id)].nbytes());
   }
   void bind(ValueId id, const TensorView& view) { views_[static_cast<size_t>(id)] = view; }
   void set_profile(std::vector<double>* node_milliseconds) { node_milliseconds_ = node_milliseconds; }
@@ -85,7 +98,6 @@ class RunStore : public ValueStore {
 
  private:
   const Graph& graph_;
-  std::unique_ptr<Buffer> arena_;
   std::vector<TensorView> views_;
   std::vector<Tensor> owned_;
   std::vector<double>* node_milliseconds_ = nullptr;
@@ -94,6 +106,33 @@ class RunStore : public ValueStore {
 }  // namespace
 
 CompiledModel::~CompiledModel() = default;
+
+/// Takes an arena from the model's free list (or makes one) for the length of
+/// a run and gives it back afterwards: concurrent runs each get their own, and
+/// repeated runs reuse memory that is already mapped, never cleared (every
+/// planned value is written before it is read).
+class CompiledModel::ArenaLease {
+ public:
+  explicit ArenaLease(const CompiledModel& model) : model_(model) {
+    {
+      std::lock_guard<std::mutex> lock(model.arena_mutex_);
+      if (!model.free_arenas_.empty()) {
+        buffer_ = std::move(model.free_arenas_.back());
+        model.free_arenas_.pop_back();
+      }
+    }
+    if (!buffer_) buffer_ = std::make_unique<Buffer>(static_cast<size_t>(model.memory_plan_.arena_bytes), false);
+  }
+  ~ArenaLease() {
+    std::lock_guard<std::mutex> lock(model_.arena_mutex_);
+    model_.free_arenas_.push_back(std::move(buffer_));
+  }
+  Buffer& buffer() { return *buffer_; }
+
+ private:
+  const CompiledModel& model_;
+  std::unique_ptr<Buffer> buffer_;
+};
 
 std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const CompileOptions& options) {
   std::unique_ptr<CompiledModel> model(new CompiledModel());
@@ -188,7 +227,8 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs,
   if (!caller_outputs.empty() && caller_outputs.size() != outputs_.size()) {
     throw_user_error("the model has ", outputs_.size(), " outputs but ", caller_outputs.size(), " output buffers were given");
   }
-  RunStore store(graph_, memory_plan_);
+  ArenaLease arena(*this);
+  RunStore store(graph_, memory_plan_, arena.buffer());
   if (node_milliseconds) {
     // placement_ lists graph_.nodes first, in order, then the folded nodes.
     node_milliseconds->resize(placement_.size(), 0.0);

@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,7 @@ class CompiledModel {
  private:
   CompiledModel() = default;
   void validate_inputs(const std::vector<TensorView>& inputs) const;
+  class ArenaLease;
 
   Graph graph_;
   std::vector<ValueDesc> inputs_;
@@ -67,6 +69,9 @@ class CompiledModel {
   std::vector<std::unique_ptr<ExecutableRegion>> regions_;
   MemoryPlan memory_plan_;
   std::vector<NodePlacement> placement_;
+  // Arenas of finished runs, reused by later ones (one per concurrent run at most).
+  mutable std::mutex arena_mutex_;
+  mutable std::vector<std::unique_ptr<Buffer>> free_arenas_;
   int64_t parameter_count_ = 0;
 };
 
