@@ -34,7 +34,10 @@ struct ThreadPool::Job {
   std::exception_ptr error;
 };
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
+ThreadPool::ThreadPool(int num_threads)
+    : num_threads_(std::max(1, num_threads)),
+      // Spinning only pays when every thread has a core; oversubscribed, it steals time from the working ones.
+      spin_(static_cast<unsigned>(num_threads_) <= std::max(1u, std::thread::hardware_concurrency())) {
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -70,7 +73,7 @@ void ThreadPool::run_chunks(Job& job) {
 void ThreadPool::worker_loop() {
   for (;;) {
     // Spin a little while for the next job before sleeping on the condition variable.
-    const auto spin_until = std::chrono::steady_clock::now() + kSpinTime;
+    const auto spin_until = std::chrono::steady_clock::now() + (spin_ ? kSpinTime : std::chrono::microseconds(0));
     while (pending_.load(std::memory_order_acquire) == 0 && !stopping_flag_.load(std::memory_order_relaxed) &&
            std::chrono::steady_clock::now() < spin_until) {
       for (int i = 0; i < 64; ++i) TESSERA_CPU_RELAX();
@@ -113,7 +116,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   wake_.notify_all();
   run_chunks(*job);
   // Spin briefly for the other threads' last chunks, then sleep.
-  const auto spin_until = std::chrono::steady_clock::now() + kSpinTime;
+  const auto spin_until = std::chrono::steady_clock::now() + (spin_ ? kSpinTime : std::chrono::microseconds(0));
   while (job->done.load(std::memory_order_acquire) != job->num_chunks && std::chrono::steady_clock::now() < spin_until) {
     for (int i = 0; i < 16; ++i) TESSERA_CPU_RELAX();
   }

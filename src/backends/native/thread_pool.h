@@ -33,6 +33,7 @@ class ThreadPool {
   static void run_chunks(Job& job);
 
   int num_threads_;
+  bool spin_;  // wait actively for a little while before sleeping (not when oversubscribed)
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
