@@ -143,13 +143,32 @@ struct ModelHandle {
   ~ModelHandle() { tsr_model_free(model); }
 };
 
-void load_model(const Args& args, ModelHandle& handle) {
+/// Reads every --input file (once), by input name.
+std::map<std::string, NpyArray> read_input_files(const Args& args) {
+  std::map<std::string, NpyArray> arrays;
+  for (const auto& [name, file] : args.inputs) arrays[name] = tessera::tools::read_npy(file);
+  return arrays;
+}
+
+/// Loads the model. Inputs given as files bind their shape from the file
+/// (so a model with symbolic dims runs on whatever the files hold), unless
+/// --input-shape names them explicitly.
+void load_model(const Args& args, const std::map<std::string, NpyArray>& files, ModelHandle& handle) {
   tsr_options* options = nullptr;
   check(tsr_options_create(&options));
   std::unique_ptr<tsr_options, void (*)(tsr_options*)> guard(options, tsr_options_free);
   check(tsr_options_set_threads(options, args.threads));
   check(tsr_options_set_freeze_weights(options, args.keep_weights ? 0 : 1));
-  for (const auto& [name, dims] : args.shapes) check(tsr_options_set_input_shape(options, name.c_str(), dims.data(), dims.size()));
+  std::map<std::string, bool> explicit_shape;
+  for (const auto& [name, dims] : args.shapes) {
+    check(tsr_options_set_input_shape(options, name.c_str(), dims.data(), dims.size()));
+    explicit_shape[name] = true;
+  }
+  for (const auto& [name, array] : files) {
+    if (!explicit_shape.count(name)) {
+      check(tsr_options_set_input_shape(options, name.c_str(), array.shape.data(), array.shape.size()));
+    }
+  }
   check(tsr_model_load(args.model.c_str(), options, &handle.model));
 }
 
@@ -176,8 +195,8 @@ std::string shape_text(const int64_t* shape, int ndim) {
   return out;
 }
 
-/// Reads the --input files, or makes seeded random inputs, in model input order.
-std::vector<NpyArray> make_inputs(const Args& args, const tsr_model* model) {
+/// The --input arrays, or seeded random inputs, in model input order.
+std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArray>& files, const tsr_model* model) {
   std::vector<NpyArray> arrays;
   std::mt19937_64 rng(args.seed);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
@@ -188,7 +207,7 @@ std::vector<NpyArray> make_inputs(const Args& args, const tsr_model* model) {
     NpyArray array;
     if (it != args.inputs.end()) {
       used[it->first] = true;
-      array = tessera::tools::read_npy(it->second);
+      array = std::move(files.at(it->first));
       if (!same_dtype(array.dtype, info.dtype)) {
         throw CliError("input '" + std::string(info.name) + "': " + it->second + " holds " +
                        tessera::tools::dl_dtype_name(array.dtype) + ", the model expects " +
@@ -320,8 +339,9 @@ void print_profile(const tsr_model* model, const std::vector<double>& node_ms, i
 
 int command_run(const Args& args) {
   ModelHandle handle;
-  load_model(args, handle);
-  std::vector<NpyArray> arrays = make_inputs(args, handle.model);
+  std::map<std::string, NpyArray> files = read_input_files(args);
+  load_model(args, files, handle);
+  std::vector<NpyArray> arrays = make_inputs(args, files, handle.model);
   std::vector<DLTensor> inputs = as_dl(arrays);
   Outputs outputs;
   size_t n_out = tsr_model_output_count(handle.model);
@@ -360,7 +380,7 @@ int command_run(const Args& args) {
 
 int command_info(const Args& args) {
   ModelHandle handle;
-  load_model(args, handle);
+  load_model(args, {}, handle);
   const tsr_model* model = handle.model;
   std::cout << "model: " << args.model << "\n";
   for (size_t i = 0; i < tsr_model_metadata_count(model); ++i) {
@@ -407,8 +427,9 @@ int command_info(const Args& args) {
 
 int command_bench(const Args& args) {
   ModelHandle handle;
-  load_model(args, handle);
-  std::vector<NpyArray> arrays = make_inputs(args, handle.model);
+  std::map<std::string, NpyArray> files = read_input_files(args);
+  load_model(args, files, handle);
+  std::vector<NpyArray> arrays = make_inputs(args, files, handle.model);
   std::vector<DLTensor> inputs = as_dl(arrays);
   size_t n_out = tsr_model_output_count(handle.model);
   std::vector<double> times;

@@ -12,24 +12,25 @@ void bind_input_shapes(Graph& graph, const std::map<std::string, Shape>& shapes)
     for (ValueId id : graph.inputs) {
       for (const std::string& s : graph.value(id).type.symbols) is_symbol |= s == name;
     }
-    if (!known && !is_symbol) throw_user_error("--input-shape names '", name, "', which is neither an input nor a symbolic dimension of the model");
+    if (!known && !is_symbol) {
+      throw_user_error("a shape is given for '", name, "', which is neither an input nor a symbolic dimension of the model");
+    }
   }
   for (ValueId id : graph.inputs) {
     Value& v = graph.value(id);
     auto it = shapes.find(v.name);
     if (it != shapes.end()) {
-      if (v.type.rank_known && v.type.rank() != static_cast<int64_t>(it->second.size())) {
-        throw_user_error("input '", v.name, "' has rank ", v.type.rank(), " but --input-shape gives ",
+      // The given shape (--input-shape, an input file, tsr_options_set_input_shape) must fit the model's.
+      bool fits = !v.type.rank_known || v.type.rank() == static_cast<int64_t>(it->second.size());
+      for (size_t i = 0; fits && v.type.rank_known && i < it->second.size(); ++i) {
+        fits = v.type.dims[i] < 0 || v.type.dims[i] == it->second[i];
+      }
+      if (!fits) {
+        throw_user_error("input '", v.name, "' is ", v.type.to_string(), " in the model, but the given shape is ",
                          shape_to_string(it->second));
       }
-      for (size_t i = 0; v.type.rank_known && i < it->second.size(); ++i) {
-        if (v.type.dims[i] >= 0 && v.type.dims[i] != it->second[i]) {
-          throw_user_error("input '", v.name, "' has dimension ", i, " fixed to ", v.type.dims[i],
-                           " in the model, but --input-shape gives ", it->second[i]);
-        }
-      }
       for (int64_t d : it->second) {
-        if (d < 0) throw_user_error("--input-shape for '", v.name, "' has a negative dimension");
+        if (d < 0) throw_user_error("the shape given for input '", v.name, "' has a negative dimension");
       }
       v.type.rank_known = true;
       v.type.dims = it->second;

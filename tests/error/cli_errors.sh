@@ -31,13 +31,13 @@ expect_error "no model given" run
 expect_error "cannot open" run "$work/missing.onnx"
 expect_error "bad.onnx" run "$work/bad.onnx"
 expect_error "unknown option '--bogus'" run "$MODEL" --bogus
-expect_error "'nope', which is not an input" run "$MODEL" --input "nope=$work/wrong_shape.npy"
+expect_error "'nope', which is neither an input" run "$MODEL" --input "nope=$work/wrong_shape.npy"
 expect_error "bad.npy" run "$MODEL" --input "image=$work/bad.npy"
-expect_error "expected float32[1x3x64x64], got float32[1x3x8x8]" run "$MODEL" --input "image=$work/wrong_shape.npy"
+expect_error "input 'image' is float32[1x3x64x64] in the model, but the given shape is 1x3x8x8" run "$MODEL" --input "image=$work/wrong_shape.npy"
 expect_error "holds float64, the model expects float32" run "$MODEL" --input "image=$work/wrong_dtype.npy"
 expect_error "is not an integer" run "$MODEL" --threads many
 expect_error "threads must be between" run "$MODEL" --threads 0
-expect_error "--input-shape names 'ghost'" run "$MODEL" --input-shape ghost=1x2
+expect_error "'ghost', which is neither an input" run "$MODEL" --input-shape ghost=1x2
 
 # And the happy path writes sanitized output names.
 if "$TESSERA" run "$MODEL" --output-dir "$work/out_dir" >/dev/null 2>"$work/err" && [ -f "$work/out_dir/probabilities.npy" ]; then
