@@ -32,6 +32,14 @@ void bind_input_shapes(Graph& graph, const std::map<std::string, Shape>& shapes)
       for (int64_t d : it->second) {
         if (d < 0) throw_user_error("the shape given for input '", v.name, "' has a negative dimension");
       }
+      // A symbolic dim bound by name too must agree with the input's own shape.
+      for (size_t i = 0; i < v.type.symbols.size() && i < it->second.size(); ++i) {
+        auto bound = v.type.symbols[i].empty() ? shapes.end() : shapes.find(v.type.symbols[i]);
+        if (bound != shapes.end() && bound->second.size() == 1 && bound->second[0] != it->second[i]) {
+          throw_user_error("input '", v.name, "' is given shape ", shape_to_string(it->second), ", but its dimension ", i,
+                           " ('", v.type.symbols[i], "') is bound to ", bound->second[0]);
+        }
+      }
       v.type.rank_known = true;
       v.type.dims = it->second;
       continue;

@@ -358,6 +358,16 @@ TEST_F(ErrorTest, UnboundSymbolicDimension) {
   ASSERT_EQ(tsr_model_input_info(m, 0, &info), nullptr);
   EXPECT_EQ(info.shape[0], 4);
   tsr_model_free(m);
+  // Binding the input by name as well, to a shape that disagrees with 'batch', is an error.
+  int64_t three_by_three[2] = {3, 3};
+  ASSERT_EQ(tsr_options_set_input_shape(options, "x", three_by_three, 2), nullptr);
+  m = nullptr;
+  status = tsr_model_load(write_model(model).c_str(), options, &m);
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(tsr_status_message(status)).find("('batch') is bound to 4"), std::string::npos)
+      << tsr_status_message(status);
+  tsr_status_free(status);
   tsr_options_free(options);
 }
 
