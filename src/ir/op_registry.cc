@@ -91,6 +91,7 @@ const OpRegistry& OpRegistry::instance() {
     register_recurrent_ops(*r);
     register_quantization_ops(*r);
     register_signal_ops(*r);
+    register_controlflow_ops(*r);
     return r;
   }();
   return *registry;

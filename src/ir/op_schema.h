@@ -122,6 +122,7 @@ void register_misc_ops(OpRegistry& registry);
 void register_recurrent_ops(OpRegistry& registry);
 void register_quantization_ops(OpRegistry& registry);
 void register_signal_ops(OpRegistry& registry);
+void register_controlflow_ops(OpRegistry& registry);
 
 template <typename... Args>
 [[noreturn]] void InferContext::fail(Args&&... args) const {

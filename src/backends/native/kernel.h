@@ -94,5 +94,6 @@ void register_misc_kernels(KernelRegistry& registry);
 void register_recurrent_kernels(KernelRegistry& registry);
 void register_quantization_kernels(KernelRegistry& registry);
 void register_signal_kernels(KernelRegistry& registry);
+void register_controlflow_kernels(KernelRegistry& registry);
 
 }  // namespace tessera::native

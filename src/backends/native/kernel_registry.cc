@@ -13,6 +13,7 @@ const KernelRegistry& KernelRegistry::instance() {
     register_recurrent_kernels(*r);
     register_quantization_kernels(*r);
     register_signal_kernels(*r);
+    register_controlflow_kernels(*r);
     return r;
   }();
   return *registry;

@@ -87,8 +87,9 @@ class Importer {
       if (graph_.find_value(name) != kNoValue) continue;
       graph_.add_constant(name, tensor_from_proto(*proto, base_dir_));
     }
-    std::vector<const onnx::NodeProto*> order = topological_order(g);
-    for (size_t k = 0; k < order.size(); ++k) import_node(*order[k], k);
+    Scope scope{&graph_, nullptr, {}};
+    std::vector<const onnx::NodeProto*> order = topological_order(g, graph_, false);
+    for (size_t k = 0; k < order.size(); ++k) import_node(*order[k], k, scope);
     for (const auto& output : g.output()) {
       ValueId id = graph_.find_value(output.name());
       if (id == kNoValue) throw_user_error("graph output '", output.name(), "' is not produced by any node, initializer or input");
@@ -124,11 +125,126 @@ class Importer {
     for (const auto& prop : model_.metadata_props()) graph_.metadata[prop.key()] = prop.value();
   }
 
+  /// One graph being imported and its enclosing graphs. A name a subgraph
+  /// reads from an enclosing graph becomes an input of the subgraph (a
+  /// capture), listed in `captures` in first-use order after the formal inputs.
+  struct Scope {
+    Graph* graph;
+    Scope* parent;
+    std::vector<std::string> captures;
+  };
+  struct Subgraph {
+    Graph* graph;
+    std::vector<std::string> captures;
+  };
+
+  /// The value `name` as seen from scope's graph, capturing it through every
+  /// enclosing subgraph between its definition and here.
+  ValueId resolve(const std::string& name, Scope& scope, const std::string& where) {
+    ValueId id = scope.graph->find_value(name);
+    if (id != kNoValue) return id;
+    if (!scope.parent) {
+      throw_user_error(where, ": input '", name,
+                       "' is not produced by any node, initializer or graph input (of this graph or an enclosing one)");
+    }
+    ValueId outer = resolve(name, *scope.parent, where);
+    ValueId inner = scope.graph->add_value(name, scope.parent->graph->value(outer).type);
+    scope.graph->inputs.push_back(inner);
+    scope.captures.push_back(name);
+    return inner;
+  }
+
+  /// Appends the outer values the node's subgraphs capture to its inputs, after
+  /// the formal ones, and gives every subgraph inputs for all of them in that
+  /// one order (If's branches share one capture list).
+  void append_captures(Node& node, std::vector<Subgraph>& subgraphs, Scope& scope, const std::string& where) {
+    std::vector<std::string> all;
+    for (const Subgraph& sub : subgraphs) {
+      for (const std::string& name : sub.captures) {
+        if (std::find(all.begin(), all.end(), name) == all.end()) all.push_back(name);
+      }
+    }
+    for (Subgraph& sub : subgraphs) {
+      Graph& g = *sub.graph;
+      std::vector<ValueId> inputs(g.inputs.begin(), g.inputs.end() - static_cast<ptrdiff_t>(sub.captures.size()));
+      for (const std::string& name : all) {
+        ValueId id = g.find_value(name);
+        if (id == kNoValue) id = g.add_value(name);
+        inputs.push_back(id);
+      }
+      g.inputs = std::move(inputs);
+    }
+    node.attrs.set("tessera_formal_inputs", Attribute::of_int(static_cast<int64_t>(node.inputs.size())));
+    for (const std::string& name : all) node.inputs.push_back(resolve(name, scope, where));
+  }
+
+  Graph import_subgraph(const onnx::GraphProto& g, const std::string& where, Scope& parent,
+                        std::vector<std::string>& captures) {
+    Graph sub;
+    sub.name = g.name();
+    if (g.sparse_initializer_size() > 0) throw_unsupported(where, ": sparse initializers are not supported");
+    for (const auto& input : g.input()) {
+      if (input.name().empty()) throw_user_error(where, ": a subgraph input has no name");
+      if (sub.find_value(input.name()) != kNoValue) throw_user_error(where, ": subgraph input '", input.name(), "' is listed twice");
+      sub.inputs.push_back(sub.add_value(input.name(), type_from_proto(input.type(), input.name())));
+    }
+    for (const auto& init : g.initializer()) {
+      if (init.name().empty()) throw_user_error(where, ": a subgraph initializer has no name");
+      if (sub.find_value(init.name()) == kNoValue) sub.add_constant(init.name(), tensor_from_proto(init, base_dir_));
+    }
+    Scope scope{&sub, &parent, {}};
+    std::vector<const onnx::NodeProto*> order = topological_order(g, sub, true);
+    for (size_t k = 0; k < order.size(); ++k) import_node(*order[k], k, scope);
+    for (const auto& output : g.output()) {
+      ValueId id = resolve(output.name(), scope, where);
+      TensorType declared = type_from_proto(output.type(), output.name());
+      // The declared type stands in for a node output's type until inference.
+      if (sub.value(id).type.dtype == DType::kUndefined && !sub.is_constant(id)) sub.value(id).type = declared;
+      sub.outputs.push_back(id);
+    }
+    if (sub.outputs.empty()) throw_user_error(where, ": the subgraph has no outputs");
+    captures = std::move(scope.captures);
+    return sub;
+  }
+
+  /// Names a node's subgraphs (at any depth) read but do not define.
+  static void collect_free_names(const onnx::GraphProto& g, std::set<std::string>& out) {
+    std::set<std::string> defined;
+    for (const auto& input : g.input()) defined.insert(input.name());
+    for (const auto& init : g.initializer()) defined.insert(init.name());
+    for (const auto& node : g.node()) defined.insert(node.output().begin(), node.output().end());
+    std::set<std::string> used;
+    for (const auto& node : g.node()) {
+      for (const auto& in : node.input()) {
+        if (!in.empty()) used.insert(in);
+      }
+      for (const auto& a : node.attribute()) {
+        if (a.type() == onnx::AttributeProto::GRAPH) collect_free_names(a.g(), used);
+      }
+    }
+    for (const auto& output : g.output()) used.insert(output.name());
+    for (const std::string& name : used) {
+      if (!defined.count(name)) out.insert(name);
+    }
+  }
+  static std::set<std::string> subgraph_free_names(const onnx::NodeProto& node) {
+    std::set<std::string> out;
+    for (const auto& a : node.attribute()) {
+      if (a.type() == onnx::AttributeProto::GRAPH) collect_free_names(a.g(), out);
+    }
+    return out;
+  }
+
   /// ONNX requires nodes to be sorted; accept unsorted graphs too, and name the
-  /// value when an input is never produced (or a cycle exists).
-  std::vector<const onnx::NodeProto*> topological_order(const onnx::GraphProto& g) {
+  /// value when an input is never produced (or a cycle exists). A node with
+  /// subgraphs also waits for the values of this graph its subgraphs read.
+  std::vector<const onnx::NodeProto*> topological_order(const onnx::GraphProto& g, const Graph& graph, bool nested) {
     std::set<std::string> available;
-    for (const Value& v : graph_.values) available.insert(v.name);
+    for (const Value& v : graph.values) available.insert(v.name);
+    std::set<std::string> produced_here;
+    for (const auto& node : g.node()) {
+      for (const auto& out : node.output()) produced_here.insert(out);
+    }
     std::vector<const onnx::NodeProto*> pending;
     for (const auto& node : g.node()) pending.push_back(&node);
     std::vector<const onnx::NodeProto*> order;
@@ -136,7 +252,14 @@ class Importer {
       std::vector<const onnx::NodeProto*> still;
       for (const onnx::NodeProto* node : pending) {
         bool ready = true;
-        for (const auto& in : node->input()) ready &= in.empty() || available.count(in) > 0;
+        // In a subgraph, names not produced here come from enclosing graphs; they
+        // are resolved, or reported, on import.
+        for (const auto& in : node->input()) {
+          ready &= in.empty() || available.count(in) > 0 || (nested && !produced_here.count(in));
+        }
+        for (const std::string& in : subgraph_free_names(*node)) {
+          ready &= available.count(in) > 0 || !produced_here.count(in);
+        }
         if (!ready) {
           still.push_back(node);
           continue;
@@ -175,8 +298,8 @@ class Importer {
         return out;
       }
       case onnx::AttributeProto::TENSOR: return Attribute::of_tensor(tensor_from_proto(a.t(), base_dir_));
-      case onnx::AttributeProto::GRAPH:
-        throw_unsupported(where, ": attribute '", a.name(), "' is a subgraph; control flow is not supported yet");
+      case onnx::AttributeProto::GRAPHS:
+        throw_unsupported(where, ": attribute '", a.name(), "' is a list of subgraphs, which is not supported");
       default:
         throw_unsupported(where, ": attribute '", a.name(), "' has an unsupported kind (", static_cast<int>(a.type()), ")");
     }
@@ -190,7 +313,8 @@ class Importer {
     return name;
   }
 
-  void import_node(const onnx::NodeProto& proto, size_t index) {
+  void import_node(const onnx::NodeProto& proto, size_t index, Scope& scope) {
+    Graph& graph = *scope.graph;  // the graph this node belongs to (a subgraph, or the main graph)
     Node node;
     node.name = node_name(proto, index);
     node.op_type = proto.op_type();
@@ -211,8 +335,18 @@ class Importer {
                         schema->min_opset, " to ", schema->max_opset, ")");
     }
     std::string where = node.describe() + " (opset " + std::to_string(node.opset) + ")";
+    std::vector<Subgraph> subgraphs;
     for (const auto& a : proto.attribute()) {
       if (!a.ref_attr_name().empty()) throw_unsupported(where, ": attribute references are only valid inside functions");
+      if (a.type() == onnx::AttributeProto::GRAPH) {
+        Attribute attr;
+        attr.kind = Attribute::Kind::kGraph;
+        std::vector<std::string> captures;
+        attr.graph = std::make_shared<Graph>(import_subgraph(a.g(), where + " attribute '" + a.name() + "'", scope, captures));
+        subgraphs.push_back({attr.graph.get(), std::move(captures)});
+        node.attrs.set(a.name(), std::move(attr));
+        continue;
+      }
       node.attrs.set(a.name(), convert_attribute(a, where));
     }
     for (const AttributeSpec& spec : schema->attributes) {
@@ -238,8 +372,9 @@ class Importer {
     }
     for (int i = 0; i < n_in; ++i) {
       const std::string& in = proto.input(i);
-      node.inputs.push_back(in.empty() ? kNoValue : graph_.find_value(in));
+      node.inputs.push_back(in.empty() ? kNoValue : resolve(in, scope, where));
     }
+    if (!subgraphs.empty()) append_captures(node, subgraphs, scope, where);
     int n_out = proto.output_size();
     if (n_out < schema->min_outputs || n_out > schema->max_outputs) {
       throw_user_error(where, ": has ", n_out, " outputs, expected ", schema->min_outputs,
@@ -251,11 +386,11 @@ class Importer {
         node.outputs.push_back(kNoValue);
         continue;
       }
-      if (graph_.find_value(out) != kNoValue) throw_user_error(where, ": output '", out, "' is already defined elsewhere");
-      node.outputs.push_back(graph_.add_value(out));
+      if (graph.find_value(out) != kNoValue) throw_user_error(where, ": output '", out, "' is already defined elsewhere");
+      node.outputs.push_back(graph.add_value(out));
     }
-    if (schema->normalize) schema->normalize(graph_, node);
-    graph_.nodes.push_back(std::move(node));
+    if (schema->normalize) schema->normalize(graph, node);
+    graph.nodes.push_back(std::move(node));
   }
 
   const onnx::ModelProto& model_;

@@ -1,0 +1,142 @@
+// Kernels of the control-flow family: If and Loop (Scan is in controlflow_scan.cc). Subgraphs run through the
+// interpreter in controlflow_subgraph.cc; their captured outer values are the
+// node's inputs after `tessera_formal_inputs` (see src/ir/ops/controlflow.cc).
+#include <limits>
+
+#include "backends/native/kernels/controlflow_internal.h"
+
+namespace tessera::native {
+namespace {
+
+/// Programs built once in prepare; nested control flow (no prepare) builds them per run.
+struct IfState {
+  SubgraphProgram then_branch;
+  SubgraphProgram else_branch;
+};
+struct LoopState {
+  SubgraphProgram body;
+};
+
+bool scalar_bool(const KernelContext& ctx, const TensorView& v, const char* what) {
+  if (v.dtype != DType::kBool) ctx.fail(what, " must be bool, got ", dtype_name(v.dtype));
+  if (v.numel() != 1) ctx.fail(what, " must hold one value, got shape ", shape_to_string(v.shape));
+  return *static_cast<const uint8_t*>(v.data) != 0;
+}
+
+std::shared_ptr<void> prepare_if(const Node& node, const std::vector<const Tensor*>&, const std::vector<TensorType>&) {
+  auto state = std::make_shared<IfState>();
+  state->then_branch = compile_subgraph(graph_attr(node, "then_branch"));
+  state->else_branch = compile_subgraph(graph_attr(node, "else_branch"));
+  return state;
+}
+
+void if_kernel(KernelContext& ctx) {
+  const bool cond = scalar_bool(ctx, ctx.input(0), "cond");
+  const char* branch_name = cond ? "then_branch" : "else_branch";
+  SubgraphProgram local;
+  const SubgraphProgram* program = nullptr;
+  if (const IfState* state = ctx.state<IfState>()) {
+    program = cond ? &state->then_branch : &state->else_branch;
+  } else {
+    local = compile_subgraph(graph_attr(ctx.node(), branch_name));
+    program = &local;
+  }
+  std::vector<Tensor> results = run_subgraph(*program, captured_views(ctx, formal_inputs(ctx)), ctx.pool());
+  if (results.size() != ctx.num_outputs()) {
+    ctx.fail(branch_name, " has ", results.size(), " outputs but the node has ", ctx.num_outputs());
+  }
+  for (size_t i = 0; i < results.size(); ++i) write_output(ctx, i, results[i].view());
+}
+
+std::shared_ptr<void> prepare_loop(const Node& node, const std::vector<const Tensor*>&, const std::vector<TensorType>&) {
+  auto state = std::make_shared<LoopState>();
+  state->body = compile_subgraph(graph_attr(node, "body"));
+  return state;
+}
+
+/// Stacks per-iteration values of one scan output along a new leading axis.
+void write_scan_output(const KernelContext& ctx, size_t out_index, size_t scan_index,
+                       const std::vector<Tensor>& parts, const Graph& body, size_t body_output) {
+  if (!ctx.has_output(out_index)) return;
+  if (parts.empty()) {
+    // No iteration ran: a zero-length value, of the body's declared inner shape where known.
+    const TensorType& t = body.value(body.outputs[body_output]).type;
+    Shape shape = {0};
+    for (int64_t d : t.dims) shape.push_back(d < 0 ? 0 : d);
+    ctx.allocate_output(out_index, t.dtype == DType::kUndefined ? DType::kFloat32 : t.dtype, shape);
+    return;
+  }
+  const Tensor& first = parts.front();
+  for (size_t k = 1; k < parts.size(); ++k) {
+    if (parts[k].dtype() != first.dtype() || parts[k].shape() != first.shape()) {
+      ctx.fail("scan output ", scan_index, " is ", dtype_name(first.dtype()), "[", shape_to_string(first.shape()),
+               "] in iteration 0 but ", dtype_name(parts[k].dtype()), "[", shape_to_string(parts[k].shape()),
+               "] in iteration ", k, "; scan outputs must keep one shape");
+    }
+  }
+  Shape shape = {static_cast<int64_t>(parts.size())};
+  shape.insert(shape.end(), first.shape().begin(), first.shape().end());
+  TensorView& out = ctx.allocate_output(out_index, first.dtype(), shape);
+  char* dst = static_cast<char*>(out.data);
+  for (const Tensor& part : parts) {
+    if (part.nbytes()) std::memcpy(dst, part.data(), part.nbytes());
+    dst += part.nbytes();
+  }
+}
+
+void loop_kernel(KernelContext& ctx) {
+  const size_t formal = formal_inputs(ctx);
+  const size_t carried = formal - 2;
+  const size_t scans = ctx.num_outputs() - carried;
+  int64_t max_trips = std::numeric_limits<int64_t>::max();
+  if (ctx.has_input(0)) {
+    const TensorView& m = ctx.input(0);
+    if (m.numel() != 1) ctx.fail("M must hold one value, got shape ", shape_to_string(m.shape));
+    max_trips = view_int_at(m, 0);
+  }
+  bool cond = ctx.has_input(1) ? scalar_bool(ctx, ctx.input(1), "cond") : true;
+  SubgraphProgram local;
+  const SubgraphProgram* program = nullptr;
+  if (const LoopState* state = ctx.state<LoopState>()) {
+    program = &state->body;
+  } else {
+    local = compile_subgraph(graph_attr(ctx.node(), "body"));
+    program = &local;
+  }
+  const std::vector<TensorView> captures = captured_views(ctx, formal);
+  std::vector<Tensor> values;  // loop-carried values after the latest iteration
+  std::vector<TensorView> views;
+  for (size_t i = 0; i < carried; ++i) views.push_back(ctx.input(2 + i));
+  std::vector<std::vector<Tensor>> scan_parts(scans);
+  Tensor iteration(DType::kInt64, {});
+  Tensor cond_in(DType::kBool, {});
+  for (int64_t trip = 0; trip < max_trips && cond; ++trip) {
+    *iteration.as<int64_t>() = trip;
+    *cond_in.as<uint8_t>() = cond ? 1 : 0;
+    std::vector<TensorView> inputs = {iteration.view(), cond_in.view()};
+    inputs.insert(inputs.end(), views.begin(), views.end());
+    inputs.insert(inputs.end(), captures.begin(), captures.end());
+    std::vector<Tensor> results = run_subgraph(*program, inputs, ctx.pool());
+    if (results.size() != 1 + carried + scans) {
+      ctx.fail("body has ", results.size(), " outputs; expected ", 1 + carried + scans);
+    }
+    cond = scalar_bool(ctx, results[0].view(), "the body's cond output");
+    values.assign(results.begin() + 1, results.begin() + 1 + static_cast<ptrdiff_t>(carried));
+    for (size_t i = 0; i < carried; ++i) views[i] = values[i].view();
+    for (size_t k = 0; k < scans; ++k) scan_parts[k].push_back(results[1 + carried + k]);
+  }
+  for (size_t i = 0; i < carried; ++i) write_output(ctx, i, views[i]);
+  for (size_t k = 0; k < scans; ++k) {
+    write_scan_output(ctx, carried + k, k, scan_parts[k], *program->graph, 1 + carried + k);
+  }
+}
+
+}  // namespace
+
+void register_controlflow_kernels(KernelRegistry& registry) {
+  registry.add({.op_type = "If", .run = if_kernel, .prepare = prepare_if});
+  registry.add({.op_type = "Loop", .run = loop_kernel, .prepare = prepare_loop});
+  register_scan_kernel(registry);
+}
+
+}  // namespace tessera::native

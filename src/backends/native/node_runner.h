@@ -1,0 +1,23 @@
+// Running one node with its native kernel, shared by the backend's regions
+// and the control-flow kernels' subgraph interpreter.
+#pragma once
+#include <memory>
+
+#include "backends/backend.h"
+#include "backends/native/kernel.h"
+#include "ir/op_schema.h"
+
+namespace tessera::native {
+
+struct CompiledNode {
+  const Node* node = nullptr;
+  const OpSchema* schema = nullptr;
+  const KernelDef* kernel = nullptr;
+  std::shared_ptr<void> state;
+  bool outputs_static = false;  // every output's type is fully known at compile time
+};
+
+/// Runs one node: gathers views, infers shapes when needed, calls the kernel.
+void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool);
+
+}  // namespace tessera::native
