@@ -72,6 +72,29 @@ class RecurrentTagger(nn.Module):
         return torch.log_softmax(self.head(x), dim=-1), h
 
 
+class ScriptedControlFlow(nn.Module):
+    """Data-dependent control flow, scripted so that it exports as ONNX Loop and If
+    (a loop over the rows, a branch on the running sum, outer values read inside)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        acc = torch.zeros(x.shape[1])
+        for i in range(x.shape[0]):
+            row = self.proj(x[i])
+            if bool(row.sum() > 0):
+                acc = acc + torch.tanh(row)
+            else:
+                acc = acc - torch.sigmoid(row) * 0.5
+        return acc
+
+
+def scripted_control_flow():
+    return torch.jit.script(ScriptedControlFlow())
+
+
 def torchvision_model(name):
     import torchvision
     return getattr(torchvision.models, name)(weights=None)
@@ -121,6 +144,7 @@ MODELS = {
                                   lambda g: (torch.randint(0, 100, (1, 16), generator=g),
                                              torch.ones(1, 16, dtype=torch.int64)),
                                   ["ids", "mask"], 13),
+    "scripted_control_flow": (scripted_control_flow, lambda g: (torch.randn(6, 8, generator=g),), ["x"], 13),
     "recurrent_tagger": (RecurrentTagger, lambda g: (torch.randint(0, 50, (3, 12), generator=g),), ["ids"], 14),
     "torch_transformer_encoder": (torch_encoder, lambda g: (torch.randn(2, 10, 64, generator=g),), ["src"], 14),
     "squeezenet1_0": (lambda: torchvision_model("squeezenet1_0"), image(), ["input"], 13),
@@ -152,7 +176,7 @@ MODELS = {
     "r3d_18": (lambda: video_model("r3d_18"), image((1, 3, 8, 56, 56)), ["input"], 13),
 }
 DEFAULT = ["resnet18", "mobilenet_v2", "attention_encoder", "attention_encoder_opset13", "torch_transformer_encoder",
-           "recurrent_tagger"]
+           "recurrent_tagger", "scripted_control_flow"]
 
 
 def randomize_normalization(model):
