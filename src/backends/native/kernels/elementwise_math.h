@@ -15,30 +15,13 @@
 namespace tessera::native::elementwise::TESSERA_ELEMENTWISE_MATH_NAMESPACE {
 namespace {
 
-inline float bits_to_float(int32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
+#include "backends/native/kernels/exp_polynomial.inc"
 
-/// e^x: x = n*ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial
-/// (Cephes expf), 2^n by building the exponent bits.
+/// e^x with libm's saturation: +inf above ~88.72, 0 below ~-87.34, NaN kept.
 inline float exp_one(float x) {
   const float clamped = x > 88.3762626647949f ? 88.3762626647949f : (x < -87.3365447505531f ? -87.3365447505531f : x);
-  // Round to nearest by adding and removing 1.5*2^23 (no libm call).
-  const float n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = clamped - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float er = p * r * r + r + 1.0f;
-  const float result = er * bits_to_float((static_cast<int32_t>(n) + 127) << 23);
-  // Saturate like libm beyond the clamp, and keep NaN (selects, not branches,
-  // so the loop stays vectorisable).
+  const float result = exp_of_clamped(clamped);
+  // Selects, not branches, so the loop stays vectorisable.
   float out = x > 88.7228391f ? std::numeric_limits<float>::infinity() : result;
   out = x < -87.3365447505531f ? 0.0f : out;
   return x != x ? x : out;

@@ -10,26 +10,13 @@
 
 namespace tessera::native::TESSERA_SOFTMAX_ROWS_NAMESPACE {
 
-/// exp(x) for x <= ~88, within ~2 ulp (Cephes expf polynomial after a
-/// reduction by ln 2); inputs below -87.3 give exp(-87.3) ~ 1e-38.
+#include "backends/native/kernels/exp_polynomial.inc"
+
+/// exp(x) for x <= ~88, within ~2 ulp; inputs below -87.3 give exp(-87.3) ~ 1e-38.
 inline float exp_vectorizable(float x) {
   // Clamps as selects (not branches) so the loop stays if-converted.
   const float low = x < -87.3f ? -87.3f : x;
-  x = low > 88.3f ? 88.3f : low;
-  // Round x / ln 2 to the nearest integer by adding and removing 1.5 * 2^23:
-  // plain arithmetic, so it vectorises without SSE4.1's round instruction.
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const float scale = std::bit_cast<float>(static_cast<int32_t>((static_cast<int32_t>(n) + 127) << 23));
-  return p * scale;
+  return exp_of_clamped(low > 88.3f ? 88.3f : low);
 }
 
 inline float row_max(const float* x, int64_t n) {
