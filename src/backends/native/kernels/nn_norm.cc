@@ -10,6 +10,22 @@
 namespace tessera::native {
 namespace {
 
+struct Moments {
+  double mean;
+  double inv_std;  // 1 / sqrt(variance + epsilon), variance over n (biased)
+};
+
+/// Mean and inverse standard deviation of n contiguous values, accumulated in
+/// double (two passes, so the variance does not cancel).
+template <typename T>
+Moments moments_of(const T* p, int64_t n, double epsilon) {
+  double sum = 0, sum_sq = 0;
+  for (int64_t i = 0; i < n; ++i) sum += p[i];
+  const double mean = sum / static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) sum_sq += (p[i] - mean) * (p[i] - mean);
+  return {mean, 1.0 / std::sqrt(sum_sq / static_cast<double>(n) + epsilon)};
+}
+
 void batch_norm_kernel(KernelContext& ctx) {
   const TensorView& x = ctx.input(0);
   const int64_t batch = x.shape[0], channels = x.shape[1];
@@ -91,11 +107,7 @@ void instance_norm_kernel(KernelContext& ctx) {
       for (int64_t plane = begin; plane < end; ++plane) {
         const T* p = px + plane * size;
         T* q = py + plane * size;
-        double sum = 0, sum_sq = 0;
-        for (int64_t i = 0; i < size; ++i) sum += p[i];
-        const double mean = sum / static_cast<double>(size);
-        for (int64_t i = 0; i < size; ++i) sum_sq += (p[i] - mean) * (p[i] - mean);
-        const double inv_std = 1.0 / std::sqrt(sum_sq / static_cast<double>(size) + epsilon);
+        const auto [mean, inv_std] = moments_of(p, size, epsilon);
         const int64_t c = plane % channels;
         const T a = static_cast<T>(scale[c] * inv_std), b = static_cast<T>(bias[c] - mean * scale[c] * inv_std);
         for (int64_t i = 0; i < size; ++i) q[i] = p[i] * a + b;
@@ -147,11 +159,7 @@ void layer_norm_kernel(KernelContext& ctx) {
       for (int64_t r = begin; r < end; ++r) {
         const T* p = px + r * cols;
         T* q = py + r * cols;
-        double sum = 0, sum_sq = 0;
-        for (int64_t i = 0; i < cols; ++i) sum += p[i];
-        const double mean = sum / static_cast<double>(cols);
-        for (int64_t i = 0; i < cols; ++i) sum_sq += (p[i] - mean) * (p[i] - mean);
-        const double inv_std = 1.0 / std::sqrt(sum_sq / static_cast<double>(cols) + epsilon);
+        const auto [mean, inv_std] = moments_of(p, cols, epsilon);
         const T m = static_cast<T>(mean), s = static_cast<T>(inv_std);
         for (int64_t i = 0; i < cols; ++i) q[i] = (p[i] - m) * s * gamma[static_cast<size_t>(i)] + beta[static_cast<size_t>(i)];
         if (mean_out) mean_out[r] = m;
