@@ -171,7 +171,7 @@ void bitshift_kernel(KernelContext& ctx) {
   const TensorView& a = ctx.input(0);
   if (dtype_is_signed(a.dtype)) throw_unsupported(ctx.node().describe(), ": BitShift needs unsigned integers, got ", dtype_name(a.dtype));
   if (a.dtype != ctx.input(1).dtype) ctx.fail("inputs have different dtypes ", dtype_name(a.dtype), " and ", dtype_name(ctx.input(1).dtype));
-  dispatch_integers(a.dtype, [&](auto tag) {
+  dispatch_integer(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     constexpr uint64_t bits = sizeof(T) * 8;
     // Shifting by the width or more is undefined in C++; every bit is shifted out.

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/native/dispatch.h"
 #include "backends/native/kernel.h"
 #include "ir/dtype.h"
 #include "ir/error.h"
@@ -75,27 +76,11 @@ decltype(auto) dispatch_floats(DType dtype, Fn&& fn) {
   }
 }
 
-/// Calls fn(T{}) for every integer type.
-template <typename Fn>
-decltype(auto) dispatch_integers(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kInt8: return fn(int8_t{});
-    case DType::kInt16: return fn(int16_t{});
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    case DType::kUInt8: return fn(uint8_t{});
-    case DType::kUInt16: return fn(uint16_t{});
-    case DType::kUInt32: return fn(uint32_t{});
-    case DType::kUInt64: return fn(uint64_t{});
-    default: throw_unsupported("dtype ", dtype_name(dtype), " is not supported here (integer types are)");
-  }
-}
-
 /// Calls fn(T{}) for every float and integer type.
 template <typename Fn>
 decltype(auto) dispatch_numbers(DType dtype, Fn&& fn) {
   if (dtype_is_float(dtype)) return dispatch_floats(dtype, std::forward<Fn>(fn));
-  return dispatch_integers(dtype, std::forward<Fn>(fn));
+  return dispatch_integer(dtype, std::forward<Fn>(fn));
 }
 
 /// Calls fn(T{}) for every numeric type and bool.
