@@ -3,7 +3,9 @@
 # sanitizers, coverage over all of Tessera) into build-fuzz/ and runs each for
 # RUNS inputs (default 20000) from a fixed seed, on a seed corpus: the ONNX
 # node-test models and a few .npy files. A fixed seed and run count make the
-# run repeatable, so CI cannot turn red by chance; run longer by hand with a
+# run repeatable, so CI cannot turn red by chance. The artifact loader is
+# seeded with .tsr files compiled from node-test models by build/tessera
+# (native only, and split across the test and native backends); run longer by hand with a
 # bigger RUNS or another SEED. A crash, leak or sanitizer report fails the
 # script and leaves the reproducer in build-fuzz/.
 # Usage: scripts/fuzz.sh [RUNS] [SEED]
@@ -21,10 +23,10 @@ fi
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_FUZZ=ON -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_TESTS=OFF >/dev/null
-ninja -C build-fuzz fuzz_onnx_import fuzz_npy
+ninja -C build-fuzz fuzz_onnx_import fuzz_npy fuzz_artifact
 
 corpus=build-fuzz/corpus
-mkdir -p "$corpus/onnx" "$corpus/npy"
+mkdir -p "$corpus/onnx" "$corpus/npy" "$corpus/tsr"
 if [ ! -d build/onnx_cases/node ]; then
   /usr/bin/python3 tests/conformance/generate_node_tests.py build/onnx_cases >/dev/null 2>&1
 fi
@@ -33,6 +35,18 @@ for m in build/onnx_cases/node/*/model.onnx; do
   cp "$m" "$corpus/onnx/seed_$i.onnx"
   i=$((i + 1))
 done
+if [ -x build/tessera ]; then
+  i=0
+  for case in add relu matmul_2d gemm_default_single_elem_vector_bias softmax_axis_1 conv_with_strides_padding \
+              maxpool_2d_default transpose_default reshape_reduced_dims if loop11 concat_2d_axis_0 \
+              gather_0 slice clip_default_inbounds layer_normalization_2d_axis0 expand_dim_changed; do
+    m=build/onnx_cases/node/test_$case/model.onnx
+    [ -f "$m" ] || continue
+    build/tessera compile "$m" -o "$corpus/tsr/seed_$i.tsr" >/dev/null 2>&1 || true
+    build/tessera compile "$m" --backends test,native -o "$corpus/tsr/seed_${i}_test.tsr" >/dev/null 2>&1 || true
+    i=$((i + 1))
+  done
+fi
 /usr/bin/python3 - "$corpus/npy" <<'PY'
 import sys, numpy as np
 out = sys.argv[1]
@@ -46,4 +60,5 @@ export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ./fuzz_onnx_import -seed="$SEED" -runs="$RUNS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/onnx
 ./fuzz_npy -seed="$SEED" -runs="$((RUNS * 10))" -rss_limit_mb=2048 corpus/npy
-echo "fuzz: no crash in $RUNS runs of the importer and $((RUNS * 10)) of the npy reader (seed $SEED)"
+./fuzz_artifact -seed="$SEED" -runs="$RUNS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/tsr
+echo "fuzz: no crash in $RUNS runs of the importer, $RUNS of the artifact loader and $((RUNS * 10)) of the npy reader (seed $SEED)"

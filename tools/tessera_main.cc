@@ -1,10 +1,7 @@
-// The tessera command line, built on the C API only.
-//   tessera run MODEL.onnx [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS] [--output-dir DIR]
-//                          [--threads N] [--placement] [--seed S]
-//   tessera info MODEL.onnx [--input-shape NAME=DIMS]
-//   tessera bench MODEL.onnx [--threads N] [--warmup W] [--iterations K] [--json]
+// The tessera command line, built on the C API only (see kUsage).
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -37,11 +34,25 @@ void check(tsr_status* status) {
 
 const char* kUsage =
     "usage:\n"
-    "  tessera run MODEL.onnx [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...]\n"
-    "                         [--output-dir DIR] [--threads N] [--placement] [--profile] [--seed S]\n"
-    "  tessera info MODEL.onnx [--input-shape NAME=DIMS ...]\n"
-    "  tessera bench MODEL.onnx [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [--threads N]\n"
-    "                           [--warmup W] [--iterations K] [--json] [--profile]\n"
+    "  tessera compile MODEL.onnx -o MODEL.tsr [PLACEMENT OPTIONS] [--input-shape NAME=DIMS ...]\n"
+    "                  [--report FILE.{txt,json,dot,html}]\n"
+    "  tessera partition MODEL.onnx [PLACEMENT OPTIONS] [--input-shape NAME=DIMS ...]\n"
+    "                  [--json FILE] [--dot FILE] [--html FILE]\n"
+    "  tessera run MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
+    "              [--output-dir DIR] [--threads N] [--placement] [--profile] [--seed S]\n"
+    "  tessera info MODEL [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
+    "  tessera bench MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [--threads N]\n"
+    "              [--warmup W] [--iterations K] [--json] [--profile] [PLACEMENT OPTIONS]\n"
+    "  tessera backends\n"
+    "MODEL is an ONNX file or a .tsr artifact from tessera compile.\n"
+    "PLACEMENT OPTIONS (ONNX models only):\n"
+    "  --backends LIST          backends to use, highest priority first (e.g. test,native); default: all\n"
+    "                           built-in backends used by default. native is added last unless --strict.\n"
+    "  --place SELECTOR=BACKEND run the selected nodes on BACKEND (repeatable)\n"
+    "  --deny BACKEND:SELECTOR  never run the selected nodes on BACKEND (repeatable)\n"
+    "  --min-region-size N      smaller regions of non-native backends run on native instead\n"
+    "  --strict                 fail, naming each node the listed backends refuse, instead of falling back\n"
+    "  SELECTOR is a node name, op:TYPE, or an op type when no node has that name.\n"
     "DIMS is like 1x3x224x224; a symbolic dimension can be bound by name: --input-shape batch=4.\n"
     "Without --input, inputs are random (seeded, uniform in [-1, 1) for floats, 0 for integers).\n";
 
@@ -59,6 +70,14 @@ struct Args {
   bool profile = false;
   bool keep_weights = false;
   uint64_t seed = 0;
+  std::string backends;
+  std::vector<std::string> place;
+  std::vector<std::string> deny;
+  int min_region_size = 1;
+  bool strict = false;
+  std::string output;       // compile -o
+  std::string report_file;  // compile --report
+  std::string json_file, dot_file, html_file;  // partition
 };
 
 int64_t parse_int(const std::string& text, const std::string& what) {
@@ -117,8 +136,28 @@ Args parse_args(int argc, char** argv) {
       args.iterations = static_cast<int>(parse_int(value(), a));
     } else if (a == "--seed") {
       args.seed = static_cast<uint64_t>(parse_int(value(), a));
+    } else if (a == "--json" && args.command == "partition") {
+      args.json_file = value();
     } else if (a == "--json") {
       args.json = true;
+    } else if (a == "--dot") {
+      args.dot_file = value();
+    } else if (a == "--html") {
+      args.html_file = value();
+    } else if (a == "-o" || a == "--output") {
+      args.output = value();
+    } else if (a == "--report") {
+      args.report_file = value();
+    } else if (a == "--backends") {
+      args.backends = value();
+    } else if (a == "--place") {
+      args.place.push_back(value());
+    } else if (a == "--deny") {
+      args.deny.push_back(value());
+    } else if (a == "--min-region-size") {
+      args.min_region_size = static_cast<int>(parse_int(value(), a));
+    } else if (a == "--strict") {
+      args.strict = true;
     } else if (a == "--placement") {
       args.placement = true;
     } else if (a == "--profile") {
@@ -133,7 +172,8 @@ Args parse_args(int argc, char** argv) {
       throw CliError("unexpected argument '" + a + "'");
     }
   }
-  if (args.model.empty()) throw CliError(std::string("no model given\n") + kUsage);
+  if (args.model.empty() && args.command != "backends") throw CliError(std::string("no model given\n") + kUsage);
+  if (args.command == "compile" && args.output.empty()) throw CliError("compile needs -o FILE.tsr");
   if (args.warmup < 0 || args.iterations < 1) throw CliError("--warmup must be >= 0 and --iterations >= 1");
   return args;
 }
@@ -159,13 +199,20 @@ void load_model(const Args& args, const std::map<std::string, NpyArray>& files, 
   std::unique_ptr<tsr_options, void (*)(tsr_options*)> guard(options, tsr_options_free);
   check(tsr_options_set_threads(options, args.threads));
   check(tsr_options_set_freeze_weights(options, args.keep_weights ? 0 : 1));
+  if (!args.backends.empty()) check(tsr_options_set_backends(options, args.backends.c_str()));
+  for (const std::string& p : args.place) check(tsr_options_add_placement(options, p.c_str()));
+  for (const std::string& d : args.deny) check(tsr_options_add_denial(options, d.c_str()));
+  if (args.min_region_size != 1) check(tsr_options_set_min_region_size(options, args.min_region_size));
+  if (args.strict) check(tsr_options_set_strict(options, 1));
+  // An artifact's input shapes were fixed when it was compiled: files are checked at run time instead.
+  const bool artifact = tsr_file_is_artifact(args.model.c_str()) != 0;
   std::map<std::string, bool> explicit_shape;
   for (const auto& [name, dims] : args.shapes) {
     check(tsr_options_set_input_shape(options, name.c_str(), dims.data(), dims.size()));
     explicit_shape[name] = true;
   }
   for (const auto& [name, array] : files) {
-    if (!explicit_shape.count(name)) {
+    if (!artifact && !explicit_shape.count(name)) {
       check(tsr_options_set_input_shape(options, name.c_str(), array.shape.data(), array.shape.size()));
     }
   }
@@ -293,11 +340,15 @@ void print_placement(const tsr_model* model) {
   size_t n = tsr_model_node_count(model);
   std::cout << "placement (" << n << " nodes):\n";
   for (size_t i = 0; i < n; ++i) {
-    const char *name, *op, *backend, *note;
+    const char *name, *op, *backend, *note, *why;
+    int64_t region = -1;
     check(tsr_model_node_placement(model, i, &name, &op, &backend));
     check(tsr_model_node_note(model, i, &note));
+    check(tsr_model_node_region(model, i, &region, &why));
     ++per_backend[backend];
-    std::cout << "  " << name << " (" << op << ") -> " << backend << (*note ? std::string(", ") + note : "") << "\n";
+    std::cout << "  " << name << " (" << op << ") -> " << backend
+              << (region >= 0 ? " (region " + std::to_string(region) + ")" : std::string())
+              << (*note ? std::string(", ") + note : "") << "\n";
   }
   for (const auto& [backend, count] : per_backend) std::cout << "  total on " << backend << ": " << count << "\n";
 }
@@ -337,6 +388,115 @@ void print_profile(const tsr_model* model, const std::vector<double>& node_ms, i
   }
 }
 
+/// A tsr_run_profile with its arrays, sized for the model.
+struct RunProfile {
+  explicit RunProfile(const tsr_model* model)
+      : node_ms(tsr_model_node_count(model), 0.0), region_ms(tsr_model_region_count(model), 0.0) {
+    c.struct_size = sizeof(c);
+    c.node_milliseconds = node_ms.data();
+    c.num_nodes = node_ms.size();
+    c.region_milliseconds = region_ms.data();
+    c.num_regions = region_ms.size();
+  }
+  std::vector<double> node_ms, region_ms;
+  tsr_run_profile c{};
+};
+
+tsr_region_info region_info(const tsr_model* model, size_t r) {
+  tsr_region_info info{};
+  info.struct_size = sizeof(info);
+  check(tsr_model_region_info(model, r, &info));
+  return info;
+}
+
+/// Time per region (copies between memory spaces included) and the copies made.
+void print_region_profile(const tsr_model* model, const RunProfile& profile, int runs) {
+  double total = 0;
+  for (double ms : profile.region_ms) total += ms / runs;
+  std::printf("regions (mean of %d run%s): %.3f ms in %zu regions, %lld copies (%lld bytes) per run\n", runs,
+              runs == 1 ? "" : "s", total, profile.region_ms.size(), static_cast<long long>(profile.c.copies / runs),
+              static_cast<long long>(profile.c.copy_bytes / runs));
+  for (size_t r = 0; r < profile.region_ms.size(); ++r) {
+    tsr_region_info info = region_info(model, r);
+    std::printf("  region %-3zu %-8s %-12s %5zu nodes %4zu in %4zu out %9.3f ms\n", r, info.backend, info.memory_space,
+                info.node_count, info.input_count, info.output_count, profile.region_ms[r] / runs);
+  }
+}
+
+std::string report_text(const tsr_model* model, const char* format, const std::string& name) {
+  char* text = nullptr;
+  check(tsr_model_report(model, format, name.c_str(), nullptr, &text));
+  std::string out = text;
+  tsr_string_free(text);
+  return out;
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw CliError("cannot write '" + path + "': " + std::strerror(errno));
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) throw CliError("cannot write '" + path + "': " + std::strerror(errno));
+}
+
+/// The report format a file name asks for: .json, .dot, .html/.htm, else the text table.
+const char* format_for(const std::string& path) {
+  auto ends_with = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return path.size() >= n && path.compare(path.size() - n, n, suffix) == 0;
+  };
+  if (ends_with(".json")) return "json";
+  if (ends_with(".dot") || ends_with(".gv")) return "dot";
+  if (ends_with(".html") || ends_with(".htm")) return "html";
+  return "table";
+}
+
+std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+int command_compile(const Args& args) {
+  ModelHandle handle;
+  load_model(args, {}, handle);
+  check(tsr_model_save(handle.model, args.output.c_str()));
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(args.output, ec);
+  std::printf("wrote %s (%llu bytes): %zu regions\n", args.output.c_str(), static_cast<unsigned long long>(ec ? 0 : bytes),
+              tsr_model_region_count(handle.model));
+  for (size_t r = 0; r < tsr_model_region_count(handle.model); ++r) {
+    tsr_region_info info = region_info(handle.model, r);
+    std::printf("  region %-3zu %-8s %5zu nodes, payload %zu bytes\n", r, info.backend, info.node_count, info.payload_bytes);
+  }
+  if (!args.report_file.empty()) {
+    write_text_file(args.report_file, report_text(handle.model, format_for(args.report_file), file_name(args.model)));
+    std::printf("report: %s\n", args.report_file.c_str());
+  }
+  return 0;
+}
+
+int command_partition(const Args& args) {
+  ModelHandle handle;
+  load_model(args, {}, handle);
+  const std::string name = file_name(args.model);
+  std::cout << report_text(handle.model, "table", name);
+  const std::pair<const std::string*, const char*> files[] = {
+      {&args.json_file, "json"}, {&args.dot_file, "dot"}, {&args.html_file, "html"}};
+  for (const auto& [path, format] : files) {
+    if (path->empty()) continue;
+    write_text_file(*path, report_text(handle.model, format, name));
+    std::cout << format << ": " << *path << "\n";
+  }
+  return 0;
+}
+
+int command_backends() {
+  std::cout << "built-in backends, highest priority first:\n";
+  for (size_t i = 0; i < tsr_backend_count(); ++i) {
+    const char *name, *description;
+    int32_t by_default = 0;
+    check(tsr_backend_info(i, &name, &description, &by_default));
+    std::printf("  %-8s %s%s\n", name, description, by_default ? "" : " (only when named with --backends)");
+  }
+  return 0;
+}
+
 int command_run(const Args& args) {
   ModelHandle handle;
   std::map<std::string, NpyArray> files = read_input_files(args);
@@ -346,10 +506,10 @@ int command_run(const Args& args) {
   Outputs outputs;
   size_t n_out = tsr_model_output_count(handle.model);
   outputs.tensors.assign(n_out, nullptr);
-  std::vector<double> node_ms(tsr_model_node_count(handle.model), 0.0);
+  RunProfile profile(handle.model);
   if (args.profile) {
-    check(tsr_model_run_profiled(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out,
-                                 node_ms.data(), node_ms.size()));
+    check(tsr_model_run_with_profile(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out,
+                                     &profile.c));
   } else {
     check(tsr_model_run_alloc(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out));
   }
@@ -374,7 +534,10 @@ int command_run(const Args& args) {
     std::cout << "\n";
   }
   if (args.placement) print_placement(handle.model);
-  if (args.profile) print_profile(handle.model, node_ms, 1);
+  if (args.profile) {
+    print_region_profile(handle.model, profile, 1);
+    print_profile(handle.model, profile.node_ms, 1);
+  }
   return 0;
 }
 
@@ -422,6 +585,15 @@ int command_info(const Args& args) {
   std::cout << "parameters: " << tsr_model_parameter_count(model) << "\n";
   std::cout << "constant bytes: " << tsr_model_constant_bytes(model) << "\n";
   std::cout << "arena bytes (peak per run): " << tsr_model_arena_bytes(model) << "\n";
+  int64_t copies = 0, copy_bytes = 0;
+  check(tsr_model_copies_per_run(model, &copies, &copy_bytes));
+  std::cout << "regions: " << tsr_model_region_count(model) << " (copies between memory spaces per run: " << copies
+            << ", " << copy_bytes << " bytes)\n";
+  for (size_t r = 0; r < tsr_model_region_count(model); ++r) {
+    tsr_region_info info = region_info(model, r);
+    std::printf("  region %-3zu %-8s %-12s %5zu nodes %4zu in %4zu out\n", r, info.backend, info.memory_space,
+                info.node_count, info.input_count, info.output_count);
+  }
   return 0;
 }
 
@@ -442,14 +614,15 @@ int command_bench(const Args& args) {
     if (i >= args.warmup) times.push_back(std::chrono::duration<double, std::milli>(end - start).count());
   }
   if (args.profile) {  // separate runs, so that timing each node does not disturb the latencies above
-    std::vector<double> node_ms(tsr_model_node_count(handle.model), 0.0);
+    RunProfile profile(handle.model);
     for (int i = 0; i < args.iterations; ++i) {
       Outputs outputs;
       outputs.tensors.assign(n_out, nullptr);
-      check(tsr_model_run_profiled(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out,
-                                   node_ms.data(), node_ms.size()));
+      check(tsr_model_run_with_profile(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out,
+                                       &profile.c));
     }
-    print_profile(handle.model, node_ms, args.iterations);
+    print_region_profile(handle.model, profile, args.iterations);
+    print_profile(handle.model, profile.node_ms, args.iterations);
   }
   std::sort(times.begin(), times.end());
   auto pct = [&](double p) {
@@ -478,6 +651,9 @@ int main(int argc, char** argv) {
     if (args.command == "run") return command_run(args);
     if (args.command == "info") return command_info(args);
     if (args.command == "bench") return command_bench(args);
+    if (args.command == "compile") return command_compile(args);
+    if (args.command == "partition") return command_partition(args);
+    if (args.command == "backends") return command_backends();
     throw CliError("unknown command '" + args.command + "'\n" + kUsage);
   } catch (const std::exception& e) {
     std::cerr << "tessera: error: " << e.what() << "\n";

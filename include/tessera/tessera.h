@@ -50,8 +50,34 @@ TSR_API tsr_status* tsr_options_set_input_shape(tsr_options* options, const char
 /* Keep initializers that are listed as graph inputs as inputs (default: freeze them into constants). */
 TSR_API tsr_status* tsr_options_set_freeze_weights(tsr_options* options, int32_t freeze);
 
-/* Loads and compiles an ONNX model. options may be NULL. Free with tsr_model_free. */
+/* Backends to partition the model among, highest priority first, as a
+ * comma-separated list of names ("test,native"). Default: every built-in
+ * backend used by default, in priority order. Unless strict, the native
+ * backend is added last when missing, so every op can run. */
+TSR_API tsr_status* tsr_options_set_backends(tsr_options* options, const char* backend_list);
+/* Manual placement "SELECTOR=BACKEND": SELECTOR is a node name, "op:TYPE", or
+ * an op type when no node has that name. May be called several times. */
+TSR_API tsr_status* tsr_options_add_placement(tsr_options* options, const char* placement);
+/* Denial "BACKEND:SELECTOR" (same selectors): that backend never runs those nodes. */
+TSR_API tsr_status* tsr_options_add_denial(tsr_options* options, const char* denial);
+/* Regions of non-native backends with fewer nodes run on the native backend (default 1). */
+TSR_API tsr_status* tsr_options_set_min_region_size(tsr_options* options, int32_t min_nodes);
+/* Strict placement: fail, naming each node no listed backend supports, instead of falling back to native. */
+TSR_API tsr_status* tsr_options_set_strict(tsr_options* options, int32_t strict);
+
+/* Built-in backends, highest priority first. Strings are static. */
+TSR_API size_t tsr_backend_count(void);
+TSR_API tsr_status* tsr_backend_info(size_t index, const char** out_name, const char** out_description,
+                                     int32_t* out_used_by_default);
+
+/* Loads a model: an ONNX file (compiled now, with options) or a .tsr artifact
+ * written by tsr_model_save (only the thread count of options applies).
+ * options may be NULL. Free with tsr_model_free. */
 TSR_API tsr_status* tsr_model_load(const char* path, const tsr_options* options, tsr_model** out_model);
+/* 1 when the file starts like a .tsr artifact, 0 otherwise (or unreadable). */
+TSR_API int32_t tsr_file_is_artifact(const char* path);
+/* Writes the compiled model as one .tsr artifact (plan, constants, payloads). */
+TSR_API tsr_status* tsr_model_save(const tsr_model* model, const char* path);
 TSR_API void tsr_model_free(tsr_model* model);
 
 /* Describes input or output i. Strings and shapes live as long as the model.
@@ -77,6 +103,26 @@ TSR_API tsr_status* tsr_model_node_placement(const tsr_model* model, size_t inde
 /* Why node `index` runs where it does, or "" : e.g. "fused into 'conv_3'",
  * "computed at compile time". The string lives as long as the model. */
 TSR_API tsr_status* tsr_model_node_note(const tsr_model* model, size_t index, const char** out_note);
+
+/* The region (index into tsr_model_region_info) node i ran in, -1 for
+ * folded nodes, and why the partitioner put it on its backend. */
+TSR_API tsr_status* tsr_model_node_region(const tsr_model* model, size_t index, int64_t* out_region,
+                                          const char** out_reason);
+
+/* Regions: parts of the graph each run by one backend, in execution order. */
+typedef struct tsr_region_info {
+  size_t struct_size; /* set by the caller to sizeof(tsr_region_info) */
+  const char* backend;
+  const char* memory_space; /* "host" or the backend's device space */
+  size_t node_count;
+  size_t input_count;  /* boundary tensors read from other regions or the graph's inputs */
+  size_t output_count; /* boundary tensors read by later regions or the graph's outputs */
+  size_t payload_bytes;
+} tsr_region_info;
+TSR_API size_t tsr_model_region_count(const tsr_model* model);
+TSR_API tsr_status* tsr_model_region_info(const tsr_model* model, size_t index, tsr_region_info* out_info);
+/* Tensor copies between memory spaces that one run makes, and their bytes. */
+TSR_API tsr_status* tsr_model_copies_per_run(const tsr_model* model, int64_t* out_copies, int64_t* out_bytes);
 
 /* The model's metadata (producer_name, producer_version, ir_version, doc_string,
  * metadata_props, ...), sorted by key. Strings live as long as the model. */
@@ -109,6 +155,33 @@ TSR_API tsr_status* tsr_model_run_alloc(const tsr_model* model, const DLTensor* 
 TSR_API tsr_status* tsr_model_run_profiled(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
                                            DLManagedTensor** out_outputs, size_t num_outputs,
                                            double* out_node_milliseconds, size_t num_nodes);
+
+/* What a profiled run measured. The caller sets struct_size, points the
+ * arrays at tsr_model_node_count / tsr_model_region_count zeroed doubles
+ * (either may be NULL with a count of 0); runs add to them, so they may sum
+ * over several runs. */
+typedef struct tsr_run_profile {
+  size_t struct_size; /* sizeof(tsr_run_profile) */
+  double* node_milliseconds;
+  size_t num_nodes;
+  double* region_milliseconds; /* copies into and out of the region included */
+  size_t num_regions;
+  int64_t copies; /* tensor copies between memory spaces (added) */
+  int64_t copy_bytes;
+} tsr_run_profile;
+
+/* Same as tsr_model_run_alloc, and fills profile. */
+TSR_API tsr_status* tsr_model_run_with_profile(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
+                                               DLManagedTensor** out_outputs, size_t num_outputs,
+                                               tsr_run_profile* profile);
+
+/* A placement report: format "table", "json", "dot" (Graphviz) or "html" (a
+ * self-contained page with an SVG of the graph coloured by backend).
+ * model_name labels it; profile (may be NULL) adds times. Free the text with
+ * tsr_string_free. */
+TSR_API tsr_status* tsr_model_report(const tsr_model* model, const char* format, const char* model_name,
+                                     const tsr_run_profile* profile, char** out_text);
+TSR_API void tsr_string_free(char* text);
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,17 @@
 // The contract between the core and a backend (see docs/architecture.md).
-// A backend says which nodes it can run (and why not), and compiles a region
-// of the graph it is given into an executable region. It knows nothing of
-// other backends, the artifact layout or the CLI. Backends propose; the core
-// (partitioner, runtime) decides.
+//
+// A backend declares what it can run (per-op predicates and fused patterns,
+// src/partition/declarations.h), says where its tensors live (a memory
+// space), and compiles a region the partitioner gives it into a payload (bytes
+// stored in the artifact) plus an executable region; at load time it rebuilds
+// the executable region from the payload. It knows nothing of other backends,
+// the artifact's layout or the CLI. Backends propose; the core (partitioner,
+// runtime) decides.
 #pragma once
+#include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,19 +19,36 @@
 
 namespace tessera {
 
+class Declarations;
+
 struct SupportDecision {
   bool supported = false;
   std::string reason;  // why not, when unsupported
 };
 
-/// Per-run access to values, implemented by the runtime. All values live in
-/// host memory for now; a backend with its own memory space gets copies
-/// inserted by the runtime at region boundaries.
+/// Where a backend's tensors live. The host space is represented by a null
+/// MemorySpace pointer; a device space allocates and copies its own memory.
+/// The runtime inserts copies only where a producer's and a consumer's spaces
+/// differ, and never reads or writes device memory except through copy_*.
+class MemorySpace {
+ public:
+  virtual ~MemorySpace() = default;
+  virtual std::string name() const = 0;
+  /// At least `bytes` bytes (bytes may be 0), 64-byte aligned; throws on failure.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* data) = 0;
+  virtual void copy_from_host(void* device_dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
+};
+
+/// Per-run access to a region's values (ids are the region graph's). The
+/// runtime implements it; every view points into the backend's memory space.
 class ValueStore {
  public:
   virtual ~ValueStore() = default;
-  /// The view of a value that is already computed (input, constant, or an
-  /// earlier node's output).
+  /// The view of a value that is already computed (region input, constant,
+  /// or an earlier node's output). Constants are host tensors even for a
+  /// device backend: a device backend copies them once, at compile or load.
   virtual const TensorView& get(ValueId id) = 0;
   /// The view an output will be written to. When the plan knows the shape,
   /// data points at planned memory; otherwise data is null and the backend
@@ -32,7 +56,7 @@ class ValueStore {
   virtual TensorView& output(ValueId id) = 0;
   virtual void allocate(ValueId id) = 0;
   /// True when the caller asked for per-node times: the backend then reports
-  /// each node it ran through node_finished (index into graph.nodes).
+  /// each node it ran through node_finished (index into the region graph's nodes).
   virtual bool profiling() const { return false; }
   virtual void node_finished(size_t node_index, double milliseconds) {}
 };
@@ -44,23 +68,40 @@ struct RegionOptions {
 class ExecutableRegion {
  public:
   virtual ~ExecutableRegion() = default;
+  /// Runs the region once. May be called from several threads at once.
   virtual void run(ValueStore& store) const = 0;
-  /// Per-node profile hook: the nodes this region runs, in order.
-  virtual std::vector<size_t> node_indices() const = 0;
+};
+
+struct CompiledRegion {
+  std::vector<uint8_t> payload;  // stored in the artifact, handed back to load()
+  std::unique_ptr<ExecutableRegion> executable;
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  /// Version of the payload format: load() accepts payloads of this version only.
   virtual std::string version() const = 0;
-  /// What a compiled payload depends on (library version, CPU features).
+  /// What a compiled payload depends on (library version, CPU features). An
+  /// artifact whose region was built for another compatibility string is refused.
   virtual std::string compatibility() const = 0;
-  virtual SupportDecision supports(const Graph& graph, const Node& node) const = 0;
-  /// Compiles the given nodes (indices into graph.nodes, topologically ordered).
-  /// The graph has static types wherever shape inference could give them.
-  virtual std::unique_ptr<ExecutableRegion> compile(const Graph& graph, const std::vector<size_t>& nodes,
-                                                    const RegionOptions& options) const = 0;
+  /// Null for host memory.
+  virtual MemorySpace* memory_space() const { return nullptr; }
+  /// What this backend can run: per-op predicates and fused patterns.
+  virtual const Declarations& declarations() const = 0;
+  /// Compiles a region: a standalone graph whose inputs and outputs are the
+  /// region's boundary values, whose constants are its own, and whose
+  /// composite nodes (op "Composite", domain "tessera") hold the fused
+  /// patterns this backend declared. Types are static wherever shape
+  /// inference could make them so. The runtime keeps `region` alive as long
+  /// as the executable region, which may point into it.
+  virtual CompiledRegion compile(const Graph& region, const RegionOptions& options) const = 0;
+  /// Rebuilds an executable region from compile()'s payload and the same
+  /// region graph (from an artifact). The payload may be hostile: a bad one is
+  /// a user error, never a crash.
+  virtual std::unique_ptr<ExecutableRegion> load(const Graph& region, std::span<const uint8_t> payload,
+                                                 const RegionOptions& options) const = 0;
 };
 
 }  // namespace tessera

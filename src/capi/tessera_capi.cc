@@ -1,5 +1,6 @@
 // The C API: converts between DLPack and Tessera tensors, and every exception
 // into a tsr_status. Nothing here throws.
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iterator>
@@ -7,8 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "artifact/artifact.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/error.h"
+#include "report/placement_report.h"
+#include "runtime/backend_registry.h"
 #include "runtime/session.h"
 #include "tessera/tessera.h"
 
@@ -170,7 +174,7 @@ std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTen
 namespace {
 
 tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num_inputs, DLManagedTensor** out_outputs,
-                      size_t num_outputs, double* out_node_milliseconds, size_t num_nodes) {
+                      size_t num_outputs, tsr_run_profile* profile) {
   if (!model) return null_argument("model");
   if (!out_outputs) return null_argument("out_outputs");
   return guarded([&] {
@@ -179,14 +183,29 @@ tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num
       tessera::throw_user_error("the model has ", model->compiled->outputs().size(), " outputs but room for ",
                                 num_outputs, " was given");
     }
-    std::vector<double> node_ms;
-    if (out_node_milliseconds && num_nodes != model->compiled->placement().size()) {
-      tessera::throw_user_error("the model has ", model->compiled->placement().size(), " nodes but room for ",
-                                num_nodes, " times was given");
+    tessera::RunProfile measured;
+    if (profile) {
+      if (profile->struct_size < sizeof(tsr_run_profile)) tessera::throw_user_error("profile->struct_size is too small");
+      if (profile->node_milliseconds && profile->num_nodes != model->compiled->placement().size()) {
+        tessera::throw_user_error("the model has ", model->compiled->placement().size(), " nodes but room for ",
+                                  profile->num_nodes, " times was given");
+      }
+      if (profile->region_milliseconds && profile->num_regions != model->compiled->regions().size()) {
+        tessera::throw_user_error("the model has ", model->compiled->regions().size(), " regions but room for ",
+                                  profile->num_regions, " times was given");
+      }
     }
-    std::vector<tessera::Tensor> results =
-        model->compiled->run(in, {}, out_node_milliseconds ? &node_ms : nullptr);
-    for (size_t i = 0; i < node_ms.size(); ++i) out_node_milliseconds[i] += node_ms[i];
+    std::vector<tessera::Tensor> results = model->compiled->run(in, {}, profile ? &measured : nullptr);
+    if (profile) {
+      if (profile->node_milliseconds) {
+        for (size_t i = 0; i < measured.node_milliseconds.size(); ++i) profile->node_milliseconds[i] += measured.node_milliseconds[i];
+      }
+      if (profile->region_milliseconds) {
+        for (size_t i = 0; i < measured.region_milliseconds.size(); ++i) profile->region_milliseconds[i] += measured.region_milliseconds[i];
+      }
+      profile->copies += measured.copies;
+      profile->copy_bytes += measured.copy_bytes;
+    }
     for (size_t i = 0; i < results.size(); ++i) {
       auto* holder = new ManagedOutput();
       holder->tensor = results[i];
@@ -240,6 +259,79 @@ tsr_status* tsr_options_set_freeze_weights(tsr_options* options, int32_t freeze)
   return nullptr;
 }
 
+tsr_status* tsr_options_set_backends(tsr_options* options, const char* backend_list) {
+  if (!options) return null_argument("options");
+  if (!backend_list) return null_argument("backend_list");
+  return guarded([&] {
+    std::vector<std::string> names;
+    std::string list = backend_list;
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t comma = list.find(',', start);
+      if (comma == std::string::npos) comma = list.size();
+      std::string name = list.substr(start, comma - start);
+      if (name.empty()) tessera::throw_user_error("backend list '", list, "' has an empty name");
+      if (!tessera::find_backend(name)) {
+        tessera::throw_user_error("unknown backend '", name, "' (built in: ", tessera::built_in_backend_names(), ")");
+      }
+      names.push_back(name);
+      start = comma + 1;
+    }
+    options->compile.backends = std::move(names);
+  });
+}
+
+tsr_status* tsr_options_add_placement(tsr_options* options, const char* placement) {
+  if (!options) return null_argument("options");
+  if (!placement) return null_argument("placement");
+  return guarded([&] {
+    std::string text = placement;
+    const size_t eq = text.rfind('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+      tessera::throw_user_error("placement '", text, "' must be SELECTOR=BACKEND (e.g. conv_3=native or op:Softmax=native)");
+    }
+    options->compile.place.emplace_back(text.substr(0, eq), text.substr(eq + 1));
+  });
+}
+
+tsr_status* tsr_options_add_denial(tsr_options* options, const char* denial) {
+  if (!options) return null_argument("options");
+  if (!denial) return null_argument("denial");
+  return guarded([&] {
+    std::string text = denial;
+    const size_t colon = text.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+      tessera::throw_user_error("denial '", text, "' must be BACKEND:SELECTOR (e.g. test:Softmax or test:conv_3)");
+    }
+    options->compile.deny.emplace_back(text.substr(0, colon), text.substr(colon + 1));
+  });
+}
+
+tsr_status* tsr_options_set_min_region_size(tsr_options* options, int32_t min_nodes) {
+  if (!options) return null_argument("options");
+  if (min_nodes < 1) return make_status(TSR_INVALID_ARGUMENT, "the minimum region size must be at least 1");
+  options->compile.min_region_size = min_nodes;
+  return nullptr;
+}
+
+tsr_status* tsr_options_set_strict(tsr_options* options, int32_t strict) {
+  if (!options) return null_argument("options");
+  options->compile.strict = strict != 0;
+  return nullptr;
+}
+
+size_t tsr_backend_count(void) { return tessera::built_in_backends().size(); }
+
+tsr_status* tsr_backend_info(size_t index, const char** out_name, const char** out_description,
+                             int32_t* out_used_by_default) {
+  const auto& entries = tessera::built_in_backends();
+  if (index >= entries.size()) return make_status(TSR_INVALID_ARGUMENT, "backend index out of range");
+  if (out_name) *out_name = entries[index].name.c_str();
+  if (out_description) *out_description = entries[index].description.c_str();
+  if (out_used_by_default) *out_used_by_default = entries[index].used_by_default ? 1 : 0;
+  return nullptr;
+}
+
 tsr_status* tsr_model_load(const char* path, const tsr_options* options, tsr_model** out_model) {
   if (!path) return null_argument("path");
   if (!out_model) return null_argument("out_model");
@@ -247,11 +339,30 @@ tsr_status* tsr_model_load(const char* path, const tsr_options* options, tsr_mod
   return guarded([&] {
     tsr_options defaults;
     const tsr_options& opts = options ? *options : defaults;
-    tessera::Graph graph = tessera::onnx_frontend::import_onnx_file(path, opts.import);
     auto model = std::make_unique<tsr_model>();
-    model->compiled = tessera::CompiledModel::compile(std::move(graph), opts.compile);
+    if (tessera::is_artifact_file(path)) {
+      model->compiled = tessera::CompiledModel::load(path, opts.compile);
+    } else {
+      tessera::Graph graph = tessera::onnx_frontend::import_onnx_file(path, opts.import);
+      model->compiled = tessera::CompiledModel::compile(std::move(graph), opts.compile);
+    }
     *out_model = model.release();
   });
+}
+
+int32_t tsr_file_is_artifact(const char* path) {
+  if (!path) return 0;
+  try {
+    return tessera::is_artifact_file(path) ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+tsr_status* tsr_model_save(const tsr_model* model, const char* path) {
+  if (!model) return null_argument("model");
+  if (!path) return null_argument("path");
+  return guarded([&] { model->compiled->save(path); });
 }
 
 void tsr_model_free(tsr_model* model) { delete model; }
@@ -293,6 +404,40 @@ tsr_status* tsr_model_node_note(const tsr_model* model, size_t index, const char
   return nullptr;
 }
 
+tsr_status* tsr_model_node_region(const tsr_model* model, size_t index, int64_t* out_region, const char** out_reason) {
+  if (!model) return null_argument("model");
+  const auto& placement = model->compiled->placement();
+  if (index >= placement.size()) return make_status(TSR_INVALID_ARGUMENT, "node index out of range");
+  if (out_region) *out_region = placement[index].region;
+  if (out_reason) *out_reason = placement[index].why.c_str();
+  return nullptr;
+}
+
+size_t tsr_model_region_count(const tsr_model* model) { return model ? model->compiled->regions().size() : 0; }
+
+tsr_status* tsr_model_region_info(const tsr_model* model, size_t index, tsr_region_info* out_info) {
+  if (!model) return null_argument("model");
+  if (!out_info) return null_argument("out_info");
+  if (out_info->struct_size < sizeof(tsr_region_info)) return make_status(TSR_INVALID_ARGUMENT, "out_info->struct_size is too small");
+  const auto& regions = model->compiled->regions();
+  if (index >= regions.size()) return make_status(TSR_INVALID_ARGUMENT, "region index out of range");
+  const tessera::RegionSummary& r = regions[index];
+  out_info->backend = r.backend.c_str();
+  out_info->memory_space = r.memory_space.c_str();
+  out_info->node_count = r.node_count;
+  out_info->input_count = r.inputs.size();
+  out_info->output_count = r.outputs.size();
+  out_info->payload_bytes = r.payload_bytes;
+  return nullptr;
+}
+
+tsr_status* tsr_model_copies_per_run(const tsr_model* model, int64_t* out_copies, int64_t* out_bytes) {
+  if (!model) return null_argument("model");
+  if (out_copies) *out_copies = model->compiled->copies_per_run();
+  if (out_bytes) *out_bytes = model->compiled->copy_bytes_per_run();
+  return nullptr;
+}
+
 size_t tsr_model_metadata_count(const tsr_model* model) { return model ? model->compiled->graph().metadata.size() : 0; }
 
 tsr_status* tsr_model_metadata(const tsr_model* model, size_t index, const char** out_key, const char** out_value) {
@@ -330,14 +475,56 @@ tsr_status* tsr_model_run(const tsr_model* model, const DLTensor* inputs, size_t
 
 tsr_status* tsr_model_run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
                                 DLManagedTensor** out_outputs, size_t num_outputs) {
-  return run_alloc(model, inputs, num_inputs, out_outputs, num_outputs, nullptr, 0);
+  return run_alloc(model, inputs, num_inputs, out_outputs, num_outputs, nullptr);
 }
 
 tsr_status* tsr_model_run_profiled(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
                                    DLManagedTensor** out_outputs, size_t num_outputs, double* out_node_milliseconds,
                                    size_t num_nodes) {
   if (!out_node_milliseconds) return null_argument("out_node_milliseconds");
-  return run_alloc(model, inputs, num_inputs, out_outputs, num_outputs, out_node_milliseconds, num_nodes);
+  tsr_run_profile profile{};
+  profile.struct_size = sizeof(profile);
+  profile.node_milliseconds = out_node_milliseconds;
+  profile.num_nodes = num_nodes;
+  return run_alloc(model, inputs, num_inputs, out_outputs, num_outputs, &profile);
 }
+
+tsr_status* tsr_model_run_with_profile(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
+                                       DLManagedTensor** out_outputs, size_t num_outputs, tsr_run_profile* profile) {
+  if (!profile) return null_argument("profile");
+  return run_alloc(model, inputs, num_inputs, out_outputs, num_outputs, profile);
+}
+
+tsr_status* tsr_model_report(const tsr_model* model, const char* format, const char* model_name,
+                             const tsr_run_profile* profile, char** out_text) {
+  if (!model) return null_argument("model");
+  if (!format) return null_argument("format");
+  if (!out_text) return null_argument("out_text");
+  *out_text = nullptr;
+  return guarded([&] {
+    tessera::RunProfile measured;
+    if (profile) {
+      if (profile->struct_size < sizeof(tsr_run_profile)) tessera::throw_user_error("profile->struct_size is too small");
+      if (profile->node_milliseconds) measured.node_milliseconds.assign(profile->node_milliseconds, profile->node_milliseconds + profile->num_nodes);
+      if (profile->region_milliseconds) {
+        measured.region_milliseconds.assign(profile->region_milliseconds, profile->region_milliseconds + profile->num_regions);
+      }
+    }
+    tessera::PlacementReport report = model->compiled->placement_report(model_name ? model_name : "", profile ? &measured : nullptr);
+    const std::string f = format;
+    std::string text;
+    if (f == "table") text = tessera::render_report_table(report);
+    else if (f == "json") text = tessera::render_report_json(report);
+    else if (f == "dot") text = tessera::render_report_dot(report);
+    else if (f == "html") text = tessera::render_report_html(report);
+    else tessera::throw_user_error("unknown report format '", f, "' (table, json, dot, html)");
+    char* out = static_cast<char*>(std::malloc(text.size() + 1));
+    if (!out) throw std::bad_alloc();
+    std::memcpy(out, text.c_str(), text.size() + 1);
+    *out_text = out;
+  });
+}
+
+void tsr_string_free(char* text) { std::free(text); }
 
 }  // extern "C"

@@ -35,7 +35,12 @@ Buffer::Buffer(size_t nbytes, bool zero) : size_(nbytes) {
   if (zero) std::memset(data_, 0, rounded);
 }
 
-Buffer::~Buffer() { std::free(data_); }
+Buffer::Buffer(void* data, size_t nbytes, std::shared_ptr<const void> owner)
+    : data_(data), size_(nbytes), owned_(false), owner_(std::move(owner)) {}
+
+Buffer::~Buffer() {
+  if (owned_) std::free(data_);
+}
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   for (int64_t d : shape_) {
@@ -69,6 +74,17 @@ Tensor Tensor::without_data(DType dtype, Shape shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::wrap(DType dtype, Shape shape, void* data, std::shared_ptr<const void> owner) {
+  for (int64_t d : shape) {
+    if (d < 0) throw_internal_error("tensor with negative dimension ", shape_to_string(shape));
+  }
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.buffer_ = std::make_shared<Buffer>(data, t.nbytes(), std::move(owner));
   return t;
 }
 

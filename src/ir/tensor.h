@@ -28,11 +28,14 @@ struct TensorView {
   T* as() const { return static_cast<T*>(data); }
 };
 
-/// 64-byte aligned, owned storage.
+/// 64-byte aligned storage: owned, or external memory kept alive by an owner.
 class Buffer {
  public:
   /// Zero-filled unless `zero` is false (for scratch memory that is always written before it is read).
   explicit Buffer(size_t nbytes, bool zero = true);
+  /// External memory (e.g. a mapped artifact): not freed by the buffer; `owner`
+  /// is held until the buffer dies, so the memory outlives every tensor on it.
+  Buffer(void* data, size_t nbytes, std::shared_ptr<const void> owner);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -42,6 +45,8 @@ class Buffer {
  private:
   void* data_ = nullptr;
   size_t size_ = 0;
+  bool owned_ = true;
+  std::shared_ptr<const void> owner_;
 };
 
 /// An owning tensor. Copies share the storage (cheap); use clone() for a deep copy.
@@ -67,6 +72,10 @@ class Tensor {
   /// A tensor with a shape and no data (data() is null), for ops that read
   /// only shapes (OpSchema::reads_shapes_only).
   static Tensor without_data(DType dtype, Shape shape);
+  /// A tensor over external memory of at least nbytes() bytes, which must stay
+  /// valid while `owner` lives (no copy; e.g. constants in a mapped artifact).
+  /// Read-only mappings must only be read through the tensor.
+  static Tensor wrap(DType dtype, Shape shape, void* data, std::shared_ptr<const void> owner);
   /// Element i converted to int64 / double, for any numeric dtype.
   int64_t int_at(int64_t i) const;
   double double_at(int64_t i) const;

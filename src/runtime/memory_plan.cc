@@ -17,6 +17,12 @@ struct Interval {
 }  // namespace
 
 MemoryPlan plan_memory(const Graph& graph) {
+  std::vector<int64_t> steps(graph.nodes.size());
+  for (size_t k = 0; k < steps.size(); ++k) steps[k] = static_cast<int64_t>(k);
+  return plan_memory(graph, std::vector<char>(graph.values.size(), 1), steps);
+}
+
+MemoryPlan plan_memory(const Graph& graph, const std::vector<char>& in_host_memory, const std::vector<int64_t>& node_step) {
   MemoryPlan plan;
   const size_t n = graph.values.size();
   plan.offsets.assign(n, MemoryPlan::kNotPlanned);
@@ -26,18 +32,19 @@ MemoryPlan plan_memory(const Graph& graph) {
   std::vector<int64_t> first(n, -1), last(n, -1);
   for (size_t k = 0; k < graph.nodes.size(); ++k) {
     const Node& node = graph.nodes[k];
+    const int64_t step = node_step[k];
     for (ValueId id : node.outputs) {
-      if (id != kNoValue && first[static_cast<size_t>(id)] < 0) first[static_cast<size_t>(id)] = static_cast<int64_t>(k);
-      if (id != kNoValue) last[static_cast<size_t>(id)] = std::max<int64_t>(last[static_cast<size_t>(id)], static_cast<int64_t>(k));
+      if (id != kNoValue && first[static_cast<size_t>(id)] < 0) first[static_cast<size_t>(id)] = step;
+      if (id != kNoValue) last[static_cast<size_t>(id)] = std::max<int64_t>(last[static_cast<size_t>(id)], step);
     }
     for (ValueId id : node.inputs) {
-      if (id != kNoValue) last[static_cast<size_t>(id)] = static_cast<int64_t>(k);
+      if (id != kNoValue) last[static_cast<size_t>(id)] = std::max<int64_t>(last[static_cast<size_t>(id)], step);
     }
   }
   std::vector<Interval> intervals;
   for (size_t i = 0; i < n; ++i) {
     const Value& v = graph.values[i];
-    if (excluded[i] || v.constant || first[i] < 0 || !v.type.is_static()) continue;
+    if (excluded[i] || !in_host_memory[i] || v.constant || first[i] < 0 || !v.type.is_static()) continue;
     int64_t size = align_up(std::max<int64_t>(1, shape_numel(v.type.dims) * static_cast<int64_t>(dtype_size(v.type.dtype))));
     intervals.push_back({static_cast<ValueId>(i), size, first[i], last[i]});
     plan.unplanned_bytes += size;

@@ -20,5 +20,10 @@ struct MemoryPlan {
 /// Needs: nodes in execution order. Guarantees: two values whose lifetimes
 /// overlap never overlap in memory; offsets are 64-byte aligned.
 MemoryPlan plan_memory(const Graph& graph);
+/// Same, planning only values with `in_host_memory[id]` set (values that live
+/// only in a device space, or only inside a fused composite, get no offset),
+/// and measuring lifetimes in `node_step[k]` for node k (nodes that run as one
+/// composite share a step, so its inputs and outputs never share memory).
+MemoryPlan plan_memory(const Graph& graph, const std::vector<char>& in_host_memory, const std::vector<int64_t>& node_step);
 
 }  // namespace tessera

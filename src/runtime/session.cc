@@ -1,16 +1,22 @@
+// The compile pipeline, artifact save/load, and running a compiled model.
 #include "runtime/session.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <set>
 
+#include "artifact/artifact.h"
 #include "backends/native/native_backend.h"
 #include "ir/error.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "partition/declarations.h"
 #include "passes/bind_input_shapes.h"
-#include "passes/fuse_activations.h"
+#include "passes/check_inferred_types.h"
 #include "passes/infer_and_fold.h"
+#include "runtime/backend_registry.h"
+#include "runtime/region_plan.h"
 
 namespace tessera {
 namespace {
@@ -51,61 +57,40 @@ void after_pass(const Graph& graph, const char* pass) {
   }
 }
 
-/// Per-run values: inputs point at the caller's data, intermediates into the
-/// arena, outputs at caller buffers or owned tensors, dynamic values owned.
-class RunStore : public ValueStore {
- public:
-  RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena)
-      : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()) {
-    auto* base = static_cast<char*>(arena.data());
-    if (poison_memory()) std::memset(base, 0xFF, arena.size());
-    for (size_t i = 0; i < graph.values.size(); ++i) {
-      const Value& v = graph.values[i];
-      if (v.constant) {
-        views_[i] = v.constant->view();
-      } else if (v.type.is_static()) {
-        views_[i].dtype = v.type.dtype;
-        views_[i].shape = v.type.dims;
-        if (plan.offsets[i] != MemoryPlan::kNotPlanned) views_[i].data = base + plan.offsets[i];
-      }
+/// The backends to partition among, highest priority first.
+std::vector<std::unique_ptr<Backend>> choose_backends(const CompileOptions& options) {
+  std::vector<std::string> names = options.backends;
+  if (names.empty()) {
+    for (const BackendEntry& entry : built_in_backends()) {
+      if (entry.used_by_default) names.push_back(entry.name);
     }
   }
-  const TensorView& get(ValueId id) override { return views_[static_cast<size_t>(id)]; }
-  TensorView& output(ValueId id) override {
-    TensorView& v = views_[static_cast<size_t>(id)];
-    if (!v.data && graph_.value(id).type.is_static()) allocate(id);
-    return v;
+  std::set<std::string> seen;
+  for (const std::string& name : names) {
+    if (!find_backend(name)) {
+      throw_user_error("unknown backend '", name, "' (built in: ", built_in_backend_names(), ")");
+    }
+    if (!seen.insert(name).second) throw_user_error("backend '", name, "' is listed twice");
   }
-  void allocate(ValueId id) override {
-    TensorView& v = views_[static_cast<size_t>(id)];
-    owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
-    v.data = owned_[static_cast<size_t>(id)].data();
-    if (poison_memory()) std::memset(v.data, 0xFF, owned_[static_cast<size_t>(id)].nbytes());
-  }
-  void bind(ValueId id, const TensorView& view) { views_[static_cast<size_t>(id)] = view; }
-  void set_profile(std::vector<double>* node_milliseconds) { node_milliseconds_ = node_milliseconds; }
-  bool profiling() const override { return node_milliseconds_ != nullptr; }
-  void node_finished(size_t node_index, double milliseconds) override {
-    (*node_milliseconds_)[node_index] += milliseconds;
-  }
-  /// The owned tensor holding a value, or a copy when the value lives elsewhere.
-  Tensor take(ValueId id) {
-    const TensorView& v = views_[static_cast<size_t>(id)];
-    Tensor& t = owned_[static_cast<size_t>(id)];
-    if (t.defined() && t.data() == v.data && t.shape() == v.shape) return t;
-    return Tensor::from_view(v);
-  }
+  if (!options.strict && !seen.count("native")) names.push_back("native");
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (const std::string& name : names) backends.push_back(find_backend(name)->make());
+  return backends;
+}
 
- private:
-  const Graph& graph_;
-  std::vector<TensorView> views_;
-  std::vector<Tensor> owned_;
-  std::vector<double>* node_milliseconds_ = nullptr;
-};
+std::string composite_text(const Graph& graph, const Composite& composite) {
+  std::string text = composite.pattern + ":";
+  for (size_t k = 0; k < composite.nodes.size(); ++k) text += (k ? ", " : " ") + graph.nodes[composite.nodes[k]].name;
+  return text;
+}
 
 }  // namespace
 
-CompiledModel::~CompiledModel() = default;
+CompiledModel::CompiledModel() = default;
+CompiledModel::~CompiledModel() {
+  // Executable regions may point into region graphs and backends: drop them first.
+  regions_.clear();
+}
 
 /// Takes an arena from the model's free list (or makes one) for the length of
 /// a run and gives it back afterwards: concurrent runs each get their own, and
@@ -142,59 +127,291 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   }
   bind_input_shapes(graph, options.input_shapes);
   after_pass(graph, "bind_input_shapes");
-  std::vector<std::string> node_names_before;
-  std::vector<std::string> node_ops_before;
-  for (const Node& node : graph.nodes) {
-    node_names_before.push_back(node.name);
-    node_ops_before.push_back(node.op_type);
-  }
+  std::vector<std::pair<std::string, std::string>> nodes_before;  // name, op
+  for (const Node& node : graph.nodes) nodes_before.emplace_back(node.name, node.op_type);
   infer_and_fold(graph, evaluate_node_natively);
   after_pass(graph, "infer_and_fold");
   eliminate_dead_nodes(graph);
   after_pass(graph, "eliminate_dead_nodes");
-  fuse_activations(graph);
-  after_pass(graph, "fuse_activations");
 
-  // Partitioning: with only the native backend, one region holds every node.
-  model->backends_.push_back(make_native_backend());
-  const Backend& native = *model->backends_.back();
-  std::vector<size_t> all_nodes(graph.nodes.size());
-  for (size_t i = 0; i < all_nodes.size(); ++i) {
-    SupportDecision decision = native.supports(graph, graph.nodes[i]);
-    if (!decision.supported) throw_unsupported(graph.nodes[i].describe(), ": ", decision.reason);
-    all_nodes[i] = i;
+  // Partition among the chosen backends, then compile each region.
+  model->backends_ = choose_backends(options);
+  std::vector<PartitionBackend> partition_backends;
+  PartitionPolicy policy;
+  for (size_t b = 0; b < model->backends_.size(); ++b) {
+    partition_backends.push_back({model->backends_[b]->name(), &model->backends_[b]->declarations()});
+    if (model->backends_[b]->name() == "native") policy.fallback = static_cast<int>(b);
   }
+  policy.place = options.place;
+  policy.deny = options.deny;
+  policy.min_region_size = options.min_region_size;
+  policy.strict = options.strict;
+  model->partition_ = partition_graph(graph, partition_backends, policy);
+  order_nodes_by_region(graph, model->partition_);
+  after_pass(graph, "partition");
   model->graph_ = std::move(graph);
-  const Graph& g = model->graph_;
   RegionOptions region_options;
   region_options.num_threads = options.num_threads;
-  if (!all_nodes.empty()) model->regions_.push_back(native.compile(g, all_nodes, region_options));
-  model->memory_plan_ = plan_memory(g);
+  for (const Region& region : model->partition_.regions) {
+    auto plan = std::make_unique<RegionPlan>();
+    plan->backend_index = region.backend;
+    plan->backend = model->backends_[region.backend].get();
+    plan->region = extract_region(model->graph_, region);
+    CompiledRegion compiled = plan->backend->compile(plan->region.graph, region_options);
+    plan->payload_owned = std::move(compiled.payload);
+    plan->payload = plan->payload_owned;
+    plan->executable = std::move(compiled.executable);
+    model->regions_.push_back(std::move(plan));
+  }
 
-  // Placement lists the executed nodes first (index = graph node index, as
-  // profiles use), then nodes fused into them, then nodes folded away.
-  std::map<std::string, bool> accounted;
-  for (const Node& node : g.nodes) {
-    model->placement_.push_back({node.name, node.op_type, native.name(), ""});
-    accounted[node.name] = true;
+  // Placement: every executed node (graph order, as profiles use), then the folded ones.
+  const Graph& g = model->graph_;
+  std::set<std::string> executed;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const size_t r = model->partition_.region_of_node[i];
+    model->placement_.push_back({g.nodes[i].name, g.nodes[i].op_type, model->partition_.backends[model->partition_.regions[r].backend],
+                                 "", static_cast<int64_t>(r), model->partition_.decisions[i].why});
+    executed.insert(g.nodes[i].name);
   }
-  for (const Node& node : g.nodes) {
-    for (const FusedNode& fused : node.fused) {
-      model->placement_.push_back({fused.name, fused.op_type, native.name(), "fused into '" + node.name + "'"});
-      accounted[fused.name] = true;
+  for (const Region& region : model->partition_.regions) {
+    for (const Composite& composite : region.composites) {
+      const std::string& first = g.nodes[composite.nodes.front()].name;
+      model->placement_[composite.nodes.front()].note = "pattern " + composite_text(g, composite);
+      for (size_t k = 1; k < composite.nodes.size(); ++k) {
+        model->placement_[composite.nodes[k]].note = "fused into '" + first + "' (pattern " + composite.pattern + ")";
+      }
     }
   }
-  for (size_t i = 0; i < node_names_before.size(); ++i) {
-    if (!accounted.count(node_names_before[i])) {
-      model->placement_.push_back({node_names_before[i], node_ops_before[i], "folded", "computed at compile time"});
+  for (const auto& [name, op_type] : nodes_before) {
+    if (!executed.count(name)) model->placement_.push_back({name, op_type, "folded", "computed at compile time", -1, ""});
+  }
+  model->finish();
+  return model;
+}
+
+std::unique_ptr<CompiledModel> CompiledModel::load(const std::string& path, const CompileOptions& options) {
+  if (!options.input_shapes.empty() || !options.backends.empty() || !options.place.empty() || !options.deny.empty() ||
+      options.strict || options.min_region_size != 1) {
+    throw_user_error("'", path, "' is a compiled artifact: input shapes, backends and placement were fixed when it ",
+                     "was compiled (only the thread count applies when loading)");
+  }
+  Artifact artifact = load_artifact(path);
+  const std::string where = "artifact '" + path + "': ";
+  std::unique_ptr<CompiledModel> model(new CompiledModel());
+  try {
+    check_inferred_types(artifact.graph);
+  } catch (const Error& e) {
+    throw_user_error(where, e.what());
+  }
+  model->artifact_mapping_ = artifact.mapping;
+  model->graph_ = std::move(artifact.graph);
+  model->parameter_count_ = artifact.parameter_count;
+  const Graph& g = model->graph_;
+
+  PartitionResult& partition = model->partition_;
+  partition.backends = artifact.backends;
+  partition.decisions = std::move(artifact.decisions);
+  partition.decisions.resize(g.nodes.size());
+  for (const std::string& name : partition.backends) {
+    const BackendEntry* entry = find_backend(name);
+    model->backends_.push_back(entry ? entry->make() : nullptr);
+  }
+  for (size_t r = 0; r < artifact.regions.size(); ++r) {
+    const ArtifactRegion& stored = artifact.regions[r];
+    Region region;
+    region.backend = partition.backends.size();
+    for (size_t b = 0; b < partition.backends.size(); ++b) {
+      if (partition.backends[b] == stored.backend) region.backend = b;
+    }
+    if (region.backend == partition.backends.size()) {
+      throw_user_error(where, "region ", r, " names backend '", stored.backend, "', which the artifact does not list");
+    }
+    region.nodes = stored.nodes;
+    region.composites = stored.composites;
+    partition.regions.push_back(std::move(region));
+  }
+  partition.region_of_node.assign(g.nodes.size(), 0);
+  try {
+    check_partition(g, partition);
+  } catch (const Error& e) {
+    throw_user_error(where, "inconsistent partition: ", e.what());
+  }
+  for (size_t r = 0; r < partition.regions.size(); ++r) {
+    for (size_t node : partition.regions[r].nodes) partition.region_of_node[node] = r;
+  }
+  compute_region_boundaries(g, partition);
+
+  RegionOptions region_options;
+  region_options.num_threads = options.num_threads;
+  for (size_t r = 0; r < partition.regions.size(); ++r) {
+    const Region& region = partition.regions[r];
+    const ArtifactRegion& stored = artifact.regions[r];
+    const Backend* backend = model->backends_[region.backend].get();
+    if (!backend) {
+      throw_user_error(where, "region ", r, " needs backend '", stored.backend, "', which this build of Tessera does not have (built in: ",
+                       built_in_backend_names(), ")");
+    }
+    if (stored.backend_version != backend->version()) {
+      throw_user_error(where, "region ", r, " was compiled by backend '", stored.backend, "' with payload version ",
+                       stored.backend_version, "; this build's backend reads version ", backend->version());
+    }
+    if (stored.compatibility != backend->compatibility()) {
+      throw_user_error(where, "region ", r, " was compiled for '", stored.compatibility, "'; backend '", stored.backend,
+                       "' here is '", backend->compatibility(), "'");
+    }
+    auto plan = std::make_unique<RegionPlan>();
+    plan->backend_index = region.backend;
+    plan->backend = backend;
+    plan->region = extract_region(g, region);
+    plan->payload = stored.payload;
+    try {
+      plan->executable = backend->load(plan->region.graph, plan->payload, region_options);
+    } catch (const Error& e) {
+      throw_user_error(where, "region ", r, " (", stored.backend, "): ", e.what());
+    }
+    model->regions_.push_back(std::move(plan));
+  }
+
+  // The stored placement lists the graph's nodes first, in order.
+  if (artifact.placement.size() < g.nodes.size()) throw_user_error(where, "placement lists fewer rows than the plan has nodes");
+  for (size_t i = 0; i < artifact.placement.size(); ++i) {
+    const ArtifactPlacement& row = artifact.placement[i];
+    if (i < g.nodes.size() && row.node_name != g.nodes[i].name) {
+      throw_user_error(where, "placement row ", i, " names '", row.node_name, "' but node ", i, " is '", g.nodes[i].name, "'");
+    }
+    const int64_t region = i < g.nodes.size() ? static_cast<int64_t>(partition.region_of_node[i]) : -1;
+    const std::string why = i < g.nodes.size() ? partition.decisions[i].why : "";
+    model->placement_.push_back({row.node_name, row.op_type, row.backend, row.note, region, why});
+  }
+  model->finish();
+  return model;
+}
+
+void CompiledModel::save(const std::string& path) const {
+  Artifact artifact;
+  artifact.graph = graph_;
+  artifact.backends = partition_.backends;
+  artifact.decisions = partition_.decisions;
+  artifact.parameter_count = parameter_count_;
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    const RegionPlan& plan = *regions_[r];
+    ArtifactRegion region;
+    region.backend = plan.backend->name();
+    region.backend_version = plan.backend->version();
+    region.compatibility = plan.backend->compatibility();
+    region.nodes = partition_.regions[r].nodes;
+    region.composites = partition_.regions[r].composites;
+    region.payload = plan.payload;
+    artifact.regions.push_back(std::move(region));
+  }
+  for (const NodePlacement& p : placement_) artifact.placement.push_back({p.node_name, p.op_type, p.backend, p.note});
+  save_artifact(path, artifact);
+}
+
+void CompiledModel::finish() {
+  const Graph& g = graph_;
+  const size_t num_values = g.values.size();
+  // Which region produces each value, and in which memory space each region runs.
+  std::vector<int64_t> producer_region(num_values, -1);
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    RegionPlan& plan = *regions_[r];
+    plan.space = plan.backend->memory_space();
+    for (size_t node : partition_.regions[r].nodes) {
+      for (ValueId out : g.nodes[node].outputs) {
+        if (out != kNoValue) producer_region[static_cast<size_t>(out)] = static_cast<int64_t>(r);
+      }
     }
   }
-  for (ValueId id : g.inputs) model->inputs_.push_back({g.value(id).name, g.value(id).type.dtype, g.value(id).type.dims});
+  std::vector<char> graph_output(num_values, 0);
+  for (ValueId id : g.outputs) graph_output[static_cast<size_t>(id)] = 1;
+  // Spaces that read each value, outside the region that makes it.
+  std::vector<std::vector<const MemorySpace*>> read_in(num_values);
+  std::vector<char> read_on_host(num_values, 0);
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    for (ValueId in : partition_.regions[r].inputs) {
+      const MemorySpace* space = regions_[r]->space;
+      if (!space) read_on_host[static_cast<size_t>(in)] = 1;
+      else read_in[static_cast<size_t>(in)].push_back(space);
+    }
+  }
+
+  // Values that live in host memory get arena offsets: every value of a host
+  // region, and device outputs that are copied back.
+  std::vector<char> on_host(num_values, 0);
+  copies_per_run_ = 0;
+  copy_bytes_per_run_ = 0;
+  auto bytes_of = [&](ValueId id) -> int64_t {
+    const TensorType& t = g.value(id).type;
+    return t.is_static() ? shape_numel(t.dims) * static_cast<int64_t>(dtype_size(t.dtype)) : 0;
+  };
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    RegionPlan& plan = *regions_[r];
+    const Graph& rg = plan.region.graph;
+    plan.anchor_node.clear();
+    for (const std::vector<size_t>& members : plan.region.global_nodes) plan.anchor_node.push_back(members.front());
+    if (!plan.space) {
+      for (ValueId global : plan.region.global_value) on_host[static_cast<size_t>(global)] = 1;
+      continue;
+    }
+    plan.input_resident.assign(rg.inputs.size(), 0);
+    for (size_t k = 0; k < rg.inputs.size(); ++k) {
+      const ValueId global = plan.region.global_value[static_cast<size_t>(rg.inputs[k])];
+      const int64_t producer = producer_region[static_cast<size_t>(global)];
+      plan.input_resident[k] = producer >= 0 && regions_[static_cast<size_t>(producer)]->space == plan.space;
+      if (!plan.input_resident[k]) {
+        ++copies_per_run_;
+        copy_bytes_per_run_ += bytes_of(global);
+      }
+    }
+    plan.output_to_host.assign(rg.outputs.size(), 0);
+    plan.output_resident.assign(rg.outputs.size(), 0);
+    for (size_t k = 0; k < rg.outputs.size(); ++k) {
+      const ValueId global = plan.region.global_value[static_cast<size_t>(rg.outputs[k])];
+      const size_t v = static_cast<size_t>(global);
+      bool other_space = false;
+      for (const MemorySpace* space : read_in[v]) {
+        if (space == plan.space) plan.output_resident[k] = 1;
+        else other_space = true;
+      }
+      plan.output_to_host[k] = graph_output[v] || read_on_host[v] || other_space;
+      if (plan.output_to_host[k]) {
+        on_host[v] = 1;
+        ++copies_per_run_;
+        copy_bytes_per_run_ += bytes_of(global);
+      }
+    }
+  }
+  // A composite runs as one step: its members share the step of its last node.
+  std::vector<int64_t> node_step(g.nodes.size());
+  for (size_t k = 0; k < node_step.size(); ++k) node_step[k] = static_cast<int64_t>(k);
+  for (const Region& region : partition_.regions) {
+    for (const Composite& composite : region.composites) {
+      for (size_t node : composite.nodes) node_step[node] = static_cast<int64_t>(composite.nodes.back());
+    }
+  }
+  memory_plan_ = plan_memory(g, on_host, node_step);
+
+  region_summaries_.clear();
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    const RegionPlan& plan = *regions_[r];
+    const Region& region = partition_.regions[r];
+    RegionSummary summary;
+    summary.backend = plan.backend->name();
+    summary.memory_space = plan.space ? plan.space->name() : "host";
+    summary.node_count = region.nodes.size();
+    for (ValueId id : region.inputs) summary.inputs.push_back(g.value(id).name);
+    for (ValueId id : region.outputs) summary.outputs.push_back(g.value(id).name);
+    for (const Composite& composite : region.composites) summary.composites.push_back(composite_text(g, composite));
+    summary.payload_bytes = plan.payload.size();
+    region_summaries_.push_back(std::move(summary));
+  }
+  inputs_.clear();
+  outputs_.clear();
+  for (ValueId id : g.inputs) inputs_.push_back({g.value(id).name, g.value(id).type.dtype, g.value(id).type.dims});
   for (ValueId id : g.outputs) {
     const TensorType& t = g.value(id).type;
-    model->outputs_.push_back({g.value(id).name, t.dtype, t.rank_known ? t.dims : Shape{}});
+    outputs_.push_back({g.value(id).name, t.dtype, t.rank_known ? t.dims : Shape{}});
   }
-  return model;
 }
 
 int64_t CompiledModel::constant_bytes() const {
@@ -220,19 +437,17 @@ void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs) const
   }
 }
 
-std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs,
-                                       const std::vector<TensorView*>& caller_outputs,
-                                       std::vector<double>* node_milliseconds) const {
+std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, const std::vector<TensorView*>& caller_outputs,
+                                       RunProfile* profile) const {
   validate_inputs(inputs);
   if (!caller_outputs.empty() && caller_outputs.size() != outputs_.size()) {
     throw_user_error("the model has ", outputs_.size(), " outputs but ", caller_outputs.size(), " output buffers were given");
   }
   ArenaLease arena(*this);
-  RunStore store(graph_, memory_plan_, arena.buffer());
-  if (node_milliseconds) {
-    // placement_ lists graph_.nodes first, in order, then the folded nodes.
-    node_milliseconds->resize(placement_.size(), 0.0);
-    store.set_profile(node_milliseconds);
+  RunStore store(graph_, memory_plan_, arena.buffer(), poison_memory());
+  if (profile) {
+    profile->node_milliseconds.resize(placement_.size(), 0.0);
+    profile->region_milliseconds.resize(regions_.size(), 0.0);
   }
   for (size_t i = 0; i < inputs.size(); ++i) store.bind(graph_.inputs[i], inputs[i]);
   // Outputs computed by a node are written straight into the caller's buffer.
@@ -254,7 +469,10 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs,
       written_in_place[i] = 1;
     }
   }
-  for (const auto& region : regions_) region->run(store);
+  {
+    ResidentValues resident;
+    for (size_t r = 0; r < regions_.size(); ++r) run_region(*regions_[r], store, resident, profile, r);
+  }
   std::vector<Tensor> results(outputs_.size());
   for (size_t i = 0; i < outputs_.size(); ++i) {
     if (written_in_place[i]) continue;

@@ -1,6 +1,8 @@
-// A compiled model: the optimised graph, its regions compiled by backends, the
-// memory plan and the constants. Immutable after compile(); run() may be
-// called from several threads at once.
+// A compiled model: the optimised graph, its partition into regions, each
+// region compiled by its backend, the memory plan and the constants.
+// Made by compile() from a frontend's graph or by load() from a .tsr
+// artifact; immutable afterwards, so run() may be called from several
+// threads at once.
 #pragma once
 #include <map>
 #include <memory>
@@ -10,13 +12,25 @@
 
 #include "backends/backend.h"
 #include "ir/graph.h"
+#include "partition/partitioner.h"
 #include "runtime/memory_plan.h"
 
 namespace tessera {
 
+struct PlacementReport;
+struct RegionPlan;  // runtime/region_plan.h
+
 struct CompileOptions {
   std::map<std::string, Shape> input_shapes;  // by input name or symbolic dim name
   int num_threads = 1;
+  /// Backends by name, highest priority first; empty: every built-in backend
+  /// used by default, in its priority order. Unless strict, the native
+  /// backend is added last when missing, so every op can run.
+  std::vector<std::string> backends;
+  std::vector<std::pair<std::string, std::string>> place;  // selector → backend (PartitionPolicy::place)
+  std::vector<std::pair<std::string, std::string>> deny;   // backend → selector
+  int min_region_size = 1;
+  bool strict = false;
 };
 
 struct ValueDesc {
@@ -29,46 +43,88 @@ struct NodePlacement {
   std::string node_name;
   std::string op_type;
   std::string backend;  // "native", ...; "folded" for nodes evaluated at compile time
-  std::string note;     // e.g. "fused into 'conv_3'", "computed at compile time"
+  std::string note;     // e.g. "fused into 'conv_3' (pattern ConvActivation)", "computed at compile time"
+  int64_t region = -1;  // index into regions(), -1 for folded nodes
+  std::string why;      // the partitioner's reason for the backend
+};
+
+struct RegionSummary {
+  std::string backend;
+  std::string memory_space;  // "host" or the backend's space
+  size_t node_count = 0;     // graph nodes (composite members counted one by one)
+  std::vector<std::string> inputs;   // boundary values
+  std::vector<std::string> outputs;
+  std::vector<std::string> composites;  // "ConvActivation: conv_3, relu_3"
+  size_t payload_bytes = 0;
+};
+
+/// What a profiled run measured.
+struct RunProfile {
+  std::vector<double> node_milliseconds;    // per placement() row (folded nodes: 0)
+  std::vector<double> region_milliseconds;  // per region, copies into and out of it included
+  int64_t copies = 0;                       // tensor copies between memory spaces
+  int64_t copy_bytes = 0;
 };
 
 class CompiledModel {
  public:
   /// Runs the compile pipeline on `graph` (straight from a frontend).
   static std::unique_ptr<CompiledModel> compile(Graph graph, const CompileOptions& options);
+  /// Loads a .tsr artifact (no ONNX file needed). Only num_threads of the
+  /// options applies; anything that changes the plan is a user error.
+  static std::unique_ptr<CompiledModel> load(const std::string& path, const CompileOptions& options);
+  /// Writes the model as a .tsr artifact.
+  void save(const std::string& path) const;
   ~CompiledModel();
 
   const std::vector<ValueDesc>& inputs() const { return inputs_; }
   const std::vector<ValueDesc>& outputs() const { return outputs_; }
   const Graph& graph() const { return graph_; }
   const MemoryPlan& memory_plan() const { return memory_plan_; }
+  /// Every node of the model: executed nodes first (in graph order, as
+  /// profiles use), then nodes folded away at compile time.
   const std::vector<NodePlacement>& placement() const { return placement_; }
+  const std::vector<RegionSummary>& regions() const { return region_summaries_; }
+  /// Backend names in the partition's priority order.
+  const std::vector<std::string>& backend_names() const { return partition_.backends; }
   int64_t constant_bytes() const;
   /// Elements in the model's initializers, as imported (before folding).
   int64_t parameter_count() const { return parameter_count_; }
+  /// Copies between memory spaces one run makes (from the plan; values of
+  /// shapes known only at run time count as copies of 0 bytes here).
+  int64_t copies_per_run() const { return copies_per_run_; }
+  int64_t copy_bytes_per_run() const { return copy_bytes_per_run_; }
+  /// Where each node ran and why, for the table / JSON / DOT / HTML reports.
+  /// `profile` (optional) adds times.
+  PlacementReport placement_report(const std::string& model_name, const RunProfile* profile = nullptr) const;
 
   /// Runs on inputs given in model input order (the data is read in place).
   /// For each output, caller_outputs[i] (when given and non-null) is written
   /// in place and must have the output's dtype and shape; the other outputs
   /// are returned as owned tensors. Throws a user error on a bad input.
-  /// When node_milliseconds is given, it is resized to placement().size()
-  /// and each executed node's time is added to its entry (folded nodes: 0).
-  std::vector<Tensor> run(const std::vector<TensorView>& inputs,
-                          const std::vector<TensorView*>& caller_outputs = {},
-                          std::vector<double>* node_milliseconds = nullptr) const;
+  /// When `profile` is given, its vectors are resized and times are added.
+  std::vector<Tensor> run(const std::vector<TensorView>& inputs, const std::vector<TensorView*>& caller_outputs = {},
+                          RunProfile* profile = nullptr) const;
 
  private:
-  CompiledModel() = default;
+  CompiledModel();
   void validate_inputs(const std::vector<TensorView>& inputs) const;
+  /// After the regions exist: memory plan, copy plan, summaries, I/O descriptions.
+  void finish();
   class ArenaLease;
 
   Graph graph_;
   std::vector<ValueDesc> inputs_;
   std::vector<ValueDesc> outputs_;
-  std::vector<std::unique_ptr<Backend>> backends_;
-  std::vector<std::unique_ptr<ExecutableRegion>> regions_;
+  PartitionResult partition_;
+  std::vector<std::unique_ptr<Backend>> backends_;  // per partition_.backends (null when not built in; loads only)
+  std::vector<std::unique_ptr<RegionPlan>> regions_;
+  std::vector<RegionSummary> region_summaries_;
   MemoryPlan memory_plan_;
   std::vector<NodePlacement> placement_;
+  std::shared_ptr<const void> artifact_mapping_;  // constants and payloads of a loaded artifact point into it
+  int64_t copies_per_run_ = 0;
+  int64_t copy_bytes_per_run_ = 0;
   // Arenas of finished runs, reused by later ones (one per concurrent run at most).
   mutable std::mutex arena_mutex_;
   mutable std::vector<std::unique_ptr<Buffer>> free_arenas_;

@@ -1,10 +1,10 @@
-// Passes: activation fusion keeps results and only fuses where it may.
+// The native backend's ConvActivation pattern (Conv followed by Relu or
+// Clip, fused into the Conv's epilogue) keeps results and only fuses where it may.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "ir/verifier.h"
-#include "passes/fuse_activations.h"
 #include "runtime/session.h"
 #include "test_util.h"
 
@@ -41,18 +41,17 @@ Graph conv_activation_graph(const std::string& activation, bool extra_reader) {
   return g;
 }
 
-TEST(FuseActivations, FusedConvMatchesConvThenActivation) {
+TEST(ConvActivationPattern, FusedConvMatchesConvThenActivation) {
   for (const std::string activation : {"Relu", "Clip"}) {
     Graph g = conv_activation_graph(activation, false);
     auto fused = CompiledModel::compile(g, {});
-    ASSERT_EQ(fused->graph().nodes.size(), 1u) << activation;
-    EXPECT_TRUE(fused->graph().nodes[0].attrs.has("tessera_clamp"));
-    ASSERT_EQ(fused->graph().nodes[0].fused.size(), 1u);
-    EXPECT_EQ(fused->graph().nodes[0].fused[0].name, "act");
+    ASSERT_EQ(fused->regions().size(), 1u) << activation;
+    ASSERT_EQ(fused->regions()[0].composites.size(), 1u);
+    EXPECT_EQ(fused->regions()[0].composites[0], "ConvActivation: conv, act");
     // The unfused reference: the same graph, with the Conv's output also read elsewhere.
     Graph reference = conv_activation_graph(activation, true);
     auto unfused = CompiledModel::compile(reference, {});
-    EXPECT_EQ(unfused->graph().nodes.size(), 3u);
+    EXPECT_TRUE(unfused->regions()[0].composites.empty());
     Tensor x = random_float({1, 3, 9, 9}, 11);
     x.as<float>()[40] = NAN;
     Tensor got = fused->run({x.view()})[0];
@@ -69,25 +68,27 @@ TEST(FuseActivations, FusedConvMatchesConvThenActivation) {
   }
 }
 
-TEST(FuseActivations, LeavesGraphOutputsAndSharedValuesAlone) {
-  Graph shared = conv_activation_graph("Relu", true);
-  fuse_activations(shared);
-  EXPECT_EQ(shared.nodes.size(), 3u);
+TEST(ConvActivationPattern, LeavesGraphOutputsAndSharedValuesAlone) {
+  auto shared = CompiledModel::compile(conv_activation_graph("Relu", true), {});
+  EXPECT_TRUE(shared->regions()[0].composites.empty());
   Graph exposed = conv_activation_graph("Relu", false);
   exposed.outputs.push_back(exposed.nodes[0].outputs[0]);  // the Conv's output is also a graph output
-  fuse_activations(exposed);
-  EXPECT_EQ(exposed.nodes.size(), 2u);
-  verify_graph(exposed);
+  auto exposed_model = CompiledModel::compile(exposed, {});
+  EXPECT_TRUE(exposed_model->regions()[0].composites.empty());
+  Tensor x = random_float({1, 3, 9, 9}, 5);
+  std::vector<Tensor> out = exposed_model->run({x.view()});
+  ASSERT_EQ(out.size(), 2u);
+  for (int64_t i = 0; i < out[0].numel(); ++i) EXPECT_EQ(out[0].as<float>()[i], std::max(0.0f, out[1].as<float>()[i]));
 }
 
-TEST(FuseActivations, PlacementNamesTheFusedNode) {
+TEST(ConvActivationPattern, PlacementNamesTheFusedNode) {
   auto model = CompiledModel::compile(conv_activation_graph("Relu", false), {});
   bool found = false;
   for (const NodePlacement& p : model->placement()) {
     if (p.node_name == "act") {
       found = true;
       EXPECT_EQ(p.backend, "native");
-      EXPECT_EQ(p.note, "fused into 'conv'");
+      EXPECT_EQ(p.note, "fused into 'conv' (pattern ConvActivation)");
     }
   }
   EXPECT_TRUE(found);

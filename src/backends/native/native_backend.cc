@@ -3,10 +3,14 @@
 // were not known at compile time.
 #include "backends/native/native_backend.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
+#include <mutex>
 
 #include "backends/native/kernel.h"
+#include "backends/native/native_declarations.h"
 #include "backends/native/node_runner.h"
 #include "ir/error.h"
 #include "ir/op_schema.h"
@@ -23,8 +27,8 @@ using native::run_node;
 
 class NativeRegion : public ExecutableRegion {
  public:
-  NativeRegion(std::vector<CompiledNode> nodes, std::vector<size_t> indices, int num_threads)
-      : nodes_(std::move(nodes)), indices_(std::move(indices)), pool_(std::make_unique<ThreadPool>(num_threads)) {}
+  NativeRegion(std::vector<CompiledNode> nodes, std::deque<Node> lowered, std::shared_ptr<ThreadPool> pool)
+      : nodes_(std::move(nodes)), lowered_(std::move(lowered)), pool_(std::move(pool)) {}
 
   void run(ValueStore& store) const override {
     if (!store.profiling()) {
@@ -35,15 +39,14 @@ class NativeRegion : public ExecutableRegion {
       auto start = std::chrono::steady_clock::now();
       run_node(nodes_[i], store, *pool_);
       std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
-      store.node_finished(indices_[i], elapsed.count());
+      store.node_finished(i, elapsed.count());
     }
   }
-  std::vector<size_t> node_indices() const override { return indices_; }
 
  private:
   std::vector<CompiledNode> nodes_;
-  std::vector<size_t> indices_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::deque<Node> lowered_;  // nodes made from composites; CompiledNode points at them
+  std::shared_ptr<ThreadPool> pool_;
 };
 
 CompiledNode compile_node(const Graph& graph, const Node& node) {
@@ -69,24 +72,101 @@ CompiledNode compile_node(const Graph& graph, const Node& node) {
   return cn;
 }
 
+/// Turns a composite node of the region graph into the one node the native
+/// kernels run: ConvActivation becomes its Conv with the activation as the
+/// attribute tessera_clamp = [low, high], applied in the Conv's epilogue.
+Node lower_composite(const Graph& region, const Node& composite) {
+  const Attribute* pattern = composite.attrs.find("pattern");
+  const Attribute* body_attr = composite.attrs.find("body");
+  if (!pattern || !body_attr || !body_attr->graph) throw_user_error(composite.describe(), ": composite without pattern or body");
+  const Graph& body = *body_attr->graph;
+  if (pattern->s != native::kConvActivation || body.nodes.size() != 2 || body.nodes[0].op_type != "Conv" ||
+      body.inputs.size() != composite.inputs.size() || composite.outputs.size() != 1) {
+    throw_user_error(composite.describe(), ": the native backend cannot run composite '", pattern->s, "'");
+  }
+  // Body values map to region values through the body's inputs (same order
+  // as the composite node's); constants in the body are region constants.
+  auto to_region = [&](ValueId body_id) -> ValueId {
+    if (body_id == kNoValue) return kNoValue;
+    for (size_t i = 0; i < body.inputs.size(); ++i) {
+      if (body.inputs[i] == body_id) return composite.inputs[i];
+    }
+    throw_user_error(composite.describe(), ": composite body reads a value that is not one of its inputs");
+  };
+  Node conv = body.nodes[0];
+  for (ValueId& id : conv.inputs) id = to_region(id);
+  Node activation = body.nodes[1];
+  for (ValueId& id : activation.inputs) id = id == body.nodes[0].outputs[0] ? kNoValue : to_region(id);
+  const auto [low, high] = native::clamp_of_activation(region, activation);
+  conv.attrs.set("tessera_clamp", Attribute::of_floats({low, high}));
+  conv.outputs = composite.outputs;
+  conv.name = composite.name;
+  return conv;
+}
+
+/// The native payload: a tag and the node count. The plan's graph is the
+/// program; kernels re-prepare (pack weights) from its constants at load.
+constexpr char kPayloadMagic[8] = {'T', 'S', 'R', 'N', 'A', 'T', 'V', '1'};
+
+std::vector<uint8_t> make_payload(const Graph& region) {
+  std::vector<uint8_t> payload(kPayloadMagic, kPayloadMagic + 8);
+  const uint64_t count = region.nodes.size();
+  for (int i = 0; i < 8; ++i) payload.push_back(static_cast<uint8_t>(count >> (8 * i)));
+  return payload;
+}
+
 class NativeBackend : public Backend {
  public:
   std::string name() const override { return "native"; }
   std::string version() const override { return "1"; }
   std::string compatibility() const override { return "x86_64"; }
-  SupportDecision supports(const Graph&, const Node& node) const override {
-    if (!KernelRegistry::instance().find(node.domain, node.op_type)) {
-      return {false, "no native kernel for " + node.op_type};
+  const Declarations& declarations() const override { return native::native_declarations(); }
+
+  CompiledRegion compile(const Graph& region, const RegionOptions& options) const override {
+    CompiledRegion result;
+    result.payload = make_payload(region);
+    result.executable = build(region, options);
+    return result;
+  }
+
+  std::unique_ptr<ExecutableRegion> load(const Graph& region, std::span<const uint8_t> payload,
+                                         const RegionOptions& options) const override {
+    const std::vector<uint8_t> expected = make_payload(region);
+    if (payload.size() != expected.size() || !std::equal(payload.begin(), payload.end(), expected.begin())) {
+      throw_user_error("native backend payload does not match its region (", region.nodes.size(), " nodes)");
     }
-    return {true, ""};
+    return build(region, options);
   }
-  std::unique_ptr<ExecutableRegion> compile(const Graph& graph, const std::vector<size_t>& nodes,
-                                            const RegionOptions& options) const override {
+
+ private:
+  std::unique_ptr<ExecutableRegion> build(const Graph& region, const RegionOptions& options) const {
+    std::deque<Node> lowered;
     std::vector<CompiledNode> compiled;
-    compiled.reserve(nodes.size());
-    for (size_t index : nodes) compiled.push_back(compile_node(graph, graph.nodes[index]));
-    return std::make_unique<NativeRegion>(std::move(compiled), nodes, options.num_threads);
+    compiled.reserve(region.nodes.size());
+    for (const Node& node : region.nodes) {
+      if (node.domain == "tessera" && node.op_type == "Composite") {
+        lowered.push_back(lower_composite(region, node));
+        compiled.push_back(compile_node(region, lowered.back()));
+      } else {
+        compiled.push_back(compile_node(region, node));
+      }
+    }
+    return std::make_unique<NativeRegion>(std::move(compiled), std::move(lowered), pool(options.num_threads));
   }
+
+  /// One intra-op pool per backend instance (one per compiled model), shared
+  /// by all its regions, so that many regions never mean many spinning pools.
+  std::shared_ptr<ThreadPool> pool(int num_threads) const {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    if (!pool_ || pool_threads_ != num_threads) {
+      pool_ = std::make_shared<ThreadPool>(num_threads);
+      pool_threads_ = num_threads;
+    }
+    return pool_;
+  }
+  mutable std::mutex pool_mutex_;
+  mutable std::shared_ptr<ThreadPool> pool_;
+  mutable int pool_threads_ = 0;
 };
 
 /// A ValueStore over local tensors, for evaluating single nodes.

@@ -87,7 +87,7 @@ void infer_conv_transpose(InferContext& ctx) {
 
 void register_nn_conv_ops(OpRegistry& registry) {
   // Conv also carries `tessera_clamp` ([low, high], floats) when the
-  // fuse_activations pass has folded a following Relu or Clip into it.
+  // native backend has fused a following Relu or Clip into it (pattern ConvActivation).
   std::vector<AttributeSpec> conv_attrs = conv_attributes(false);
   conv_attrs.push_back({"tessera_clamp", Attribute::Kind::kFloats});
   registry.add({.op_type = "Conv",

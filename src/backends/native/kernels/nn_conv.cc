@@ -281,7 +281,7 @@ std::shared_ptr<void> prepare_conv(const Node& node, const std::vector<const Ten
   return state;
 }
 
-/// The clamp a fused Relu or Clip left on the node (fuse_activations pass), if any.
+/// The clamp a fused Relu or Clip left on the node (native ConvActivation pattern), if any.
 std::optional<GemmClamp> fused_clamp(const KernelContext& ctx) {
   std::vector<float> bounds = ctx.attrs().get_floats_or("tessera_clamp", {});
   if (bounds.empty()) return std::nullopt;

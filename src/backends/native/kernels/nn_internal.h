@@ -41,7 +41,7 @@ DepthwisePlaneFn best_depthwise_plane();
 // ---------------------------------------------------------------- GEMM ----
 
 /// A clamp applied to C as the last step of a GEMM (a Relu or Clip fused into
-/// the producing Conv by the fuse_activations pass).
+/// the producing Conv by the native ConvActivation pattern).
 struct GemmClamp {
   float lo;
   float hi;

@@ -1,0 +1,86 @@
+// The .tsr artifact: one file holding a compiled model's plan (graph with
+// static types, partition, placement), its constants and each region's
+// compiled payload.
+//
+// Layout (all integers little-endian):
+//   header   64 bytes: magic "TSRARTF\0", format version, flags, file size,
+//            manifest offset and size, blob area offset and size, and a
+//            64-bit checksum of the whole file computed with the checksum
+//            field zeroed.
+//   manifest the plan, in Tessera's own tagged binary encoding: graph
+//            (values, nodes with attributes and subgraphs, inputs, outputs,
+//            metadata), backend names, regions (backend, payload version,
+//            compatibility string, nodes, composites, payload blob), per-node
+//            decisions, placement, parameter count.
+//   blobs    constants and payloads, each at a 64-byte aligned offset, so
+//            loading maps the file and points constants into the mapping.
+// Every count, length and offset is checked against the bytes that are
+// really there before use; a truncated, corrupted or hostile file is a user
+// error naming what is wrong, never a crash.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "partition/partitioner.h"
+
+namespace tessera {
+
+constexpr uint32_t kArtifactFormatVersion = 1;
+
+struct ArtifactRegion {
+  std::string backend;
+  std::string backend_version;
+  std::string compatibility;
+  std::vector<size_t> nodes;  // global node indices, in execution order
+  std::vector<Composite> composites;
+  /// When saving: the bytes to store. When loading: a view into the mapping.
+  std::span<const uint8_t> payload;
+};
+
+struct ArtifactPlacement {
+  std::string node_name;
+  std::string op_type;
+  std::string backend;
+  std::string note;
+};
+
+struct Artifact {
+  Graph graph;  // nodes in region order; constants point into `mapping` after loading
+  std::vector<std::string> backends;  // partition's backend names, priority order
+  std::vector<ArtifactRegion> regions;
+  std::vector<NodeDecision> decisions;  // per graph node
+  std::vector<ArtifactPlacement> placement;
+  int64_t parameter_count = 0;
+  /// Keeps the mapped file alive while constants or payloads point into it.
+  std::shared_ptr<const void> mapping;
+};
+
+/// Writes the artifact (to a temporary file renamed into place, so a failed
+/// save never leaves a half-written file under `path`). Throws a user error
+/// when the file cannot be written.
+void save_artifact(const std::string& path, const Artifact& artifact);
+
+/// Maps and checks an artifact: header, checksum, every length and offset,
+/// graph structure (ids in range, topological order, names unique, nodes'
+/// arity and attribute kinds against their op schemas; subgraphs too),
+/// constant sizes against their dtype and shape, regions and composites
+/// against the graph (every node in exactly one region, regions in an order
+/// that runs), one decision per node whose backend is its region's, with one
+/// refusal entry per backend. Does not check backends (the runtime does) or
+/// shapes against the op schemas (check_inferred_types does). Throws a user
+/// error naming the file and the problem. Constants are read-only views of
+/// the mapping.
+Artifact load_artifact(const std::string& path);
+
+/// Same, from bytes in memory (for tests and fuzzing; `keep_alive` owns them).
+Artifact load_artifact_from_memory(std::span<const uint8_t> bytes, std::shared_ptr<const void> keep_alive,
+                                   const std::string& name);
+
+/// True when the file starts with the artifact magic (to tell .tsr from ONNX).
+bool is_artifact_file(const std::string& path);
+
+}  // namespace tessera

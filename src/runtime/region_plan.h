@@ -1,0 +1,76 @@
+// Runtime-internal: one region of a compiled model and the per-run stores
+// its backend reads and writes values through.
+#pragma once
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backends/backend.h"
+#include "partition/partitioner.h"
+#include "runtime/memory_plan.h"
+#include "runtime/session.h"
+
+namespace tessera {
+
+struct RegionPlan {
+  size_t backend_index = 0;
+  const Backend* backend = nullptr;
+  MemorySpace* space = nullptr;  // null: host memory
+  RegionGraph region;
+  std::vector<uint8_t> payload_owned;  // compiled here; empty for a loaded artifact
+  std::span<const uint8_t> payload;    // into payload_owned or the artifact mapping
+  std::unique_ptr<ExecutableRegion> executable;
+  std::vector<size_t> anchor_node;  // per region-graph node: the global node its time is reported on
+  // Device regions only, per region input / output:
+  std::vector<char> input_resident;   // already in this space (an earlier region of the same space made it)
+  std::vector<char> output_to_host;   // a host copy is needed (graph output, or read by another space)
+  std::vector<char> output_resident;  // kept in this space for later regions of the same space
+};
+
+/// Values of one run in host memory, by global value id: inputs point at the
+/// caller's data, intermediates into the arena, outputs at caller buffers or
+/// owned tensors, dynamic values owned.
+class RunStore {
+ public:
+  RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison);
+  const TensorView& get(ValueId id) { return views_[static_cast<size_t>(id)]; }
+  TensorView& output(ValueId id);
+  void allocate(ValueId id);
+  void bind(ValueId id, const TensorView& view) { views_[static_cast<size_t>(id)] = view; }
+  /// The owned tensor holding a value, or a copy when the value lives elsewhere.
+  Tensor take(ValueId id);
+
+ private:
+  const Graph& graph_;
+  std::vector<TensorView> views_;
+  std::vector<Tensor> owned_;
+  bool poison_;
+};
+
+/// Device-space values of one run that outlive the region that made them
+/// (read by later regions of the same space); freed when the run ends.
+class ResidentValues {
+ public:
+  ResidentValues() = default;
+  ResidentValues(const ResidentValues&) = delete;
+  ResidentValues& operator=(const ResidentValues&) = delete;
+  ~ResidentValues();
+  void put(ValueId id, MemorySpace* space, const TensorView& view);
+  const TensorView* find(ValueId id, const MemorySpace* space) const;
+
+ private:
+  struct Entry {
+    ValueId id;
+    MemorySpace* space;
+    TensorView view;
+  };
+  std::vector<Entry> entries_;
+};
+
+/// Runs one region against the run's values: host regions read and write the
+/// RunStore directly; device regions get their inputs copied in (unless
+/// resident) and their outputs copied out where the plan says so.
+void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& resident, RunProfile* profile,
+                size_t region_index);
+
+}  // namespace tessera

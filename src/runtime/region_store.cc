@@ -1,0 +1,211 @@
+// Per-run value stores and the execution of one region, with the copies
+// between memory spaces that the plan calls for (see region_plan.h).
+#include <chrono>
+#include <cstring>
+
+#include "ir/error.h"
+#include "runtime/region_plan.h"
+
+namespace tessera {
+
+RunStore::RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison)
+    : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()), poison_(poison) {
+  auto* base = static_cast<char*>(arena.data());
+  if (poison) std::memset(base, 0xFF, arena.size());
+  for (size_t i = 0; i < graph.values.size(); ++i) {
+    const Value& v = graph.values[i];
+    if (v.constant) {
+      views_[i] = v.constant->view();
+    } else if (v.type.is_static()) {
+      views_[i].dtype = v.type.dtype;
+      views_[i].shape = v.type.dims;
+      if (plan.offsets[i] != MemoryPlan::kNotPlanned) views_[i].data = base + plan.offsets[i];
+    }
+  }
+}
+
+TensorView& RunStore::output(ValueId id) {
+  TensorView& v = views_[static_cast<size_t>(id)];
+  if (!v.data && graph_.value(id).type.is_static()) allocate(id);
+  return v;
+}
+
+void RunStore::allocate(ValueId id) {
+  TensorView& v = views_[static_cast<size_t>(id)];
+  owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
+  v.data = owned_[static_cast<size_t>(id)].data();
+  if (poison_) std::memset(v.data, 0xFF, owned_[static_cast<size_t>(id)].nbytes());
+}
+
+Tensor RunStore::take(ValueId id) {
+  const TensorView& v = views_[static_cast<size_t>(id)];
+  Tensor& t = owned_[static_cast<size_t>(id)];
+  if (t.defined() && t.data() == v.data && t.shape() == v.shape) return t;
+  return Tensor::from_view(v);
+}
+
+ResidentValues::~ResidentValues() {
+  for (Entry& e : entries_) e.space->deallocate(e.view.data);
+}
+
+void ResidentValues::put(ValueId id, MemorySpace* space, const TensorView& view) {
+  entries_.push_back({id, space, view});
+}
+
+const TensorView* ResidentValues::find(ValueId id, const MemorySpace* space) const {
+  for (const Entry& e : entries_) {
+    if (e.id == id && e.space == space) return &e.view;
+  }
+  return nullptr;
+}
+
+namespace {
+
+/// Reports a region node's time on the global node the placement lists it under.
+void add_node_time(RunProfile* profile, const RegionPlan& plan, size_t node_index, double milliseconds) {
+  if (profile && node_index < plan.anchor_node.size()) profile->node_milliseconds[plan.anchor_node[node_index]] += milliseconds;
+}
+
+/// A host region reads and writes the run's values in place.
+class HostRegionStore : public ValueStore {
+ public:
+  HostRegionStore(const RegionPlan& plan, RunStore& store, RunProfile* profile)
+      : plan_(plan), store_(store), profile_(profile) {}
+  const TensorView& get(ValueId id) override { return store_.get(global(id)); }
+  TensorView& output(ValueId id) override { return store_.output(global(id)); }
+  void allocate(ValueId id) override { store_.allocate(global(id)); }
+  bool profiling() const override { return profile_ != nullptr; }
+  void node_finished(size_t node_index, double milliseconds) override {
+    add_node_time(profile_, plan_, node_index, milliseconds);
+  }
+
+ private:
+  ValueId global(ValueId local) const { return plan_.region.global_value[static_cast<size_t>(local)]; }
+  const RegionPlan& plan_;
+  RunStore& store_;
+  RunProfile* profile_;
+};
+
+/// A device region's values: inputs copied into its space (or found
+/// resident), everything it computes allocated in its space.
+class DeviceRegionStore : public ValueStore {
+ public:
+  DeviceRegionStore(const RegionPlan& plan, RunStore& store, ResidentValues& resident, RunProfile* profile)
+      : plan_(plan), space_(*plan.space), store_(store), resident_(resident), profile_(profile),
+        views_(plan.region.graph.values.size()), owned_(plan.region.graph.values.size(), 0) {
+    const Graph& g = plan.region.graph;
+    for (size_t i = 0; i < g.values.size(); ++i) {
+      const Value& v = g.values[i];
+      if (v.constant) {
+        views_[i] = v.constant->view();  // host constants: the backend keeps its own device copies
+      } else {
+        views_[i].dtype = v.type.dtype;
+        if (v.type.is_static()) views_[i].shape = v.type.dims;
+      }
+    }
+    for (size_t k = 0; k < g.inputs.size(); ++k) {
+      const ValueId local = g.inputs[k];
+      const ValueId global = plan.region.global_value[static_cast<size_t>(local)];
+      if (plan.input_resident[k]) {
+        const TensorView* on_device = resident.find(global, plan.space);
+        if (!on_device) throw_internal_error("region input '", g.value(local).name, "' is not resident in ", space_.name());
+        views_[static_cast<size_t>(local)] = *on_device;
+        continue;
+      }
+      const TensorView& host = store.get(global);
+      TensorView& device = views_[static_cast<size_t>(local)];
+      device.dtype = host.dtype;
+      device.shape = host.shape;
+      allocate(local);
+      space_.copy_from_host(device.data, host.data, host.nbytes());
+      count_copy(host.nbytes());
+    }
+  }
+
+  ~DeviceRegionStore() override {
+    for (size_t i = 0; i < views_.size(); ++i) {
+      if (owned_[i]) space_.deallocate(views_[i].data);
+    }
+  }
+
+  const TensorView& get(ValueId id) override { return views_[static_cast<size_t>(id)]; }
+  TensorView& output(ValueId id) override {
+    TensorView& v = views_[static_cast<size_t>(id)];
+    if (!v.data && plan_.region.graph.value(id).type.is_static()) allocate(id);
+    return v;
+  }
+  void allocate(ValueId id) override {
+    TensorView& v = views_[static_cast<size_t>(id)];
+    if (owned_[static_cast<size_t>(id)]) space_.deallocate(v.data);
+    v.data = space_.allocate(v.nbytes());
+    owned_[static_cast<size_t>(id)] = 1;
+  }
+  bool profiling() const override { return profile_ != nullptr; }
+  void node_finished(size_t node_index, double milliseconds) override {
+    add_node_time(profile_, plan_, node_index, milliseconds);
+  }
+
+  /// Copies outputs to the host where needed and hands resident ones over.
+  void finish() {
+    const Graph& g = plan_.region.graph;
+    for (size_t k = 0; k < g.outputs.size(); ++k) {
+      const size_t local = static_cast<size_t>(g.outputs[k]);
+      const ValueId global = plan_.region.global_value[local];
+      const TensorView& device = views_[local];
+      if (!device.data && device.numel() != 0) {
+        throw_internal_error("backend '", plan_.backend->name(), "' did not write region output '", g.values[local].name, "'");
+      }
+      if (plan_.output_to_host[k]) {
+        TensorView& host = store_.output(global);
+        if (!host.data) {
+          host.dtype = device.dtype;
+          host.shape = device.shape;
+          store_.allocate(global);
+        }
+        if (host.nbytes() != device.nbytes()) throw_internal_error("region output '", g.values[local].name, "' changed size");
+        space_.copy_to_host(host.data, device.data, device.nbytes());
+        count_copy(device.nbytes());
+      }
+      if (plan_.output_resident[k] && owned_[local]) {
+        resident_.put(global, plan_.space, device);
+        owned_[local] = 0;
+      }
+    }
+  }
+
+ private:
+  void count_copy(size_t bytes) {
+    if (!profile_) return;
+    ++profile_->copies;
+    profile_->copy_bytes += static_cast<int64_t>(bytes);
+  }
+
+  const RegionPlan& plan_;
+  MemorySpace& space_;
+  RunStore& store_;
+  ResidentValues& resident_;
+  RunProfile* profile_;
+  std::vector<TensorView> views_;
+  std::vector<char> owned_;
+};
+
+}  // namespace
+
+void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& resident, RunProfile* profile,
+                size_t region_index) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!plan.space) {
+    HostRegionStore region_store(plan, store, profile);
+    plan.executable->run(region_store);
+  } else {
+    DeviceRegionStore region_store(plan, store, resident, profile);
+    plan.executable->run(region_store);
+    region_store.finish();
+  }
+  if (profile) {
+    std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+    profile->region_milliseconds[region_index] += elapsed.count();
+  }
+}
+
+}  // namespace tessera
