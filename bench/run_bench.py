@@ -3,13 +3,14 @@
 
 Exports each model from PyTorch with seeded random weights (once, cached in
 --work), then for each thread count times the same ONNX file on the same
-inputs with `tessera bench` and with ONNX Runtime (bench/ort_bench.js), one
-after the other, and prints each median latency and the ratio to ONNX
-Runtime (< 1 means Tessera is faster).
+inputs with `tessera bench` (once per backend configuration: native only,
+and oneDNN + native) and with ONNX Runtime (bench/ort_bench.js), one after
+the other, and prints each median latency and its ratio to ONNX Runtime's
+(< 1 means Tessera is faster).
 
 Usage: /usr/bin/python3 bench/run_bench.py [--tessera build/tessera] [--work build/bench]
            [--threads 1,2] [--iterations 20] [--warmup 5] [--models resnet50,mobilenet_v2,bert_base]
-           [--json FILE]
+           [--configs native,dnnl+native] [--json FILE]
 ONNX Runtime comes from npm: `npm install --ignore-scripts` in bench/ (the flag
 skips a GPU download that fails here; the CPU library ships in the package).
 The script runs that install itself when bench/node_modules is missing.
@@ -38,9 +39,9 @@ def ensure_onnxruntime():
         subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=HERE, check=True)
 
 
-def tessera_median(tessera, path, inputs, threads, warmup, iterations):
+def tessera_median(tessera, path, inputs, threads, warmup, iterations, backends):
     cmd = [tessera, "bench", path, "--threads", str(threads), "--warmup", str(warmup), "--iterations",
-           str(iterations), "--json"] + sum((["--input", "%s=%s" % kv] for kv in inputs), [])
+           str(iterations), "--json", "--backends", backends] + sum((["--input", "%s=%s" % kv] for kv in inputs), [])
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError("tessera: " + out.stderr.strip())
@@ -64,12 +65,18 @@ def main():
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--models", default="resnet50,mobilenet_v2,bert_base")
+    parser.add_argument("--configs", default="native,dnnl+native",
+                        help="Tessera backend lists to time, comma-separated, '+' between backends")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     ensure_onnxruntime()
     torch.set_num_threads(1)
+    configs = args.configs.split(",")
     rows = []
-    print("%-14s %7s %14s %14s %8s" % ("model", "threads", "tessera ms", "onnxruntime ms", "ratio"))
+    header = "%-14s %7s" % ("model", "threads")
+    for config in configs:
+        header += " %16s %7s" % (config + " ms", "ratio")
+    print(header + " %15s" % "onnxruntime ms")
     for name in args.models.split(","):
         folder = os.path.join(args.work, name)
         path = os.path.join(folder, "model.onnx")
@@ -78,11 +85,18 @@ def main():
             check_models.export(name, args.work)
         inputs = [(n, os.path.join(folder, n + ".npy")) for n in input_names]
         for threads in [int(t) for t in args.threads.split(",")]:
-            ours = tessera_median(os.path.abspath(args.tessera), path, inputs, threads, args.warmup, args.iterations)
             theirs = ort_median(path, inputs, threads, args.warmup, args.iterations)
-            rows.append({"model": name, "threads": threads, "tessera_ms": ours, "onnxruntime_ms": theirs,
-                         "ratio": ours / theirs})
-            print("%-14s %7d %14.2f %14.2f %8.2f" % (name, threads, ours, theirs, ours / theirs), flush=True)
+            row = {"model": name, "threads": threads, "onnxruntime_ms": theirs}
+            line = "%-14s %7d" % (name, threads)
+            for config in configs:
+                backends = config.replace("+", ",")
+                ours = tessera_median(os.path.abspath(args.tessera), path, inputs, threads, args.warmup,
+                                      args.iterations, backends)
+                row[config + "_ms"] = ours
+                row[config + "_ratio"] = ours / theirs
+                line += " %16.2f %7.2f" % (ours, ours / theirs)
+            rows.append(row)
+            print(line + " %15.2f" % theirs, flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

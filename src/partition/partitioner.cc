@@ -121,10 +121,15 @@ class Partitioner {
       return !denied(backend, graph_.nodes[node]);
     };
 
-    // 1. Patterns, by backend priority, then declaration order.
+    // 1. Patterns, by backend priority, then declaration order. A pattern
+    // never takes a node that a backend of higher priority claims on its own.
+    std::vector<char> claimed_above(n, 0);
     for (size_t b = 0; b < backends_.size(); ++b) {
       std::vector<char> excluded(n, 0);
-      for (size_t i = 0; i < n; ++i) excluded[i] = assigned[i] >= 0 || !allowed_on(i, b);
+      for (size_t i = 0; i < n; ++i) excluded[i] = assigned[i] >= 0 || !allowed_on(i, b) || (claimed_above[i] && forced_[i] < 0);
+      for (size_t i = 0; i < n; ++i) {
+        if (base_refusals_[i][b].empty() && demoted[i].empty()) claimed_above[i] = 1;
+      }
       for (const DeclaredPattern& pattern : backends_[b].declarations->patterns()) {
         for (size_t root = n; root-- > 0;) {
           if (excluded[root]) continue;
@@ -178,14 +183,14 @@ class Partitioner {
       if (assigned[i] >= 0) continue;
       if (policy_.strict || policy_.fallback < 0) {
         std::string line = "  " + node.describe() + ":";
-        for (size_t b = 0; b < backends_.size(); ++b) line += " " + backends_[b].name + ": " + decision.refusals[b] + ";";
+        for (size_t b = 0; b < backends_.size(); ++b) line += (b ? "; " : " ") + backends_[b].name + ": " + decision.refusals[b];
         unclaimed.push_back(line);
         continue;
       }
       throw_unsupported(node.describe(), ": no backend can run it:",
                         [&] {
                           std::string all;
-                          for (size_t b = 0; b < backends_.size(); ++b) all += " " + backends_[b].name + ": " + decision.refusals[b] + ";";
+                          for (size_t b = 0; b < backends_.size(); ++b) all += (b ? "; " : " ") + backends_[b].name + ": " + decision.refusals[b];
                           return all;
                         }());
     }

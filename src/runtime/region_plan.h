@@ -22,7 +22,8 @@ struct RegionPlan {
   std::unique_ptr<ExecutableRegion> executable;
   std::vector<size_t> anchor_node;  // per region-graph node: the global node its time is reported on
   // Device regions only, per region input / output:
-  std::vector<char> input_resident;   // already in this space (an earlier region of the same space made it)
+  std::vector<char> input_resident;   // already in this space (made or copied in by an earlier region of it)
+  std::vector<char> input_keep;       // copied in here and kept in the space for later regions of it
   std::vector<char> output_to_host;   // a host copy is needed (graph output, or read by another space)
   std::vector<char> output_resident;  // kept in this space for later regions of the same space
 };

@@ -119,6 +119,10 @@ class DeviceRegionStore : public ValueStore {
       allocate(local);
       space_.copy_from_host(device.data, host.data, host.nbytes());
       count_copy(host.nbytes());
+      if (plan.input_keep[k]) {
+        resident.put(global, plan.space, device);
+        owned_[static_cast<size_t>(local)] = 0;
+      }
     }
   }
 

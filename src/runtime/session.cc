@@ -46,9 +46,12 @@ bool verify_between_passes() {
 #endif
 }
 
-void after_pass(const Graph& graph, const char* pass) {
+/// Dumps the graph when asked and, where the graph is complete (`verify`),
+/// checks its invariants. infer_and_fold leaves folded nodes in place until
+/// eliminate_dead_nodes removes them, so the graph is only checked after that.
+void after_pass(const Graph& graph, const char* pass, bool verify = true) {
   if (dump_after_each_pass()) std::cerr << "// after " << pass << "\n" << print_graph(graph);
-  if (verify_between_passes()) {
+  if (verify && verify_between_passes()) {
     try {
       verify_graph(graph);
     } catch (const Error& e) {
@@ -130,7 +133,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   std::vector<std::pair<std::string, std::string>> nodes_before;  // name, op
   for (const Node& node : graph.nodes) nodes_before.emplace_back(node.name, node.op_type);
   infer_and_fold(graph, evaluate_node_natively);
-  after_pass(graph, "infer_and_fold");
+  after_pass(graph, "infer_and_fold", /*verify=*/false);
   eliminate_dead_nodes(graph);
   after_pass(graph, "eliminate_dead_nodes");
 
@@ -335,6 +338,7 @@ void CompiledModel::finish() {
     }
   }
 
+  std::vector<std::set<const MemorySpace*>> copied_into(num_values);  // spaces a host value was copied into and kept
   // Values that live in host memory get arena offsets: every value of a host
   // region, and device outputs that are copied back.
   std::vector<char> on_host(num_values, 0);
@@ -354,14 +358,22 @@ void CompiledModel::finish() {
       continue;
     }
     plan.input_resident.assign(rg.inputs.size(), 0);
+    plan.input_keep.assign(rg.inputs.size(), 0);
     for (size_t k = 0; k < rg.inputs.size(); ++k) {
       const ValueId global = plan.region.global_value[static_cast<size_t>(rg.inputs[k])];
       const int64_t producer = producer_region[static_cast<size_t>(global)];
-      plan.input_resident[k] = producer >= 0 && regions_[static_cast<size_t>(producer)]->space == plan.space;
-      if (!plan.input_resident[k]) {
-        ++copies_per_run_;
-        copy_bytes_per_run_ += bytes_of(global);
+      const bool made_here = producer >= 0 && regions_[static_cast<size_t>(producer)]->space == plan.space;
+      const bool copied_before = copied_into[static_cast<size_t>(global)].count(plan.space) != 0;
+      plan.input_resident[k] = made_here || copied_before;
+      if (plan.input_resident[k]) continue;
+      ++copies_per_run_;
+      copy_bytes_per_run_ += bytes_of(global);
+      // A later region of this space that reads it too finds it there.
+      for (size_t later = r + 1; later < regions_.size(); ++later) {
+        if (regions_[later]->space != plan.space) continue;
+        for (ValueId in : partition_.regions[later].inputs) plan.input_keep[k] |= in == global;
       }
+      if (plan.input_keep[k]) copied_into[static_cast<size_t>(global)].insert(plan.space);
     }
     plan.output_to_host.assign(rg.outputs.size(), 0);
     plan.output_resident.assign(rg.outputs.size(), 0);

@@ -3,11 +3,15 @@
 //
 //   tessera_conformance CASES_DIR [--filter SUBSTRING] [--report FILE]
 //                       [--expect-pass LIST] [--write-passing LIST] [--threads N]
+//                       [--backends LIST] [--strict]
 //
 // CASES_DIR/<case>/model.onnx with test_data_set_*/input_*.pb and output_*.pb.
 // Outcomes: passed, failed (wrong values or an unexpected error), unsupported
 // (a clear Tessera error saying what is not supported), crashed (signal),
 // timeout. With --expect-pass, exits 1 when a listed case does not pass.
+// --backends (comma-separated, highest priority first) and --strict go to
+// CompileOptions; a passing case then reports which backends ran its nodes,
+// so the summary can count the cases a backend other than native took.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,13 +106,42 @@ std::string compare(const Tensor& actual, const Tensor& expected, const std::str
   return "";
 }
 
+struct RunSettings {
+  int threads = 1;
+  std::vector<std::string> backends;
+  bool strict = false;
+};
+
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream stream(list);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+/// "ran on: dnnl,native" — the backends of the nodes that executed (folded nodes excluded).
+std::string backends_that_ran(const CompiledModel& model) {
+  std::vector<std::string> names;
+  for (const NodePlacement& p : model.placement()) {
+    if (p.region >= 0 && std::find(names.begin(), names.end(), p.backend) == names.end()) names.push_back(p.backend);
+  }
+  std::string out = "ran on: ";
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? "," : "") + names[i];
+  return out;
+}
+
 /// Runs one case in this process. Returns the outcome and writes a message.
-Outcome run_case(const fs::path& dir, int threads, std::string& message) {
+Outcome run_case(const fs::path& dir, const RunSettings& settings, std::string& message) {
   try {
     Graph graph = onnx_frontend::import_onnx_file((dir / "model.onnx").string());
     const bool random = draws_random_numbers(graph);
     CompileOptions options;
-    options.num_threads = threads;
+    options.num_threads = settings.threads;
+    options.backends = settings.backends;
+    options.strict = settings.strict;
     // Node tests give every input's shape in the model; datasets fix them anyway.
     std::vector<fs::path> sets;
     for (const auto& entry : fs::directory_iterator(dir)) {
@@ -154,10 +187,11 @@ Outcome run_case(const fs::path& dir, int threads, std::string& message) {
         std::string diff = compare(actual[i], as_bfloat16_if_stored_as_bits(expected[i], actual[i].dtype()),
                                    model->outputs()[i].name);
         if (!diff.empty()) {
-          message = diff;
+          message = diff + " (" + backends_that_ran(*model) + ")";
           return kFailed;
         }
       }
+      if (!settings.backends.empty()) message = backends_that_ran(*model);
     }
     return random ? kRandom : kPassed;
   } catch (const Error& e) {
@@ -169,7 +203,7 @@ Outcome run_case(const fs::path& dir, int threads, std::string& message) {
   }
 }
 
-Outcome run_case_isolated(const fs::path& dir, int threads, std::string& message) {
+Outcome run_case_isolated(const fs::path& dir, const RunSettings& settings, std::string& message) {
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) {
     message = "pipe failed";
@@ -180,7 +214,7 @@ Outcome run_case_isolated(const fs::path& dir, int threads, std::string& message
     close(pipe_fds[0]);
     alarm(120);
     std::string msg;
-    Outcome outcome = run_case(dir, threads, msg);
+    Outcome outcome = run_case(dir, settings, msg);
     if (msg.size() > 4000) msg.resize(4000);
     ssize_t written = write(pipe_fds[1], msg.data(), msg.size());
     (void)written;
@@ -223,12 +257,12 @@ std::set<std::string> read_list(const std::string& path) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: tessera_conformance CASES_DIR [--filter S] [--report FILE] [--expect-pass LIST] "
-                 "[--write-passing LIST] [--threads N] [--verbose]\n";
+                 "[--write-passing LIST] [--threads N] [--backends LIST] [--strict] [--verbose]\n";
     return 2;
   }
   fs::path cases_dir = argv[1];
   std::string filter, report_path, expect_path, write_path;
-  int threads = 1;
+  RunSettings settings;
   bool verbose = false;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
@@ -237,7 +271,9 @@ int main(int argc, char** argv) {
     else if (a == "--report") report_path = value();
     else if (a == "--expect-pass") expect_path = value();
     else if (a == "--write-passing") write_path = value();
-    else if (a == "--threads") threads = std::stoi(value());
+    else if (a == "--threads") settings.threads = std::stoi(value());
+    else if (a == "--backends") settings.backends = split_commas(value());
+    else if (a == "--strict") settings.strict = true;
     else if (a == "--verbose") verbose = true;
     else {
       std::cerr << "unknown option " << a << "\n";
@@ -257,12 +293,16 @@ int main(int argc, char** argv) {
   std::sort(cases.begin(), cases.end());
   std::map<std::string, Outcome> outcomes;
   int counts[6] = {0, 0, 0, 0, 0, 0};
+  std::map<std::string, int> passed_on;  // backend → passing cases that ran at least one node on it
   std::ofstream report;
   if (!report_path.empty()) report.open(report_path);
   for (const fs::path& dir : cases) {
     std::string message;
-    Outcome outcome = run_case_isolated(dir, threads, message);
+    Outcome outcome = run_case_isolated(dir, settings, message);
     std::string name = dir.filename().string();
+    if (outcome == kPassed && message.rfind("ran on: ", 0) == 0) {
+      for (const std::string& backend : split_commas(message.substr(8))) ++passed_on[backend];
+    }
     outcomes[name] = outcome;
     ++counts[outcome];
     std::replace(message.begin(), message.end(), '\n', ' ');
@@ -276,6 +316,9 @@ int main(int argc, char** argv) {
             << counts[kUnsupported] << " unsupported, " << counts[kRandom] << " random (dtype and shape checked), "
             << counts[kCrashed] << " crashed, " << counts[kTimeout]
             << " timed out, of " << cases.size() << " cases\n";
+  for (const auto& [backend, count] : passed_on) {
+    std::cout << "conformance: " << count << " passing cases ran nodes on " << backend << "\n";
+  }
   if (!write_path.empty()) {
     std::ofstream out(write_path);
     out << "# ONNX node conformance cases that pass (tests/conformance/README.md). Only grows.\n";

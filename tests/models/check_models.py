@@ -2,8 +2,10 @@
 """Exports PyTorch models with seeded random weights to ONNX, runs them in
 PyTorch and through `tessera run`, and checks that the outputs agree.
 
-Usage: /usr/bin/python3 tests/models/check_models.py --tessera build/tessera --work DIR MODEL [MODEL ...]
-       (MODEL: a name from MODELS below, or "all")
+Usage: /usr/bin/python3 tests/models/check_models.py --tessera build/tessera --work DIR
+           [--backends LIST] [--artifact] MODEL [MODEL ...]
+       (MODEL: a name from MODELS below, or "all"; --backends is passed to tessera,
+       --artifact compiles a .tsr first and runs that)
 
 Agreement: max |tessera - torch| <= 1e-4 * max |torch|, per output; a
 reference whose max |torch| is below 1e-3 fails as degenerate (the check
@@ -219,11 +221,38 @@ def export(name, work):
     return folder, path, input_names, output_names, [e.numpy() for e in expected]
 
 
-def check(name, tessera, work, threads):
+def compile_artifact(tessera, folder, path, input_names, backends):
+    """Compiles the ONNX model to a .tsr artifact (input shapes fixed from the
+    example inputs); returns its path, or None after printing why it failed."""
+    artifact = os.path.join(folder, "model.tsr")
+    cmd = [tessera, "compile", path, "-o", artifact]
+    if backends:
+        cmd += ["--backends", backends]
+    for n in input_names:
+        shape = np.load(os.path.join(folder, n + ".npy")).shape
+        cmd += ["--input-shape", "%s=%s" % (n, "x".join(str(d) for d in shape))]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        print("FAIL %s: tessera compile exited %d: %s" % (path, result.returncode, result.stderr.strip()))
+        return None
+    return artifact
+
+
+def check(name, tessera, work, threads, backends=None, artifact=False):
     t0 = time.time()
     folder, path, input_names, output_names, expected = export(name, work)
     out_dir = os.path.join(folder, "tessera_out")
-    cmd = [tessera, "run", path, "--output-dir", out_dir, "--threads", str(threads)]
+    model = path
+    if artifact:
+        model = compile_artifact(tessera, folder, path, input_names, backends)
+        if model is None:
+            return False
+        os.remove(path)  # the artifact must run on its own
+    cmd = [tessera, "run", model, "--output-dir", out_dir, "--threads", str(threads)]
+    if backends and not artifact:  # an artifact's backends were fixed when it was compiled
+        cmd += ["--backends", backends]
+    if backends:
+        cmd += ["--placement"]
     for n in input_names:
         cmd += ["--input", "%s=%s" % (n, os.path.join(folder, n + ".npy"))]
     t1 = time.time()
@@ -233,6 +262,11 @@ def check(name, tessera, work, threads):
         print("FAIL %s: tessera exited %d: %s" % (name, result.returncode, result.stderr.strip()))
         return False
     ok = True
+    # Each named backend must really run part of the model, or the comparison says nothing about it.
+    for backend in (backends or "").split(","):
+        if backend and "total on %s:" % backend not in result.stdout:
+            print("FAIL %s: no node ran on backend '%s'" % (name, backend))
+            ok = False
     for out_name, ref in zip(output_names, expected):
         got = np.load(os.path.join(out_dir, out_name + ".npy"))
         if got.shape != ref.shape:
@@ -258,11 +292,15 @@ def main():
     parser.add_argument("--tessera", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--backends", help="passed to tessera as --backends (e.g. test,native)")
+    parser.add_argument("--artifact", action="store_true",
+                        help="compile to a .tsr artifact first (tessera compile) and run that")
     parser.add_argument("models", nargs="+")
     args = parser.parse_args()
     names = DEFAULT if args.models == ["all"] else args.models
     torch.set_num_threads(1)
-    failed = [n for n in names if not check(n, os.path.abspath(args.tessera), args.work, args.threads)]
+    failed = [n for n in names
+              if not check(n, os.path.abspath(args.tessera), args.work, args.threads, args.backends, args.artifact)]
     print("%d passed, %d failed" % (len(names) - len(failed), len(failed)))
     sys.exit(1 if failed else 0)
 

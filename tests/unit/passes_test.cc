@@ -11,6 +11,13 @@
 namespace tessera::testing {
 namespace {
 
+/// The pattern belongs to the native backend, so these models compile with it alone.
+CompileOptions native_only() {
+  CompileOptions options;
+  options.backends = {"native"};
+  return options;
+}
+
 /// x -> Conv(w, b) -> c; then `activation` (Relu or Clip[0,6]) on c -> y.
 /// With extra_reader, c also feeds a second output (so it must not fuse).
 Graph conv_activation_graph(const std::string& activation, bool extra_reader) {
@@ -44,13 +51,13 @@ Graph conv_activation_graph(const std::string& activation, bool extra_reader) {
 TEST(ConvActivationPattern, FusedConvMatchesConvThenActivation) {
   for (const std::string activation : {"Relu", "Clip"}) {
     Graph g = conv_activation_graph(activation, false);
-    auto fused = CompiledModel::compile(g, {});
+    auto fused = CompiledModel::compile(g, native_only());
     ASSERT_EQ(fused->regions().size(), 1u) << activation;
     ASSERT_EQ(fused->regions()[0].composites.size(), 1u);
     EXPECT_EQ(fused->regions()[0].composites[0], "ConvActivation: conv, act");
     // The unfused reference: the same graph, with the Conv's output also read elsewhere.
     Graph reference = conv_activation_graph(activation, true);
-    auto unfused = CompiledModel::compile(reference, {});
+    auto unfused = CompiledModel::compile(reference, native_only());
     EXPECT_TRUE(unfused->regions()[0].composites.empty());
     Tensor x = random_float({1, 3, 9, 9}, 11);
     x.as<float>()[40] = NAN;
@@ -69,11 +76,11 @@ TEST(ConvActivationPattern, FusedConvMatchesConvThenActivation) {
 }
 
 TEST(ConvActivationPattern, LeavesGraphOutputsAndSharedValuesAlone) {
-  auto shared = CompiledModel::compile(conv_activation_graph("Relu", true), {});
+  auto shared = CompiledModel::compile(conv_activation_graph("Relu", true), native_only());
   EXPECT_TRUE(shared->regions()[0].composites.empty());
   Graph exposed = conv_activation_graph("Relu", false);
   exposed.outputs.push_back(exposed.nodes[0].outputs[0]);  // the Conv's output is also a graph output
-  auto exposed_model = CompiledModel::compile(exposed, {});
+  auto exposed_model = CompiledModel::compile(exposed, native_only());
   EXPECT_TRUE(exposed_model->regions()[0].composites.empty());
   Tensor x = random_float({1, 3, 9, 9}, 5);
   std::vector<Tensor> out = exposed_model->run({x.view()});
@@ -82,7 +89,7 @@ TEST(ConvActivationPattern, LeavesGraphOutputsAndSharedValuesAlone) {
 }
 
 TEST(ConvActivationPattern, PlacementNamesTheFusedNode) {
-  auto model = CompiledModel::compile(conv_activation_graph("Relu", false), {});
+  auto model = CompiledModel::compile(conv_activation_graph("Relu", false), native_only());
   bool found = false;
   for (const NodePlacement& p : model->placement()) {
     if (p.node_name == "act") {

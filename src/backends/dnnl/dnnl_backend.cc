@@ -1,0 +1,73 @@
+// The oneDNN backend class: compile = lower → serialize → load, so the load
+// path (what an artifact uses) is the one that always runs.
+#include "backends/dnnl/dnnl_backend.h"
+
+#include <omp.h>
+
+#include "backends/dnnl/dnnl_declarations.h"
+#include "backends/dnnl/dnnl_internal.h"
+#include "backends/dnnl/dnnl_region.h"
+#include "ir/error.h"
+
+namespace tessera {
+namespace {
+
+using dnnl_backend::DnnlRegion;
+
+std::string isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "isa" + std::to_string(static_cast<int>(isa));
+  }
+}
+
+class DnnlBackend : public Backend {
+ public:
+  DnnlBackend() : engine_(dnnl::engine::kind::cpu, 0) {}
+  std::string name() const override { return "dnnl"; }
+  std::string version() const override { return "1"; }
+  /// Layouts are chosen for one oneDNN version and instruction set.
+  std::string compatibility() const override {
+    const dnnl_version_t* v = dnnl_version();
+    return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " " +
+           isa_name(dnnl::get_effective_cpu_isa());
+  }
+  const Declarations& declarations() const override { return dnnl_backend::dnnl_declarations(); }
+
+  CompiledRegion compile(const Graph& region, const RegionOptions& options) const override {
+    CompiledRegion result;
+    omp_set_num_threads(options.num_threads);  // layouts are chosen for the thread count runs use
+    try {
+      result.payload = dnnl_backend::serialize_program(dnnl_backend::lower_region(region, engine_));
+    } catch (const dnnl::error& e) {
+      throw_unsupported("oneDNN backend: ", e.what());
+    }
+    result.executable = load(region, result.payload, options);
+    return result;
+  }
+
+  std::unique_ptr<ExecutableRegion> load(const Graph& region, std::span<const uint8_t> payload,
+                                         const RegionOptions& options) const override {
+    dnnl_backend::Program program = dnnl_backend::parse_program(payload);
+    try {
+      return std::make_unique<DnnlRegion>(region, std::move(program), engine_, options.num_threads);
+    } catch (const dnnl::error& e) {
+      throw_user_error("oneDNN payload: ", e.what());
+    }
+  }
+
+ private:
+  dnnl::engine engine_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_dnnl_backend() { return std::make_unique<DnnlBackend>(); }
+
+}  // namespace tessera

@@ -1,0 +1,227 @@
+// What the oneDNN backend declares: the ops and fused patterns its lowering
+// runs, each with the exact conditions (float32, static shapes, constant
+// weights, attributes) under which it does; everything else is refused with
+// the reason. The patterns become oneDNN post-ops: Conv+BatchNorm(folded)
+// +Add(sum)+activation, MatMul+bias+activation (GELU included), Gemm +
+// activation, Add + activation, and GELU's erf form on its own.
+#include "backends/dnnl/dnnl_declarations.h"
+
+#include "backends/dnnl/dnnl_lowering.h"
+
+namespace tessera::dnnl_backend {
+namespace {
+
+SupportDecision refuse(std::string reason) { return {false, std::move(reason)}; }
+const SupportDecision kYes{true, ""};
+
+/// Every present input and output is float32 with a static shape of rank 1..6.
+SupportDecision float32_static(const Graph& graph, const Node& node) {
+  auto check = [&](const char* kind, size_t i, ValueId id) -> SupportDecision {
+    const Value& v = graph.value(id);
+    const std::string what = std::string(kind) + " " + std::to_string(i) + " '" + v.name + "'";
+    if (v.type.dtype != DType::kFloat32) return refuse(what + " is " + dtype_name(v.type.dtype) + "; oneDNN runs float32 here");
+    if (!v.type.is_static()) return refuse(what + " has a shape known only at run time");
+    if (v.type.rank() > 6) return refuse(what + " has rank " + std::to_string(v.type.rank()) + " (at most 6)");
+    for (int64_t d : v.type.dims) {
+      if (d == 0) return refuse(what + " is empty");
+    }
+    return kYes;
+  };
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.inputs[i] == kNoValue) continue;
+    SupportDecision d = check("input", i, node.inputs[i]);
+    if (!d.supported) return d;
+  }
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    if (node.outputs[i] == kNoValue) continue;
+    SupportDecision d = check("output", i, node.outputs[i]);
+    if (!d.supported) return d;
+  }
+  return kYes;
+}
+
+SupportCheck with_float32_static(SupportCheck check) {
+  return [check = std::move(check)](const Graph& graph, const Node& node) {
+    SupportDecision d = float32_static(graph, node);
+    return d.supported ? check(graph, node) : d;
+  };
+}
+
+const std::vector<int64_t>& dims(const Graph& graph, ValueId id) { return graph.value(id).type.dims; }
+
+SupportDecision check_conv(const Graph& graph, const Node& node) {
+  const int64_t rank = graph.value(node.inputs[0]).type.rank();
+  if (rank < 3 || rank > 5) return refuse("Conv of rank " + std::to_string(rank) + "; oneDNN has 1-D to 3-D");
+  if (!graph.is_constant(node.inputs[1])) return refuse("weights are not a constant");
+  if (node.has_input(2) && !graph.is_constant(node.inputs[2])) return refuse("bias is not a constant");
+  return kYes;
+}
+
+SupportDecision check_matmul(const Graph& graph, const Node& node) {
+  const auto& a = dims(graph, node.inputs[0]);
+  const auto& b = dims(graph, node.inputs[1]);
+  const auto& y = dims(graph, node.outputs[0]);
+  if (a.size() < 2 || b.size() < 2) return refuse("1-D operands are not supported");
+  if (a.size() != y.size()) return refuse("the first operand has a lower rank than the output");
+  if (b.size() != y.size() && !graph.is_constant(node.inputs[1])) {
+    return refuse("a computed second operand of lower rank than the output");
+  }
+  return kYes;
+}
+
+SupportDecision check_gemm(const Graph& graph, const Node& node) {
+  if (node.attrs.get_int_or("transA", 0) != 0) return refuse("transA = 1 is not supported");
+  const bool trans_b = node.attrs.get_int_or("transB", 0) != 0;
+  const float alpha = node.attrs.get_float_or("alpha", 1.0f);
+  const float beta = node.attrs.get_float_or("beta", 1.0f);
+  if ((trans_b || alpha != 1.0f) && !graph.is_constant(node.inputs[1])) return refuse("transB or alpha with a computed B");
+  if (node.has_input(2)) {
+    const auto& c = dims(graph, node.inputs[2]);
+    const auto& y = dims(graph, node.outputs[0]);
+    const int64_t n = y.back();
+    const bool constant = graph.is_constant(node.inputs[2]);
+    const bool bias = constant && shape_numel(c) == n && (c.empty() || c.back() == n);
+    const bool full = constant && c == y;
+    const bool computed = !constant && beta == 1.0f && c.size() == y.size();
+    if (!bias && !full && !computed) return refuse("C must be a constant bias, a constant [M, N], or computed with beta = 1");
+  }
+  return kYes;
+}
+
+SupportDecision check_binary(const Graph& graph, const Node& node) {
+  if (node.inputs.size() != 2) return refuse("only two operands");
+  const auto& y = dims(graph, node.outputs[0]);
+  const auto& a = dims(graph, node.inputs[0]);
+  const auto& b = dims(graph, node.inputs[1]);
+  const bool commutative = node.op_type == "Add" || node.op_type == "Mul" || node.op_type == "Max" || node.op_type == "Min";
+  ValueId broadcast = node.inputs[1];
+  if (a != y) {
+    if (!commutative || b != y) return refuse("the first operand broadcasts (oneDNN broadcasts only the second)");
+    broadcast = node.inputs[0];
+  }
+  if (dims(graph, broadcast).size() != y.size() && !graph.is_constant(broadcast)) {
+    return refuse("a computed operand of lower rank");
+  }
+  return kYes;
+}
+
+SupportDecision check_activation(const Graph& graph, const Node& node) {
+  if (!activation_post_op(graph, node)) return refuse(node.op_type + " with bounds that are not constants");
+  return kYes;
+}
+
+bool float32_static_node(const Graph& graph, const Node& node) { return float32_static(graph, node).supported; }
+bool is_activation(const Graph& graph, const Node& node) {
+  return float32_static_node(graph, node) && activation_post_op(graph, node).has_value();
+}
+
+/// Add of the Conv's output and a same-shape value (sum post-op), or a
+/// per-channel constant (the bias).
+bool conv_add_fuses(const Graph& graph, const Node& add) {
+  if (!float32_static_node(graph, add) || add.inputs.size() != 2) return false;
+  const auto& y = dims(graph, add.outputs[0]);
+  for (ValueId in : add.inputs) {
+    const auto& d = dims(graph, in);
+    if (d == y && !graph.is_constant(in)) continue;
+    if (graph.is_constant(in) && y.size() >= 2 && shape_numel(d) == y[1] && (d.size() == y.size() || d.size() == y.size() - 1) &&
+        d[d.size() - (y.size() - 2) - 1] == y[1]) {
+      continue;
+    }
+    return false;
+  }
+  return true;
+}
+
+/// Add of the MatMul's output and a constant bias over the last axis.
+bool matmul_bias_fuses(const Graph& graph, const Node& add) {
+  if (!float32_static_node(graph, add) || add.inputs.size() != 2 || dims(graph, add.outputs[0]).empty()) return false;
+  const int64_t n = dims(graph, add.outputs[0]).back();
+  for (ValueId in : add.inputs) {
+    const auto& d = dims(graph, in);
+    if (graph.is_constant(in) && shape_numel(d) == n && !d.empty() && d.back() == n) return true;
+  }
+  return false;
+}
+
+Pattern activation_of(Pattern x) {
+  auto bound = [] { return either({constant(), absent()}); };
+  std::vector<Pattern> forms = {
+      op_in({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Softplus", "HardSwish", "Mish"}, {x}),
+      op("Clip", {x}), op("Clip", {x, bound()}), op("Clip", {x, bound(), bound()})};
+  for (Pattern& p : forms) p.where(is_activation);
+  return either(forms);
+}
+
+Pattern gelu_of(Pattern x) {
+  return op("Mul", {op("Mul", {x, op("Add", {op("Erf", {op("Div", {x, scalar(1.41421356, 1e-4)})}), scalar(1.0)})}),
+                    scalar(0.5)});
+}
+
+Declarations make_declarations() {
+  Declarations d;
+  d.op("Conv", with_float32_static(check_conv));
+  d.op({"MatMul"}, with_float32_static(check_matmul));
+  d.op({"Gemm"}, with_float32_static(check_gemm));
+  d.op({"Add", "Sub", "Mul", "Div", "Max", "Min"}, with_float32_static(check_binary));
+  // Not Log: oneDNN's eltwise_log is off by about 1e-6 absolute near 1 (log(1) = -1.4e-6), beyond ONNX's tolerance.
+  d.op({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Exp", "Sqrt", "Abs", "Neg", "Softplus", "HardSwish", "Mish",
+        "Clip"},
+       with_float32_static(check_activation));
+  register_more_declarations(d);
+
+  auto conv = [] {
+    Pattern c = op("Conv");
+    c.where([](const Graph& g, const Node& n) { return float32_static(g, n).supported && check_conv(g, n).supported; });
+    return c;
+  };
+  auto batch_norm = [](Pattern x) {
+    Pattern bn = op("BatchNormalization", {x, constant(), constant(), constant(), constant()});
+    bn.where(float32_static_node);
+    return bn;
+  };
+  auto conv_add = [](Pattern x) {
+    Pattern add = op("Add", {x, any()});
+    add.where(conv_add_fuses);
+    return add;
+  };
+  auto matmul = [] {
+    Pattern m = op_in({"MatMul"});
+    m.where([](const Graph& g, const Node& n) { return float32_static(g, n).supported && check_matmul(g, n).supported; });
+    return m;
+  };
+  auto matmul_bias = [&] {
+    Pattern add = op("Add", {matmul(), any()});
+    add.where(matmul_bias_fuses);
+    return add;
+  };
+  d.pattern("ConvBatchNormAddActivation", activation_of(conv_add(batch_norm(conv()))));
+  d.pattern("ConvAddActivation", activation_of(conv_add(conv())));
+  d.pattern("ConvBatchNormActivation", activation_of(batch_norm(conv())));
+  d.pattern("ConvBatchNormAdd", conv_add(batch_norm(conv())));
+  d.pattern("ConvAdd", conv_add(conv()));
+  d.pattern("ConvBatchNorm", batch_norm(conv()));
+  d.pattern("ConvActivation", activation_of(conv()));
+  d.pattern("MatMulBiasGelu", gelu_of(matmul_bias()));
+  d.pattern("MatMulBiasActivation", activation_of(matmul_bias()));
+  d.pattern("MatMulBias", matmul_bias());
+  d.pattern("MatMulGelu", gelu_of(matmul()));
+  Pattern gemm = op("Gemm");
+  gemm.where([](const Graph& g, const Node& n) { return float32_static(g, n).supported && check_gemm(g, n).supported; });
+  d.pattern("GemmActivation", activation_of(gemm));
+  Pattern add = op_in({"Add", "Sub", "Mul", "Max", "Min"});
+  add.where([](const Graph& g, const Node& n) { return float32_static(g, n).supported && check_binary(g, n).supported; });
+  d.pattern("BinaryActivation", activation_of(add));
+  Pattern gelu = gelu_of(any());
+  gelu.where(float32_static_node);
+  d.pattern("Gelu", gelu);
+  return d;
+}
+
+}  // namespace
+
+const Declarations& dnnl_declarations() {
+  static const Declarations declarations = make_declarations();
+  return declarations;
+}
+
+}  // namespace tessera::dnnl_backend

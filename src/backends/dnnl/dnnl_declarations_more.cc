@@ -1,0 +1,208 @@
+// Declarations of the oneDNN backend's pooling, normalisation, softmax,
+// layout ops and ConvTranspose (lowered in dnnl_lower_pooling.cc,
+// dnnl_lower_normalization.cc, dnnl_lower_layout.cc, dnnl_lower_conv.cc).
+// Each check claims exactly what the lowering runs and names the attribute,
+// dtype or shape it refuses.
+#include <algorithm>
+
+#include "backends/dnnl/dnnl_declarations.h"
+#include "backends/dnnl/dnnl_pooling.h"
+
+namespace tessera::dnnl_backend {
+namespace {
+
+SupportDecision refuse(std::string reason) { return {false, std::move(reason)}; }
+const SupportDecision kYes{true, ""};
+
+const std::vector<int64_t>& dims(const Graph& graph, ValueId id) { return graph.value(id).type.dims; }
+
+/// Value `id` is float32 with a static, non-empty shape of rank at most 6.
+SupportDecision float32_static_value(const Graph& graph, const std::string& what, ValueId id) {
+  const Value& v = graph.value(id);
+  const std::string named = what + " '" + v.name + "'";
+  if (v.type.dtype != DType::kFloat32) return refuse(named + " is " + dtype_name(v.type.dtype) + "; oneDNN runs float32 here");
+  if (!v.type.is_static()) return refuse(named + " has a shape known only at run time");
+  if (v.type.rank() > 6) return refuse(named + " has rank " + std::to_string(v.type.rank()) + " (at most 6)");
+  for (int64_t d : v.type.dims) {
+    if (d == 0) return refuse(named + " is empty");
+  }
+  return kYes;
+}
+
+/// The data inputs (the first `data_inputs`, or all) and every present output are float32 and static.
+SupportDecision float32_static(const Graph& graph, const Node& node, size_t data_inputs = SIZE_MAX) {
+  for (size_t i = 0; i < node.inputs.size() && i < data_inputs; ++i) {
+    if (node.inputs[i] == kNoValue) continue;
+    SupportDecision d = float32_static_value(graph, "input " + std::to_string(i), node.inputs[i]);
+    if (!d.supported) return d;
+  }
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    if (node.outputs[i] == kNoValue) continue;
+    SupportDecision d = float32_static_value(graph, "output " + std::to_string(i), node.outputs[i]);
+    if (!d.supported) return d;
+  }
+  return kYes;
+}
+
+SupportDecision only_first_output(const Node& node) {
+  for (size_t i = 1; i < node.outputs.size(); ++i) {
+    if (node.has_output(i)) return refuse("output " + std::to_string(i) + " is not produced by oneDNN");
+  }
+  return kYes;
+}
+
+SupportDecision check_pooling(const Graph& graph, const Node& node) {
+  if (node.op_type == "MaxPool") {
+    if (node.has_output(1)) return refuse("the Indices output");
+    if (node.attrs.get_int_or("storage_order", 0) != 0) return refuse("storage_order = 1");
+  }
+  SupportDecision d = float32_static(graph, node);
+  if (!d.supported) return d;
+  const PoolingGeometry geometry = pooling_geometry(graph, node);
+  return geometry.refusal.empty() ? kYes : refuse(geometry.refusal);
+}
+
+/// A constant of `count` elements laid along the last axis only ([count] or [1, ..., count]).
+bool is_last_axis_constant(const Graph& graph, ValueId id, int64_t count) {
+  if (!graph.is_constant(id)) return false;
+  const std::vector<int64_t>& d = dims(graph, id);
+  return shape_numel(d) == count && !d.empty() && d.back() == count;
+}
+
+SupportDecision check_batch_norm(const Graph& graph, const Node& node) {
+  SupportDecision d = only_first_output(node);
+  if (!d.supported) return refuse("training outputs (running mean and variance)");
+  if (node.attrs.get_int_or("training_mode", 0) != 0) return refuse("training_mode = 1");
+  if (node.attrs.get_int_or("spatial", 1) != 1) return refuse("spatial = 0");
+  if ((d = float32_static(graph, node)).supported == false) return d;
+  const std::vector<int64_t>& x = dims(graph, node.inputs[0]);
+  if (x.size() < 2 || x.size() > 5) return refuse("input of rank " + std::to_string(x.size()) + " (oneDNN: 2 to 5)");
+  if (node.inputs.size() != 5) return refuse("needs scale, B, mean and var");
+  for (size_t i = 1; i < 5; ++i) {
+    if (!graph.is_constant(node.inputs[i])) return refuse("input " + std::to_string(i) + " (scale, B, mean, var) is not a constant");
+    if (shape_numel(dims(graph, node.inputs[i])) != x[1]) return refuse("input " + std::to_string(i) + " is not per channel");
+  }
+  return kYes;
+}
+
+SupportDecision check_layer_norm(const Graph& graph, const Node& node) {
+  SupportDecision d = only_first_output(node);
+  if (!d.supported) return refuse("the Mean and InvStdDev outputs");
+  if ((d = float32_static(graph, node)).supported == false) return d;
+  const std::vector<int64_t>& x = dims(graph, node.inputs[0]);
+  const int64_t rank = static_cast<int64_t>(x.size());
+  if (rank < 2 || rank > 5) return refuse("input of rank " + std::to_string(rank) + " (oneDNN: 2 to 5)");
+  const int64_t axis = node.attrs.get_int_or("axis", -1);
+  if (axis != -1 && axis != rank - 1) return refuse("axis " + std::to_string(axis) + "; oneDNN normalises the last axis only");
+  if (node.attrs.get_int_or("stash_type", 1) != 1) return refuse("stash_type other than 1 (float32)");
+  if (!is_last_axis_constant(graph, node.inputs[1], x.back())) return refuse("Scale is not a constant over the last axis");
+  if (node.has_input(2) && !is_last_axis_constant(graph, node.inputs[2], x.back())) {
+    return refuse("B is not a constant over the last axis");
+  }
+  return kYes;
+}
+
+SupportDecision check_softmax(const Graph& graph, const Node& node) {
+  SupportDecision d = float32_static(graph, node);
+  if (!d.supported) return d;
+  const int64_t rank = graph.value(node.inputs[0]).type.rank();
+  int64_t axis = node.attrs.get_int_or("axis", node.opset >= 13 ? -1 : 1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return refuse("axis out of range");
+  if (node.opset < 13 && axis != rank - 1) {
+    return refuse("opset " + std::to_string(node.opset) + " flattens at the axis; oneDNN runs only a last axis then");
+  }
+  return kYes;
+}
+
+SupportDecision check_concat(const Graph& graph, const Node& node) {
+  SupportDecision d = float32_static(graph, node);
+  if (!d.supported) return d;
+  const int64_t rank = graph.value(node.outputs[0]).type.rank();
+  int64_t axis = node.attrs.get_int_or("axis", 0);
+  if (axis < 0) axis += rank;
+  if (rank == 0 || axis < 0 || axis >= rank) return refuse("axis out of range");
+  for (ValueId input : node.inputs) {
+    if (input == kNoValue) return refuse("an omitted input");
+  }
+  return kYes;
+}
+
+SupportDecision check_transpose(const Graph& graph, const Node& node) {
+  SupportDecision d = float32_static(graph, node);
+  if (!d.supported) return d;
+  const int64_t rank = graph.value(node.inputs[0]).type.rank();
+  std::vector<int64_t> permutation = node.attrs.get_ints_or("perm", {});
+  if (permutation.empty()) return kYes;
+  if (static_cast<int64_t>(permutation.size()) != rank) return refuse("perm does not have one entry per axis");
+  std::vector<int64_t> sorted = permutation;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < rank; ++i) {
+    if (sorted[static_cast<size_t>(i)] != i) return refuse("perm is not a permutation");
+  }
+  return kYes;
+}
+
+/// Reshape, Flatten, Squeeze, Unsqueeze: data input and output float32 and
+/// static; the shape or axes input (when there is one) a constant.
+SupportDecision check_reshape(const Graph& graph, const Node& node) {
+  SupportDecision d = float32_static(graph, node, 1);
+  if (!d.supported) return d;
+  if (node.has_input(1) && !graph.is_constant(node.inputs[1])) {
+    return refuse(std::string(node.op_type == "Reshape" ? "shape" : "axes") + " is not a constant");
+  }
+  if (shape_numel(dims(graph, node.inputs[0])) != shape_numel(dims(graph, node.outputs[0]))) {
+    return refuse("the output does not have the input's element count");
+  }
+  return kYes;
+}
+
+SupportDecision check_identity(const Graph& graph, const Node& node) { return float32_static(graph, node); }
+
+SupportDecision check_conv_transpose(const Graph& graph, const Node& node) {
+  SupportDecision d = float32_static(graph, node);
+  if (!d.supported) return d;
+  const std::vector<int64_t>& x = dims(graph, node.inputs[0]);
+  const std::vector<int64_t>& w = dims(graph, node.inputs[1]);
+  const std::vector<int64_t>& y = dims(graph, node.outputs[0]);
+  if (x.size() < 3 || x.size() > 5) return refuse("ConvTranspose of rank " + std::to_string(x.size()) + "; oneDNN has 1-D to 3-D");
+  if (w.size() != x.size() || y.size() != x.size()) return refuse("weights or output of another rank than the input");
+  if (!graph.is_constant(node.inputs[1])) return refuse("weights are not a constant");
+  if (node.has_input(2) && !graph.is_constant(node.inputs[2])) return refuse("bias is not a constant");
+  if (node.attrs.has("output_shape")) return refuse("output_shape is given");
+  const std::string auto_pad = node.attrs.get_string_or("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && !auto_pad.empty()) return refuse("auto_pad = " + auto_pad);
+  const int64_t group = node.attrs.get_int_or("group", 1);
+  if (group < 1 || w[0] % group != 0 || x[1] != w[0] || y[1] != w[1] * group) {
+    return refuse("group, weights and channels do not agree");
+  }
+  const size_t n = x.size() - 2;
+  const std::vector<int64_t> strides = node.attrs.get_ints_or("strides", std::vector<int64_t>(n, 1));
+  const std::vector<int64_t> dilations = node.attrs.get_ints_or("dilations", std::vector<int64_t>(n, 1));
+  const std::vector<int64_t> pads = node.attrs.get_ints_or("pads", std::vector<int64_t>(2 * n, 0));
+  if (strides.size() != n || dilations.size() != n || pads.size() != 2 * n) {
+    return refuse("strides, dilations or pads do not have one value per spatial dim");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    // The end padding that gives the output size; output_padding beyond it would need a negative one.
+    const int64_t end = (x[i + 2] - 1) * strides[i] + (w[i + 2] - 1) * dilations[i] + 1 - pads[i] - y[i + 2];
+    if (end < 0 || pads[i] < 0) return refuse("output_padding larger than the end padding");
+  }
+  return kYes;
+}
+
+}  // namespace
+
+void register_more_declarations(Declarations& declarations) {
+  declarations.op({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}, check_pooling);
+  declarations.op("BatchNormalization", check_batch_norm);
+  declarations.op("LayerNormalization", check_layer_norm);
+  declarations.op({"Softmax", "LogSoftmax"}, check_softmax);
+  declarations.op("Concat", check_concat);
+  declarations.op("Transpose", check_transpose);
+  declarations.op({"Reshape", "Flatten", "Squeeze", "Unsqueeze"}, check_reshape);
+  declarations.op("Identity", check_identity);
+  declarations.op("ConvTranspose", check_conv_transpose);
+}
+
+}  // namespace tessera::dnnl_backend

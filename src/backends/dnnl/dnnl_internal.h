@@ -1,0 +1,127 @@
+// The oneDNN backend's internals, shared by its files (not a public header:
+// it includes dnnl.hpp, which must stay out of widely included headers).
+//
+// A region is lowered into a Program: slots (tensors with a concrete oneDNN
+// layout: the region's boundary values in plain row-major layout, constants
+// reordered into the layout their primitive prefers, and intermediates in
+// whatever blocked layout the producing primitive chose) and steps (one
+// oneDNN primitive each, with fused post-ops). The Program is the payload;
+// load() creates every primitive from it once, reorders the constants once,
+// and plans one workspace for the intermediates and the scratchpad.
+#pragma once
+#include <cstdint>
+#include <dnnl.hpp>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace tessera::dnnl_backend {
+
+using dnnl::memory;
+
+enum class StepKind : uint8_t {
+  kReorder = 1,
+  kConvolution,
+  kDeconvolution,
+  kMatMul,
+  kInnerProduct,
+  kEltwise,
+  kBinary,
+  kPooling,
+  kBatchNorm,
+  kLayerNorm,
+  kSoftmax,
+  kLogSoftmax,
+  kConcat,
+};
+
+enum class PostOpKind : uint8_t { kEltwise = 1, kSum, kBinary };
+
+struct PostOp {
+  PostOpKind kind = PostOpKind::kEltwise;
+  int32_t algorithm = 0;  // dnnl_alg_kind_t for eltwise and binary
+  float alpha = 0;
+  float beta = 0;
+  int32_t slot = -1;  // sum: the slot copied into dst first; binary: the second operand
+};
+
+/// How a constant slot's bytes are made from the region graph's constants.
+enum class ConstantTransform : uint8_t {
+  kNone = 0,          // the constant as it is, reordered into the slot's layout
+  kFoldBatchNormWeights,  // conv weights * scale / sqrt(var + eps), per output channel (values: scale, var)
+  kFoldBatchNormBias,     // (bias - mean) * scale / sqrt(var + eps) + shift (values: bias or -1, scale, shift, mean, var)
+  kTranspose2d,       // a 2-D constant transposed (Gemm transB)
+  kScaled,            // multiplied by floats[0] (Gemm alpha, beta)
+  kGroupedWeights,    // conv weights [O, I/g, k...] viewed as [g, O/g, I/g, k...] (same bytes)
+  kDeconvolutionWeights,  // ConvTranspose weights [I, O/g, k...] reordered to [O, I, k...] or [g, O/g, I/g, k...]
+};
+
+struct Slot {
+  enum class Kind : uint8_t { kInput = 1, kOutput, kIntermediate, kConstant };
+  Kind kind = Kind::kIntermediate;
+  int32_t value = -1;        // region graph value (inputs, outputs, constants' first source)
+  std::vector<int64_t> dims;  // the slot's dims (may differ from the value's: grouped weights, bias views)
+  int32_t format_tag = 0;    // dnnl_format_tag_t of the layout
+  ConstantTransform transform = ConstantTransform::kNone;
+  std::vector<int32_t> sources;  // constants: region graph values the transform reads (-1: absent)
+  std::vector<float> floats;     // constants: transform parameters (epsilon, alpha)
+};
+
+struct Step {
+  StepKind kind = StepKind::kReorder;
+  int32_t node = -1;               // region graph node this step reports its time on (-1: a reorder)
+  std::vector<int32_t> inputs;     // slots, in the order the kind's builder expects
+  int32_t output = -1;             // slot
+  int32_t algorithm = 0;           // dnnl_alg_kind_t where the kind has one
+  std::vector<int64_t> ints;       // strides, paddings, axes, ... (per kind)
+  std::vector<float> floats;       // alpha, beta, epsilon, ... (per kind)
+  std::vector<PostOp> post_ops;
+  /// Roles (bit i: input i; bit inputs.size(): the output) whose layout
+  /// oneDNN chose from format_tag::any. Loading asks for `any` there again,
+  /// so the same implementation is picked, and checks it chose the same layout.
+  uint32_t any_roles = 0;
+};
+
+struct Program {
+  std::vector<Slot> slots;
+  std::vector<Step> steps;
+};
+
+// --- layouts ---
+memory::desc plain_desc(const std::vector<int64_t>& dims);
+memory::desc desc_of(const Slot& slot);
+/// The format tag whose layout equals `desc`, or 0 when none does.
+int32_t format_tag_of(const memory::desc& desc);
+bool is_plain(const memory::desc& desc);
+
+// --- payload ---
+std::vector<uint8_t> serialize_program(const Program& program);
+/// Parses and checks bounds; throws a user error "oneDNN payload: ...".
+Program parse_program(std::span<const uint8_t> payload);
+
+// --- primitives ---
+/// Attributes with the step's post-ops (binary operands' layouts from `slot_descs`) and a user scratchpad.
+dnnl::primitive_attr make_attributes(const Step& step, const std::vector<memory::desc>& slot_descs);
+/// The primitive descriptor of a step. `descs` holds one layout per role
+/// (inputs in order, then the output); a layout may be format_tag::any while
+/// lowering, to let oneDNN choose.
+dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vector<memory::desc>& descs,
+                                         const std::vector<memory::desc>& slot_descs, const dnnl::engine& engine);
+/// The layout a primitive descriptor uses for role `index` (inputs in order, then the output).
+memory::desc role_desc(const Step& step, const dnnl::primitive_desc_base& pd, size_t index);
+/// The DNNL_ARG_* of each role.
+std::vector<int> role_args(const Step& step);
+
+// --- lowering (compile) ---
+/// Lowers a region graph into a program. Throws a user or unsupported error
+/// naming the node when a node cannot be lowered.
+Program lower_region(const Graph& region, const dnnl::engine& engine);
+
+// --- constants ---
+/// The bytes of a constant slot in plain layout, after its transform.
+std::vector<float> constant_plain_data(const Graph& region, const Slot& slot);
+
+
+}  // namespace tessera::dnnl_backend

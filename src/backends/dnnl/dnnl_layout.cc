@@ -1,0 +1,47 @@
+// Layouts as oneDNN memory descriptors: plain row-major descriptors for the
+// region's boundary values, and the format tag that names a layout a
+// primitive chose (the payload stores tags, never raw descriptors, so a
+// loaded layout is always one oneDNN itself can make).
+#include <mutex>
+#include <unordered_map>
+
+#include "backends/dnnl/dnnl_internal.h"
+#include "ir/error.h"
+
+namespace tessera::dnnl_backend {
+
+memory::desc plain_desc(const std::vector<int64_t>& dims) {
+  memory::dims d(dims.begin(), dims.end());
+  if (d.empty()) d = {1};  // oneDNN has no rank-0 tensors; a scalar is one element
+  memory::dims strides(d.size(), 1);
+  for (size_t i = d.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * d[i];
+  return memory::desc(d, memory::data_type::f32, strides);
+}
+
+memory::desc desc_of(const Slot& slot) {
+  memory::dims d(slot.dims.begin(), slot.dims.end());
+  if (d.empty()) d = {1};
+  if (slot.format_tag == 0) return plain_desc(slot.dims);
+  return memory::desc(d, memory::data_type::f32, static_cast<memory::format_tag>(slot.format_tag));
+}
+
+bool is_plain(const memory::desc& desc) {
+  memory::dims dims = desc.dims();
+  return desc == plain_desc(std::vector<int64_t>(dims.begin(), dims.end()));
+}
+
+int32_t format_tag_of(const memory::desc& desc) {
+  if (is_plain(desc)) return 0;
+  const memory::dims dims = desc.dims();
+  for (int tag = dnnl_format_tag_any + 1; tag < dnnl_format_tag_last; ++tag) {
+    dnnl_memory_desc_t candidate;
+    if (dnnl_memory_desc_init_by_tag(&candidate, static_cast<int>(dims.size()), dims.data(), dnnl_f32,
+                                     static_cast<dnnl_format_tag_t>(tag)) != dnnl_success) {
+      continue;
+    }
+    if (dnnl_memory_desc_equal(&candidate, &desc.data)) return tag;
+  }
+  return -1;
+}
+
+}  // namespace tessera::dnnl_backend

@@ -1,0 +1,179 @@
+// Lowering of Conv (1-D to 3-D, groups, dilations, padding) with what fuses
+// after it: BatchNormalization folded into the weights and bias when the
+// region is loaded, a per-channel constant Add as the bias, a residual Add as
+// a sum post-op (or a binary post-op when it broadcasts), and activations as
+// eltwise post-ops. ConvTranspose lowers to oneDNN's deconvolution.
+#include "backends/dnnl/dnnl_lowering.h"
+#include "ir/error.h"
+
+namespace tessera::dnnl_backend {
+namespace {
+
+/// Explicit begin and end paddings per spatial dim, from pads or auto_pad.
+void paddings(const Node& node, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
+              const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations, std::vector<int64_t>& begin,
+              std::vector<int64_t>& end) {
+  const size_t n = kernel.size();
+  begin.assign(n, 0);
+  end.assign(n, 0);
+  const std::string auto_pad = node.attrs.get_string_or("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET" || auto_pad.empty()) {
+    std::vector<int64_t> pads = node.attrs.get_ints_or("pads", std::vector<int64_t>(2 * n, 0));
+    if (pads.size() != 2 * n) throw_user_error(node.describe(), ": pads must have ", 2 * n, " values");
+    for (size_t i = 0; i < n; ++i) {
+      begin[i] = pads[i];
+      end[i] = pads[n + i];
+    }
+    return;
+  }
+  if (auto_pad == "VALID") return;
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t out = (in[i + 2] + strides[i] - 1) / strides[i];
+    const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - in[i + 2]);
+    begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    end[i] = total - begin[i];
+  }
+}
+
+}  // namespace
+
+void lower_convolution(Lowering& lowering, const FusedNode& fused) {
+  const Node& conv = *fused.node;
+  const Graph& g = *fused.graph;
+  const Graph& region = lowering.graph();
+  const bool transposed = conv.op_type == "ConvTranspose";
+  const ValueId x = fused.region_value(conv.inputs[0]);
+  const ValueId w = fused.region_value(conv.inputs[1]);
+  const ValueId b = conv.has_input(2) ? fused.region_value(conv.inputs[2]) : kNoValue;
+  if (!lowering.is_constant_value(w)) lowering.unsupported(conv, "weights must be a constant");
+  if (b != kNoValue && !lowering.is_constant_value(b)) lowering.unsupported(conv, "bias must be a constant");
+  const std::vector<int64_t> x_dims = dims_of(region, x);
+  const std::vector<int64_t> w_dims = dims_of(region, w);
+  const size_t n = x_dims.size() - 2;
+  const int64_t group = conv.attrs.get_int_or("group", 1);
+  if (group < 1) lowering.unsupported(conv, "group must be positive");
+  std::vector<int64_t> kernel(w_dims.begin() + 2, w_dims.end());
+  std::vector<int64_t> strides = conv.attrs.get_ints_or("strides", std::vector<int64_t>(n, 1));
+  std::vector<int64_t> dilations = conv.attrs.get_ints_or("dilations", std::vector<int64_t>(n, 1));
+  std::vector<int64_t> pad_begin, pad_end;
+  const ValueId out_of_conv = conv.outputs[0];
+  std::vector<int64_t> y_dims = g.value(out_of_conv).type.dims;
+  if (transposed) {
+    // Paddings that give the inferred output size: out = (in-1)*s - pb - pe + (k-1)*d + 1 (+ output_padding).
+    std::vector<int64_t> pads = conv.attrs.get_ints_or("pads", std::vector<int64_t>(2 * n, 0));
+    const std::string auto_pad = conv.attrs.get_string_or("auto_pad", "NOTSET");
+    if (auto_pad != "NOTSET" && !auto_pad.empty()) lowering.unsupported(conv, "ConvTranspose with auto_pad");
+    if (conv.attrs.has("output_shape")) lowering.unsupported(conv, "ConvTranspose with output_shape");
+    if (pads.size() != 2 * n) lowering.unsupported(conv, "pads must have two values per spatial dim");
+    pad_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n));
+    pad_end.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      pad_end[i] = (x_dims[i + 2] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - pad_begin[i] - y_dims[i + 2];
+      if (pad_end[i] < 0) lowering.unsupported(conv, "output_padding beyond the end padding");
+    }
+  } else {
+    paddings(conv, x_dims, kernel, strides, dilations, pad_begin, pad_end);
+  }
+  const int64_t out_channels = y_dims[1];
+
+  Step step;
+  step.kind = transposed ? StepKind::kDeconvolution : StepKind::kConvolution;
+  step.node = fused.region_node;
+  step.ints = strides;
+  for (int64_t d : dilations) step.ints.push_back(d - 1);  // oneDNN counts dilation from 0
+  step.ints.insert(step.ints.end(), pad_begin.begin(), pad_begin.end());
+  step.ints.insert(step.ints.end(), pad_end.begin(), pad_end.end());
+
+  // Weights in oneDNN's shape: [O, I, k...] or grouped [G, O/G, I/G, k...].
+  std::vector<int64_t> weight_dims;
+  ConstantTransform weight_transform = ConstantTransform::kNone;
+  if (transposed) {
+    // ONNX keeps [I, O/G, k...]; oneDNN wants [O, I, k...] or [G, O/G, I/G, k...]: another order of bytes.
+    if (w_dims[0] % group != 0) lowering.unsupported(conv, "input channels not divisible by group");
+    weight_dims = {w_dims[1], w_dims[0] / group};
+    if (group != 1) weight_dims.insert(weight_dims.begin(), group);
+    weight_dims.insert(weight_dims.end(), w_dims.begin() + 2, w_dims.end());
+    weight_transform = ConstantTransform::kDeconvolutionWeights;
+    if (!fused.tail.empty()) lowering.unsupported(conv, "nothing fuses into ConvTranspose");
+  } else if (group == 1) {
+    weight_dims = w_dims;
+  } else {
+    weight_dims = {group, w_dims[0] / group};
+    weight_dims.insert(weight_dims.end(), w_dims.begin() + 1, w_dims.end());
+    weight_transform = ConstantTransform::kGroupedWeights;
+  }
+  std::vector<int32_t> weight_sources = {w};
+  std::vector<float> weight_floats;
+  int32_t bias_slot = -1;
+  size_t t = 0;
+  ValueId chain = out_of_conv;  // the value the tail continues from (in fused.graph)
+
+  // BatchNormalization right after the Conv folds into weights and bias.
+  if (t < fused.tail.size() && fused.tail[t]->op_type == "BatchNormalization") {
+    const Node& bn = *fused.tail[t];
+    ValueId params[4];
+    for (size_t i = 0; i < 4; ++i) {
+      params[i] = fused.region_value(bn.inputs[i + 1]);
+      if (!lowering.is_constant_value(params[i])) lowering.unsupported(bn, "batch-norm parameters must be constants");
+    }
+    const float eps = bn.attrs.get_float_or("epsilon", 1e-5f);
+    weight_transform = ConstantTransform::kFoldBatchNormWeights;
+    weight_sources = {w, params[0], params[3]};
+    weight_floats = {eps};
+    bias_slot = lowering.constant_slot({out_channels}, ConstantTransform::kFoldBatchNormBias,
+                                       {b == kNoValue ? -1 : b, params[0], params[1], params[2], params[3]}, {eps});
+    chain = bn.outputs[0];
+    ++t;
+  } else if (b != kNoValue) {
+    bias_slot = lowering.constant_slot({out_channels}, ConstantTransform::kNone, {b});
+  }
+  const int32_t weight_slot = lowering.constant_slot(weight_dims, weight_transform, weight_sources, weight_floats);
+
+  for (; t < fused.tail.size(); ++t) {
+    const Node& next = *fused.tail[t];
+    if (next.op_type == "Add") {
+      const ValueId other_body = next.inputs[0] == chain ? next.inputs[1] : next.inputs[0];
+      const ValueId other = fused.region_value(other_body);
+      const std::vector<int64_t> other_dims = dims_of(region, other);
+      const bool per_channel = lowering.is_constant_value(other) && shape_numel(other_dims) == out_channels &&
+                               (other_dims.size() == y_dims.size() - 1 || other_dims.size() == y_dims.size()) &&
+                               other_dims[other_dims.size() - n - 1] == out_channels;
+      bool has_sum = false;
+      for (const PostOp& p : step.post_ops) has_sum |= p.kind == PostOpKind::kSum;
+      if (per_channel && bias_slot < 0 && step.post_ops.empty()) {
+        bias_slot = lowering.constant_slot({out_channels}, ConstantTransform::kNone, {other});
+      } else if (per_channel) {
+        std::vector<int64_t> channel_dims(y_dims.size(), 1);
+        channel_dims[1] = out_channels;
+        PostOp add;
+        add.kind = PostOpKind::kBinary;
+        add.algorithm = static_cast<int32_t>(dnnl::algorithm::binary_add);
+        add.slot = lowering.constant_slot(channel_dims, ConstantTransform::kNone, {other});
+        step.post_ops.push_back(add);
+      } else if (other_dims == y_dims && !lowering.is_constant_value(other)) {
+        PostOp p;
+        p.kind = has_sum ? PostOpKind::kBinary : PostOpKind::kSum;
+        p.algorithm = static_cast<int32_t>(dnnl::algorithm::binary_add);
+        p.slot = lowering.slot_of(other);
+        step.post_ops.push_back(p);
+      } else {
+        lowering.unsupported(next, "an Add that cannot be fused into the convolution");
+      }
+    } else if (std::optional<PostOp> activation = chain_activation(lowering, fused, next)) {
+      step.post_ops.push_back(*activation);
+    } else {
+      lowering.unsupported(next, "cannot fuse " + next.op_type + " into a convolution");
+    }
+    chain = next.outputs[0];
+  }
+
+  step.inputs = {lowering.slot_of(x), weight_slot};
+  std::vector<memory::desc> requests = {any_desc(x_dims), any_desc(weight_dims)};
+  if (bias_slot >= 0) {
+    step.inputs.push_back(bias_slot);
+    requests.push_back(any_desc({out_channels}));
+  }
+  lowering.add_step(std::move(step), requests, any_desc(y_dims), fused.outputs[0], y_dims);
+}
+
+}  // namespace tessera::dnnl_backend

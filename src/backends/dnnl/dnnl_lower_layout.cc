@@ -1,0 +1,56 @@
+// Lowering of the layout ops: Concat to oneDNN's concat (inputs keep their
+// layouts, oneDNN picks the output's), Transpose to a reorder that reads a
+// permuted view, Reshape / Flatten / Squeeze / Unsqueeze to a reorder that
+// reads a reshaped view (both from plain layout), and Identity to nothing:
+// its output is the same slot as its input.
+#include "backends/dnnl/dnnl_lowering.h"
+#include "ir/error.h"
+
+namespace tessera::dnnl_backend {
+namespace {
+
+void lower_concat(Lowering& lowering, const FusedNode& fused) {
+  const Node& node = *fused.node;
+  const std::vector<int64_t> y_dims = dims_of(lowering.graph(), fused.outputs[0]);
+  const int64_t rank = static_cast<int64_t>(y_dims.size());
+  int64_t axis = node.attrs.get_int_or("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) lowering.unsupported(node, "axis out of range");
+  Step step;
+  step.kind = StepKind::kConcat;
+  step.node = fused.region_node;
+  step.ints = {axis};
+  for (ValueId input : node.inputs) {
+    if (input == kNoValue) lowering.unsupported(node, "an omitted input");
+    step.inputs.push_back(lowering.slot_of(fused.region_value(input)));
+  }
+  const std::vector<memory::desc> requests(step.inputs.size(), memory::desc());
+  lowering.add_step(std::move(step), requests, any_desc(y_dims), fused.outputs[0], y_dims);
+}
+
+}  // namespace
+
+void lower_layout(Lowering& lowering, const FusedNode& fused) {
+  const Node& node = *fused.node;
+  if (!fused.tail.empty()) lowering.unsupported(node, "nothing fuses into " + node.op_type);
+  if (node.op_type == "Concat") return lower_concat(lowering, fused);
+  const int32_t input = lowering.slot_of(fused.region_value(node.inputs[0]));
+  if (node.op_type == "Identity") return lowering.alias(fused.outputs[0], input);
+  if (node.op_type == "Transpose") {
+    const int64_t rank = static_cast<int64_t>(lowering.dims(input).size());
+    std::vector<int64_t> permutation = node.attrs.get_ints_or("perm", {});
+    if (permutation.empty()) {
+      for (int64_t i = rank - 1; i >= 0; --i) permutation.push_back(i);  // ONNX's default: reverse the axes
+    }
+    if (static_cast<int64_t>(permutation.size()) != rank) lowering.unsupported(node, "perm does not have one entry per axis");
+    lowering.add_view(fused.region_node, input, fused.outputs[0], permutation);
+    return;
+  }
+  // Reshape, Flatten, Squeeze, Unsqueeze: the same elements in the same order.
+  if (shape_numel(lowering.dims(input)) != shape_numel(dims_of(lowering.graph(), fused.outputs[0]))) {
+    lowering.unsupported(node, "the output does not have the input's element count");
+  }
+  lowering.add_view(fused.region_node, input, fused.outputs[0]);
+}
+
+}  // namespace tessera::dnnl_backend

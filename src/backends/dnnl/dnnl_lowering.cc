@@ -1,0 +1,330 @@
+// The lowering driver: slots, layouts, reorders, and the dispatch of each
+// region node (or composite) to its op family (see dnnl_lowering.h).
+#include "backends/dnnl/dnnl_lowering.h"
+
+#include <cfloat>
+#include <cmath>
+
+#include "ir/error.h"
+
+namespace tessera::dnnl_backend {
+
+ValueId FusedNode::region_value(ValueId id) const {
+  if (id == kNoValue) return kNoValue;
+  if (body_to_region.empty()) return id;
+  return body_to_region[static_cast<size_t>(id)];
+}
+
+memory::desc any_desc(const std::vector<int64_t>& dims) {
+  memory::dims d(dims.begin(), dims.end());
+  if (d.empty()) d = {1};
+  return memory::desc(d, memory::data_type::f32, memory::format_tag::any);
+}
+
+std::vector<int64_t> dims_of(const Graph& graph, ValueId id) { return graph.value(id).type.dims; }
+
+Lowering::Lowering(const Graph& region, const dnnl::engine& engine)
+    : graph_(region), engine_(engine), slot_of_value_(region.values.size(), -1) {}
+
+void Lowering::unsupported(const Node& node, const std::string& why) const {
+  throw_unsupported(node.describe(), ": oneDNN backend: ", why);
+}
+
+bool Lowering::is_constant_value(ValueId value) const { return value != kNoValue && graph_.is_constant(value); }
+
+int32_t Lowering::add_slot(Slot slot, const memory::desc& desc) {
+  program_.slots.push_back(std::move(slot));
+  descs_.push_back(desc);
+  layout_pending_.push_back(0);
+  return static_cast<int32_t>(program_.slots.size() - 1);
+}
+
+int32_t Lowering::slot_of(ValueId value) {
+  int32_t& slot = slot_of_value_[static_cast<size_t>(value)];
+  if (slot >= 0) return slot;
+  const Value& v = graph_.value(value);
+  if (v.constant) {
+    slot = constant_slot(v.type.dims, ConstantTransform::kNone, {value});
+    layout_pending_[static_cast<size_t>(slot)] = 0;  // used as it is: plain
+    return slot;
+  }
+  bool is_input = false;
+  for (ValueId id : graph_.inputs) is_input |= id == value;
+  if (!is_input) throw_internal_error("oneDNN lowering: value '", v.name, "' is read before it is computed");
+  Slot s;
+  s.kind = Slot::Kind::kInput;
+  s.value = value;
+  s.dims = v.type.dims;
+  slot = add_slot(std::move(s), plain_desc(v.type.dims));
+  return slot;
+}
+
+int32_t Lowering::constant_slot(std::vector<int64_t> dims, ConstantTransform transform, std::vector<int32_t> sources,
+                                std::vector<float> floats) {
+  Slot s;
+  s.kind = Slot::Kind::kConstant;
+  s.value = sources.empty() ? -1 : sources[0];
+  s.dims = dims;
+  s.transform = transform;
+  s.sources = std::move(sources);
+  s.floats = std::move(floats);
+  const int32_t slot = add_slot(std::move(s), plain_desc(dims));
+  layout_pending_[static_cast<size_t>(slot)] = 1;
+  return slot;
+}
+
+int32_t Lowering::in_layout(int32_t slot, const memory::desc& desc) {
+  if (descs_[static_cast<size_t>(slot)] == desc) return slot;
+  const int32_t tag = format_tag_of(desc);
+  if (tag < 0) throw_unsupported("oneDNN backend: a layout oneDNN chose has no format tag");
+  Slot s;
+  s.kind = Slot::Kind::kIntermediate;
+  s.dims = program_.slots[static_cast<size_t>(slot)].dims;
+  s.format_tag = tag;
+  const int32_t out = add_slot(std::move(s), desc);
+  Step step;
+  step.kind = StepKind::kReorder;
+  step.inputs = {slot};
+  step.output = out;
+  program_.steps.push_back(std::move(step));
+  return out;
+}
+
+int32_t Lowering::plain(int32_t slot) { return in_layout(slot, plain_desc(program_.slots[static_cast<size_t>(slot)].dims)); }
+
+std::optional<dnnl::primitive_desc_base> Lowering::try_desc(const Step& step, const std::vector<memory::desc>& roles) const {
+  try {
+    return make_primitive_desc(step, roles, descs_, engine_);
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+int32_t Lowering::add_step(Step step, const std::vector<memory::desc>& requests, const memory::desc& output_request,
+                           ValueId value, const std::vector<int64_t>& output_dims) {
+  const size_t n = step.inputs.size();
+  auto roles_for = [&](bool plain_everywhere) {
+    std::vector<memory::desc> roles;
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t slot = step.inputs[i];
+      if (plain_everywhere && !layout_pending_[static_cast<size_t>(slot)]) {
+        roles.push_back(plain_desc(program_.slots[static_cast<size_t>(slot)].dims));
+      } else if (requests[i] == memory::desc()) {
+        roles.push_back(descs_[static_cast<size_t>(slot)]);
+      } else {
+        roles.push_back(requests[i]);
+      }
+    }
+    roles.push_back(plain_everywhere ? plain_desc(output_dims) : output_request);
+    return roles;
+  };
+  // Every layout the primitive chose must have a format tag, for the payload.
+  auto representable = [&](const dnnl::primitive_desc_base& pd) {
+    for (size_t i = 0; i <= n; ++i) {
+      if (format_tag_of(role_desc(step, pd, i)) < 0) return false;
+    }
+    return true;
+  };
+  auto any_roles_of = [](const std::vector<memory::desc>& roles) {
+    uint32_t mask = 0;
+    for (size_t i = 0; i < roles.size(); ++i) {
+      if (roles[i].data.format_kind == dnnl_format_kind_any) mask |= 1u << i;
+    }
+    return mask;
+  };
+  std::vector<memory::desc> roles = roles_for(false);
+  std::optional<dnnl::primitive_desc_base> pd = try_desc(step, roles);
+  if (!pd || !representable(*pd)) {
+    roles = roles_for(true);
+    pd = try_desc(step, roles);
+  }
+  if (!pd || !representable(*pd)) {
+    throw_unsupported("oneDNN backend: no primitive for step kind ", static_cast<int>(step.kind), " with these layouts");
+  }
+  step.any_roles = any_roles_of(roles);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t slot = static_cast<size_t>(step.inputs[i]);
+    const memory::desc chosen = role_desc(step, *pd, i);
+    if (layout_pending_[slot]) {
+      program_.slots[slot].format_tag = format_tag_of(chosen);
+      descs_[slot] = chosen;
+      layout_pending_[slot] = 0;
+    } else {
+      step.inputs[i] = in_layout(step.inputs[i], chosen);
+    }
+  }
+  const memory::desc out_desc = role_desc(step, *pd, n);
+  Slot s;
+  s.kind = Slot::Kind::kIntermediate;
+  s.dims = output_dims;
+  s.format_tag = format_tag_of(out_desc);
+  step.output = add_slot(std::move(s), out_desc);
+  // A sum post-op's operand must have the output's layout.
+  for (PostOp& p : step.post_ops) {
+    if (p.kind == PostOpKind::kSum) p.slot = in_layout(p.slot, out_desc);
+  }
+  if (value != kNoValue) slot_of_value_[static_cast<size_t>(value)] = step.output;
+  const int32_t out = step.output;
+  program_.steps.push_back(std::move(step));
+  return out;
+}
+
+int32_t Lowering::add_view(int32_t node, int32_t slot, ValueId value, const std::vector<int64_t>& permutation) {
+  slot = plain(slot);
+  const std::vector<int64_t> out_dims = dims_of(graph_, value);
+  Step step;
+  step.kind = StepKind::kReorder;
+  step.node = node;
+  step.inputs = {slot};
+  if (permutation.empty()) {
+    step.ints = {1};
+  } else {
+    step.ints = {2};
+    step.ints.insert(step.ints.end(), permutation.begin(), permutation.end());
+  }
+  Slot s;
+  s.kind = Slot::Kind::kIntermediate;
+  s.dims = out_dims;
+  step.output = add_slot(std::move(s), plain_desc(out_dims));
+  slot_of_value_[static_cast<size_t>(value)] = step.output;
+  const int32_t out = step.output;
+  program_.steps.push_back(std::move(step));
+  return out;
+}
+
+Program Lowering::finish() {
+  // Region outputs leave in plain layout, written straight into the
+  // runtime's buffer when the producing step already writes plain.
+  std::vector<char> claimed(program_.slots.size(), 0);
+  for (ValueId value : graph_.outputs) {
+    const int32_t slot = slot_of_value_[static_cast<size_t>(value)];
+    if (slot < 0) throw_internal_error("oneDNN lowering: region output '", graph_.value(value).name, "' was never computed");
+    Slot& s = program_.slots[static_cast<size_t>(slot)];
+    if (s.kind == Slot::Kind::kIntermediate && s.format_tag == 0 && !claimed[static_cast<size_t>(slot)] &&
+        s.dims == graph_.value(value).type.dims) {
+      s.kind = Slot::Kind::kOutput;
+      s.value = value;
+      claimed[static_cast<size_t>(slot)] = 1;
+      continue;
+    }
+    Slot out;
+    out.kind = Slot::Kind::kOutput;
+    out.value = value;
+    out.dims = graph_.value(value).type.dims;
+    const int32_t out_slot = add_slot(std::move(out), plain_desc(graph_.value(value).type.dims));
+    claimed.push_back(1);
+    Step step;
+    step.kind = StepKind::kReorder;
+    step.inputs = {slot};
+    step.output = out_slot;
+    if (program_.slots[static_cast<size_t>(slot)].dims != program_.slots[static_cast<size_t>(out_slot)].dims) step.ints = {1};
+    program_.steps.push_back(std::move(step));
+  }
+  return std::move(program_);
+}
+
+std::optional<PostOp> activation_post_op(const Graph& graph, const Node& node) {
+  using dnnl::algorithm;
+  auto eltwise = [](algorithm alg, float alpha = 0, float beta = 0) {
+    PostOp p;
+    p.kind = PostOpKind::kEltwise;
+    p.algorithm = static_cast<int32_t>(alg);
+    p.alpha = alpha;
+    p.beta = beta;
+    return p;
+  };
+  if (!node.domain.empty()) return std::nullopt;
+  const std::string& op = node.op_type;
+  if (op == "Relu") return eltwise(algorithm::eltwise_relu);
+  if (op == "LeakyRelu") return eltwise(algorithm::eltwise_relu, node.attrs.get_float_or("alpha", 0.01f));
+  if (op == "Sigmoid") return eltwise(algorithm::eltwise_logistic);
+  if (op == "Tanh") return eltwise(algorithm::eltwise_tanh);
+  if (op == "Elu") return eltwise(algorithm::eltwise_elu, node.attrs.get_float_or("alpha", 1.0f));
+  if (op == "Exp") return eltwise(algorithm::eltwise_exp);
+  if (op == "Log") return eltwise(algorithm::eltwise_log);
+  if (op == "Sqrt") return eltwise(algorithm::eltwise_sqrt);
+  if (op == "Abs") return eltwise(algorithm::eltwise_abs);
+  if (op == "Neg") return eltwise(algorithm::eltwise_linear, -1.0f, 0.0f);
+  if (op == "Softplus") return eltwise(algorithm::eltwise_soft_relu);
+  if (op == "HardSwish") return eltwise(algorithm::eltwise_hardswish);
+  if (op == "Mish") return eltwise(algorithm::eltwise_mish);
+  if (op == "Clip") {
+    float bounds[2] = {-FLT_MAX, FLT_MAX};
+    for (size_t i = 1; i < 3; ++i) {
+      if (!node.has_input(i)) continue;
+      const Value& v = graph.value(node.inputs[i]);
+      if (!v.constant || v.constant->numel() != 1 || v.constant->dtype() != DType::kFloat32) return std::nullopt;
+      bounds[i - 1] = v.constant->as<float>()[0];
+    }
+    if (node.attrs.has("min") || node.attrs.has("max")) return std::nullopt;
+    return eltwise(algorithm::eltwise_clip_v2, bounds[0], bounds[1]);
+  }
+  return std::nullopt;
+}
+
+std::optional<PostOp> chain_activation(const Lowering& lowering, const FusedNode& fused, const Node& node) {
+  if (fused.body_to_region.empty()) return activation_post_op(lowering.graph(), node);
+  Node in_region = node;
+  for (ValueId& id : in_region.inputs) {
+    if (id == kNoValue) continue;
+    const ValueId mapped = fused.region_value(id);
+    // Values inside the chain have no region value; an activation only needs its constants.
+    id = mapped;
+  }
+  for (ValueId& id : in_region.outputs) id = kNoValue;
+  return activation_post_op(lowering.graph(), in_region);
+}
+
+Program lower_region(const Graph& region, const dnnl::engine& engine) {
+  Lowering lowering(region, engine);
+  for (size_t i = 0; i < region.nodes.size(); ++i) {
+    const Node& node = region.nodes[i];
+    FusedNode fused;
+    fused.region_node = static_cast<int32_t>(i);
+    for (ValueId out : node.outputs) fused.outputs.push_back(out);
+    std::string op_type = node.op_type;
+    if (node.domain == "tessera" && node.op_type == "Composite") {
+      const Attribute* pattern = node.attrs.find("pattern");
+      const Attribute* body = node.attrs.find("body");
+      if (!pattern || !body || !body->graph || body->graph->nodes.empty() ||
+          body->graph->inputs.size() != node.inputs.size()) {
+        throw_user_error(node.describe(), ": composite without a usable pattern or body");
+      }
+      const Graph& g = *body->graph;
+      fused.pattern = pattern->s;
+      fused.graph = &g;
+      fused.node = &g.nodes[0];
+      for (size_t k = 1; k < g.nodes.size(); ++k) fused.tail.push_back(&g.nodes[k]);
+      fused.body_to_region.assign(g.values.size(), kNoValue);
+      for (size_t k = 0; k < g.inputs.size(); ++k) fused.body_to_region[static_cast<size_t>(g.inputs[k])] = node.inputs[k];
+      for (size_t k = 0; k < g.outputs.size() && k < node.outputs.size(); ++k) {
+        fused.body_to_region[static_cast<size_t>(g.outputs[k])] = node.outputs[k];
+      }
+      op_type = fused.node->op_type;
+    } else {
+      fused.graph = &region;
+      fused.node = &node;
+    }
+    if (op_type == "Conv" || op_type == "ConvTranspose") {
+      lower_convolution(lowering, fused);
+    } else if (op_type == "MatMul" || op_type == "Gemm") {
+      lower_matmul(lowering, fused);
+    } else if (op_type == "MaxPool" || op_type == "AveragePool" || op_type == "GlobalAveragePool" ||
+               op_type == "GlobalMaxPool") {
+      lower_pooling(lowering, fused);
+    } else if (op_type == "BatchNormalization" || op_type == "LayerNormalization" || op_type == "Softmax" ||
+               op_type == "LogSoftmax") {
+      lower_normalization(lowering, fused);
+    } else if (op_type == "Concat" || op_type == "Transpose" || op_type == "Reshape" || op_type == "Flatten" ||
+               op_type == "Squeeze" || op_type == "Unsqueeze" || op_type == "Identity") {
+      lower_layout(lowering, fused);
+    } else {
+      lower_elementwise(lowering, fused);
+    }
+  }
+  return lowering.finish();
+}
+
+}  // namespace tessera::dnnl_backend

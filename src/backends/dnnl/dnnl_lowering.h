@@ -1,0 +1,94 @@
+// Lowering a region graph into a oneDNN Program (shared by the op-family
+// files dnnl_lower_*.cc). Layouts are chosen by oneDNN: a step asks for
+// format_tag::any where it may choose, and the lowering keeps the chosen
+// (blocked) layout for the value until a consumer needs another one, when
+// it inserts a reorder. Constants take the layout their primitive chose and
+// are reordered once, at load time.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/dnnl/dnnl_internal.h"
+
+namespace tessera::dnnl_backend {
+
+/// A node being lowered with the nodes fused after it (a composite's body),
+/// its values resolved to the region graph's.
+struct FusedNode {
+  const Node* node = nullptr;      // the main node (Conv, MatMul, ...), from the body or the region graph
+  const Graph* graph = nullptr;    // the graph `node` lives in (a composite's body or the region)
+  std::vector<const Node*> tail;   // the nodes after it in the body, in order
+  std::string pattern;             // the composite's pattern name, "" for a single node
+  int32_t region_node = -1;        // the region graph node it reports time on
+  std::vector<ValueId> outputs;    // region values it produces
+  /// The region value of a value of `graph`, or kNoValue for one inside the chain.
+  ValueId region_value(ValueId id) const;
+  std::vector<ValueId> body_to_region;  // per body value (composites)
+};
+
+class Lowering {
+ public:
+  Lowering(const Graph& region, const dnnl::engine& engine);
+  Program finish();
+
+  const Graph& graph() const { return graph_; }
+  const dnnl::engine& engine() const { return engine_; }
+  const memory::desc& desc(int32_t slot) const { return descs_[static_cast<size_t>(slot)]; }
+  std::vector<int64_t> dims(int32_t slot) const { return program_.slots[static_cast<size_t>(slot)].dims; }
+  bool is_constant_value(ValueId value) const;
+
+  /// The slot holding `value` now, in whatever layout (region inputs become plain input slots).
+  int32_t slot_of(ValueId value);
+  /// `slot` in layout `desc` (a reorder into a new slot when it differs).
+  int32_t in_layout(int32_t slot, const memory::desc& desc);
+  int32_t plain(int32_t slot);
+  /// A constant slot of `dims` made from region constants with a transform;
+  /// its layout is chosen by the first step that reads it with format_tag::any.
+  int32_t constant_slot(std::vector<int64_t> dims, ConstantTransform transform, std::vector<int32_t> sources,
+                        std::vector<float> floats = {});
+
+  /// Appends a step. `requests` holds one layout per input (an empty desc:
+  /// the slot's current layout) and `output_request` the output's (usually
+  /// format_tag::any). Where oneDNN cannot run the requested layouts, plain
+  /// layouts are tried. Inputs are reordered to the layouts the primitive
+  /// chose; the output becomes a new slot holding `value`. Returns the slot.
+  int32_t add_step(Step step, const std::vector<memory::desc>& requests, const memory::desc& output_request,
+                   ValueId value, const std::vector<int64_t>& output_dims);
+  /// A reorder that reads `slot` (plain) reshaped to `value`'s dims, or permuted.
+  int32_t add_view(int32_t node, int32_t slot, ValueId value, const std::vector<int64_t>& permutation = {});
+  /// Makes `value` (produced by some step) also available under another value id (Identity-like).
+  void alias(ValueId value, int32_t slot) { slot_of_value_[static_cast<size_t>(value)] = slot; }
+
+  [[noreturn]] void unsupported(const Node& node, const std::string& why) const;
+
+ private:
+  int32_t add_slot(Slot slot, const memory::desc& desc);
+  std::optional<dnnl::primitive_desc_base> try_desc(const Step& step, const std::vector<memory::desc>& roles) const;
+
+  const Graph& graph_;
+  const dnnl::engine& engine_;
+  Program program_;
+  std::vector<memory::desc> descs_;
+  std::vector<char> layout_pending_;     // constant slots whose layout no step has chosen yet
+  std::vector<int32_t> slot_of_value_;   // per region value
+};
+
+memory::desc any_desc(const std::vector<int64_t>& dims);
+std::vector<int64_t> dims_of(const Graph& graph, ValueId id);
+
+/// The eltwise post-op (or step) an activation node stands for, if oneDNN has it.
+std::optional<PostOp> activation_post_op(const Graph& graph, const Node& node);
+/// Same for a node of a fused chain (a composite's body): its constant
+/// operands (Clip's bounds) are read from the region graph.
+std::optional<PostOp> chain_activation(const Lowering& lowering, const FusedNode& fused, const Node& node);
+
+// Op families: each lowers one node (with its fused tail) into steps.
+void lower_convolution(Lowering& lowering, const FusedNode& fused);
+void lower_matmul(Lowering& lowering, const FusedNode& fused);
+void lower_elementwise(Lowering& lowering, const FusedNode& fused);
+void lower_pooling(Lowering& lowering, const FusedNode& fused);
+void lower_normalization(Lowering& lowering, const FusedNode& fused);
+void lower_layout(Lowering& lowering, const FusedNode& fused);
+
+}  // namespace tessera::dnnl_backend

@@ -1,0 +1,195 @@
+// Primitive descriptors for every step kind, from the step's parameters and
+// one layout per role (inputs in order, then the output). Lowering calls this
+// with format_tag::any where oneDNN should choose; loading calls it with the
+// concrete layouts stored in the payload.
+#include "backends/dnnl/dnnl_internal.h"
+#include "ir/error.h"
+
+namespace tessera::dnnl_backend {
+namespace {
+
+using dnnl::algorithm;
+using dnnl::prop_kind;
+
+memory::dims slice(const std::vector<int64_t>& ints, size_t begin, size_t count, const Step& step) {
+  if (begin + count > ints.size()) throw_user_error("oneDNN payload: step has too few parameters");
+  return memory::dims(ints.begin() + static_cast<std::ptrdiff_t>(begin),
+                      ints.begin() + static_cast<std::ptrdiff_t>(begin + count));
+}
+
+size_t spatial_rank(const memory::desc& src) {
+  const int rank = src.data.ndims;
+  if (rank < 3 || rank > 5) throw_user_error("oneDNN payload: convolution or pooling of rank ", rank);
+  return static_cast<size_t>(rank - 2);
+}
+
+void expect_roles(const Step& step, const std::vector<memory::desc>& descs, size_t min_inputs, size_t max_inputs) {
+  const size_t inputs = step.inputs.size();
+  if (inputs < min_inputs || inputs > max_inputs || descs.size() != inputs + 1) {
+    throw_user_error("oneDNN payload: step of kind ", static_cast<int>(step.kind), " has ", inputs, " inputs");
+  }
+}
+
+}  // namespace
+
+dnnl::primitive_attr make_attributes(const Step& step, const std::vector<memory::desc>& slot_descs) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::post_ops post_ops;
+  for (const PostOp& p : step.post_ops) {
+    switch (p.kind) {
+      case PostOpKind::kEltwise:
+        post_ops.append_eltwise(1.0f, static_cast<algorithm>(p.algorithm), p.alpha, p.beta);
+        break;
+      case PostOpKind::kSum:
+        post_ops.append_sum(1.0f);
+        break;
+      case PostOpKind::kBinary:
+        if (p.slot < 0 || static_cast<size_t>(p.slot) >= slot_descs.size()) {
+          throw_user_error("oneDNN payload: binary post-op names slot ", p.slot);
+        }
+        post_ops.append_binary(static_cast<algorithm>(p.algorithm), slot_descs[static_cast<size_t>(p.slot)]);
+        break;
+    }
+  }
+  attr.set_post_ops(post_ops);
+  return attr;
+}
+
+std::vector<int> role_args(const Step& step) {
+  switch (step.kind) {
+    case StepKind::kReorder:
+    case StepKind::kEltwise:
+    case StepKind::kPooling:
+    case StepKind::kSoftmax:
+    case StepKind::kLogSoftmax:
+      return {DNNL_ARG_SRC, DNNL_ARG_DST};
+    case StepKind::kConvolution:
+    case StepKind::kDeconvolution:
+    case StepKind::kMatMul:
+    case StepKind::kInnerProduct:
+      if (step.inputs.size() == 3) return {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST};
+      return {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+    case StepKind::kBinary:
+      return {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST};
+    case StepKind::kBatchNorm:
+      return {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DST};
+    case StepKind::kLayerNorm:
+      if (step.inputs.size() == 3) return {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DST};
+      return {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_DST};
+    case StepKind::kConcat: {
+      std::vector<int> args;
+      for (size_t i = 0; i < step.inputs.size(); ++i) args.push_back(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i));
+      args.push_back(DNNL_ARG_DST);
+      return args;
+    }
+  }
+  throw_user_error("oneDNN payload: unknown step kind");
+}
+
+dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vector<memory::desc>& d,
+                                         const std::vector<memory::desc>& slot_descs, const dnnl::engine& engine) {
+  const dnnl::primitive_attr attr = make_attributes(step, slot_descs);
+  switch (step.kind) {
+    case StepKind::kReorder:
+      expect_roles(step, d, 1, 1);
+      return dnnl::reorder::primitive_desc(engine, d[0], engine, d[1], attr);
+    case StepKind::kConvolution:
+    case StepKind::kDeconvolution: {
+      expect_roles(step, d, 2, 3);
+      const size_t n = spatial_rank(d[0]);
+      const memory::dims strides = slice(step.ints, 0, n, step);
+      const memory::dims dilations = slice(step.ints, n, n, step);
+      const memory::dims pad_l = slice(step.ints, 2 * n, n, step);
+      const memory::dims pad_r = slice(step.ints, 3 * n, n, step);
+      const bool bias = step.inputs.size() == 3;
+      const memory::desc& dst = d.back();
+      if (step.kind == StepKind::kConvolution) {
+        auto desc = bias ? dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                                           d[0], d[1], d[2], dst, strides, dilations, pad_l, pad_r)
+                         : dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
+                                                           d[0], d[1], dst, strides, dilations, pad_l, pad_r);
+        return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
+      }
+      auto desc = bias ? dnnl::deconvolution_forward::desc(prop_kind::forward_inference, algorithm::deconvolution_direct,
+                                                           d[0], d[1], d[2], dst, strides, dilations, pad_l, pad_r)
+                       : dnnl::deconvolution_forward::desc(prop_kind::forward_inference, algorithm::deconvolution_direct,
+                                                           d[0], d[1], dst, strides, dilations, pad_l, pad_r);
+      return dnnl::deconvolution_forward::primitive_desc(desc, attr, engine);
+    }
+    case StepKind::kMatMul: {
+      expect_roles(step, d, 2, 3);
+      auto desc = step.inputs.size() == 3 ? dnnl::matmul::desc(d[0], d[1], d[2], d[3]) : dnnl::matmul::desc(d[0], d[1], d[2]);
+      return dnnl::matmul::primitive_desc(desc, attr, engine);
+    }
+    case StepKind::kEltwise: {
+      expect_roles(step, d, 1, 1);
+      const float alpha = step.floats.size() > 0 ? step.floats[0] : 0.0f;
+      const float beta = step.floats.size() > 1 ? step.floats[1] : 0.0f;
+      dnnl::eltwise_forward::desc desc(prop_kind::forward_inference, static_cast<algorithm>(step.algorithm), d[0], alpha, beta);
+      return dnnl::eltwise_forward::primitive_desc(desc, attr, engine);
+    }
+    case StepKind::kBinary: {
+      expect_roles(step, d, 2, 2);
+      dnnl::binary::desc desc(static_cast<algorithm>(step.algorithm), d[0], d[1], d[2]);
+      return dnnl::binary::primitive_desc(desc, attr, engine);
+    }
+    case StepKind::kPooling: {
+      expect_roles(step, d, 1, 1);
+      const size_t n = spatial_rank(d[0]);
+      dnnl::pooling_v2_forward::desc desc(prop_kind::forward_inference, static_cast<algorithm>(step.algorithm), d[0], d[1],
+                                          slice(step.ints, 0, n, step), slice(step.ints, n, n, step),
+                                          slice(step.ints, 2 * n, n, step), slice(step.ints, 3 * n, n, step),
+                                          slice(step.ints, 4 * n, n, step));
+      return dnnl::pooling_v2_forward::primitive_desc(desc, attr, engine);
+    }
+    case StepKind::kBatchNorm: {
+      expect_roles(step, d, 5, 5);
+      if (step.floats.empty()) throw_user_error("oneDNN payload: batch normalisation without epsilon");
+      dnnl::batch_normalization_forward::desc desc(
+          prop_kind::forward_inference, d[0], step.floats[0],
+          dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+              dnnl::normalization_flags::use_shift);
+      return dnnl::batch_normalization_forward::primitive_desc(desc, attr, engine);
+    }
+    case StepKind::kLayerNorm: {
+      expect_roles(step, d, 2, 3);
+      if (step.floats.empty()) throw_user_error("oneDNN payload: layer normalisation without epsilon");
+      auto flags = dnnl::normalization_flags::use_scale;
+      if (step.inputs.size() == 3) flags = flags | dnnl::normalization_flags::use_shift;
+      dnnl::layer_normalization_forward::desc desc(prop_kind::forward_inference, d[0], step.floats[0], flags);
+      return dnnl::layer_normalization_forward::primitive_desc(desc, attr, engine);
+    }
+    case StepKind::kSoftmax:
+    case StepKind::kLogSoftmax: {
+      expect_roles(step, d, 1, 1);
+      if (step.ints.empty()) throw_user_error("oneDNN payload: softmax without an axis");
+      const int axis = static_cast<int>(step.ints[0]);
+      if (axis < 0 || axis >= d[0].data.ndims) throw_user_error("oneDNN payload: softmax axis out of range");
+      if (step.kind == StepKind::kSoftmax) {
+        dnnl::softmax_forward::desc desc(prop_kind::forward_inference, d[0], axis);
+        return dnnl::softmax_forward::primitive_desc(desc, attr, engine);
+      }
+      dnnl::logsoftmax_forward::desc desc(prop_kind::forward_inference, d[0], axis);
+      return dnnl::logsoftmax_forward::primitive_desc(desc, attr, engine);
+    }
+    case StepKind::kConcat: {
+      if (step.inputs.empty() || d.size() != step.inputs.size() + 1 || step.ints.empty()) {
+        throw_user_error("oneDNN payload: bad concat step");
+      }
+      std::vector<memory::desc> sources(d.begin(), d.end() - 1);
+      return dnnl::concat::primitive_desc(d.back(), static_cast<int>(step.ints[0]), sources, engine, attr);
+    }
+    case StepKind::kInnerProduct:
+      break;
+  }
+  throw_user_error("oneDNN payload: step kind ", static_cast<int>(step.kind), " is not supported");
+}
+
+memory::desc role_desc(const Step& step, const dnnl::primitive_desc_base& pd, size_t index) {
+  const std::vector<int> args = role_args(step);
+  if (index >= args.size()) throw_internal_error("oneDNN: role ", index, " out of range");
+  return pd.query_md(dnnl::query::exec_arg_md, args[index]);
+}
+
+}  // namespace tessera::dnnl_backend

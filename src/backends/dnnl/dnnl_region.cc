@@ -1,0 +1,312 @@
+// A loaded oneDNN region: every primitive created once from the program,
+// constants reordered once into the layouts their primitives chose, one
+// workspace per concurrent run holding the intermediates (reused by
+// liveness) and the scratchpad. Runs read the region's inputs and write its
+// outputs in plain layout, in place in the runtime's memory.
+#include "backends/dnnl/dnnl_region.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+
+#include "ir/error.h"
+
+namespace tessera::dnnl_backend {
+namespace {
+
+constexpr int64_t kAlignment = 64;
+int64_t align_up(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+/// The layout the step reads role `index` with: the slot's, or for a
+/// reorder a reshaped or permuted view of it (ints[0] = 1 reshape, 2 permute).
+memory::desc input_view(const Step& step, size_t index, const memory::desc& slot_desc, const memory::desc& output_desc) {
+  if (step.kind != StepKind::kReorder || step.ints.empty() || step.ints[0] == 0) return slot_desc;
+  if (step.ints[0] == 1) {
+    if (slot_desc.get_size() != output_desc.get_size()) throw_user_error("oneDNN payload: reshape changes the size");
+    return slot_desc.reshape(output_desc.dims());
+  }
+  if (step.ints[0] == 2) {
+    std::vector<int> permutation;
+    for (size_t i = 1; i < step.ints.size(); ++i) permutation.push_back(static_cast<int>(step.ints[i]));
+    if (static_cast<int>(permutation.size()) != slot_desc.data.ndims) throw_user_error("oneDNN payload: bad permutation");
+    std::vector<char> seen(permutation.size(), 0);
+    for (int p : permutation) {
+      if (p < 0 || p >= static_cast<int>(permutation.size()) || seen[static_cast<size_t>(p)]++) {
+        throw_user_error("oneDNN payload: bad permutation");
+      }
+    }
+    // permute_axes maps input axis i to output axis permutation[i]; ONNX's perm gives, per output axis, its input axis.
+    std::vector<int> inverse(permutation.size());
+    for (size_t i = 0; i < permutation.size(); ++i) inverse[static_cast<size_t>(permutation[i])] = static_cast<int>(i);
+    return slot_desc.permute_axes(inverse);
+  }
+  throw_user_error("oneDNN payload: unknown reorder view ", step.ints[0]);
+}
+
+}  // namespace
+
+DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads)
+    : region_(region), program_(std::move(program)), engine_(engine), num_threads_(num_threads) {
+  // oneDNN fixes a primitive's thread count when it is created: create them with the session's.
+  omp_set_num_threads(num_threads_);
+  const size_t num_slots = program_.slots.size();
+  const size_t num_values = region.values.size();
+  descs_.reserve(num_slots);
+  std::vector<char> is_input(num_values, 0), is_output(num_values, 0);
+  for (ValueId id : region.inputs) is_input[static_cast<size_t>(id)] = 1;
+  for (ValueId id : region.outputs) is_output[static_cast<size_t>(id)] = 1;
+  for (const Slot& slot : program_.slots) {
+    if (slot.dims.size() > 6) throw_user_error("oneDNN payload: slot of rank ", slot.dims.size());
+    int64_t count = 1;
+    for (int64_t d : slot.dims) {
+      if (d <= 0 || d > (int64_t{1} << 32)) throw_user_error("oneDNN payload: slot dim ", d);
+      count *= d;
+      if (count > (int64_t{1} << 34)) throw_user_error("oneDNN payload: slot too large");
+    }
+    if (slot.format_tag < 0 || slot.format_tag >= dnnl_format_tag_last || slot.format_tag == dnnl_format_tag_any) {
+      throw_user_error("oneDNN payload: format tag ", slot.format_tag);
+    }
+    if (slot.kind == Slot::Kind::kInput || slot.kind == Slot::Kind::kOutput) {
+      if (slot.value < 0 || static_cast<size_t>(slot.value) >= num_values) throw_user_error("oneDNN payload: slot names value ", slot.value);
+      const Value& v = region.values[static_cast<size_t>(slot.value)];
+      const bool boundary = slot.kind == Slot::Kind::kInput ? is_input[static_cast<size_t>(slot.value)] != 0
+                                                            : is_output[static_cast<size_t>(slot.value)] != 0;
+      if (!boundary || !v.type.is_static() || v.type.dtype != DType::kFloat32 || slot.format_tag != 0 ||
+          shape_numel(v.type.dims) != count) {
+        throw_user_error("oneDNN payload: slot for '", v.name, "' does not match the region's boundary value");
+      }
+    }
+    try {
+      descs_.push_back(desc_of(slot));
+    } catch (const dnnl::error& e) {
+      throw_user_error("oneDNN payload: layout of a slot cannot be made: ", e.what());
+    }
+  }
+
+  // Steps: every slot read must exist by then; outputs are intermediates or region outputs.
+  std::vector<char> defined(num_slots, 0);
+  for (size_t s = 0; s < num_slots; ++s) {
+    const Slot::Kind kind = program_.slots[s].kind;
+    defined[s] = kind == Slot::Kind::kInput || kind == Slot::Kind::kConstant;
+  }
+  auto check_read = [&](int32_t slot) {
+    if (slot < 0 || static_cast<size_t>(slot) >= num_slots || !defined[static_cast<size_t>(slot)]) {
+      throw_user_error("oneDNN payload: a step reads slot ", slot, " before it is written");
+    }
+  };
+  int64_t scratchpad = 0;
+  for (const Step& step : program_.steps) {
+    for (int32_t slot : step.inputs) check_read(slot);
+    for (const PostOp& p : step.post_ops) {
+      if (p.kind != PostOpKind::kEltwise) check_read(p.slot);
+    }
+    if (step.output < 0 || static_cast<size_t>(step.output) >= num_slots) throw_user_error("oneDNN payload: step output slot");
+    const Slot::Kind out_kind = program_.slots[static_cast<size_t>(step.output)].kind;
+    if (out_kind == Slot::Kind::kInput || out_kind == Slot::Kind::kConstant) {
+      throw_user_error("oneDNN payload: a step writes an input or a constant");
+    }
+    if (step.node < -1 || step.node >= static_cast<int32_t>(region.nodes.size())) throw_user_error("oneDNN payload: step node");
+    const memory::desc& out_desc = descs_[static_cast<size_t>(step.output)];
+    std::vector<memory::desc> roles;
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      roles.push_back(input_view(step, i, descs_[static_cast<size_t>(step.inputs[i])], out_desc));
+    }
+    roles.push_back(out_desc);
+    // Ask for `any` where lowering did, so oneDNN picks the implementation it picked then.
+    std::vector<memory::desc> requests = roles;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (step.any_roles & (1u << i)) requests[i] = memory::desc(roles[i].dims(), memory::data_type::f32, memory::format_tag::any);
+    }
+    CompiledStep compiled;
+    try {
+      dnnl::primitive_desc_base pd = make_primitive_desc(step, requests, descs_, engine_);
+      for (size_t i = 0; i < roles.size(); ++i) {
+        if (role_desc(step, pd, i) != roles[i]) throw_user_error("oneDNN payload: step layout differs from the primitive's");
+      }
+      scratchpad = std::max<int64_t>(scratchpad, static_cast<int64_t>(pd.scratchpad_desc().get_size()));
+      compiled.primitive = dnnl::primitive(pd.get());
+      compiled.roles = roles;
+      for (const PostOp& p : step.post_ops) {
+        if (p.kind == PostOpKind::kSum && p.slot != step.output) {
+          const memory::desc& operand = descs_[static_cast<size_t>(p.slot)];
+          if (operand == out_desc) {
+            compiled.sum_bytes = out_desc.get_size();
+          } else {
+            compiled.sum_copy = dnnl::reorder(dnnl::reorder::primitive_desc(engine_, operand, engine_, out_desc));
+          }
+          compiled.sum_slot = p.slot;
+        }
+      }
+    } catch (const dnnl::error& e) {
+      throw_user_error("oneDNN payload: step ", steps_.size(), " cannot be created: ", e.what());
+    }
+    steps_.push_back(std::move(compiled));
+    defined[static_cast<size_t>(step.output)] = 1;
+  }
+  for (ValueId id : region.outputs) {
+    bool written = false;
+    for (size_t s = 0; s < num_slots; ++s) {
+      written |= program_.slots[s].kind == Slot::Kind::kOutput && program_.slots[s].value == id && defined[s];
+    }
+    if (!written) throw_user_error("oneDNN payload: region output '", region.value(id).name, "' is never written");
+  }
+
+  // Constants: reordered once into their layouts.
+  constants_.resize(num_slots);
+  dnnl::stream stream(engine_);
+  for (size_t s = 0; s < num_slots; ++s) {
+    const Slot& slot = program_.slots[s];
+    if (slot.kind != Slot::Kind::kConstant) continue;
+    std::vector<float> plain = constant_plain_data(region, slot);
+    memory::desc plain_layout = plain_desc(slot.dims);
+    memory source(plain_layout, engine_, plain.data());
+    constants_[s] = memory(descs_[s], engine_);
+    dnnl::reorder(source, constants_[s]).execute(stream, source, constants_[s]);
+  }
+  stream.wait();
+
+  // Workspace: intermediates by liveness (step indices), then the scratchpad.
+  std::vector<int64_t> first(num_slots, -1), last(num_slots, -1);
+  for (size_t k = 0; k < program_.steps.size(); ++k) {
+    const Step& step = program_.steps[k];
+    auto read = [&](int32_t slot) { last[static_cast<size_t>(slot)] = static_cast<int64_t>(k); };
+    for (int32_t slot : step.inputs) read(slot);
+    for (const PostOp& p : step.post_ops) {
+      if (p.kind != PostOpKind::kEltwise) read(p.slot);
+    }
+    const size_t out = static_cast<size_t>(step.output);
+    if (first[out] < 0) first[out] = static_cast<int64_t>(k);
+    last[out] = std::max(last[out], static_cast<int64_t>(k));
+  }
+  offsets_.assign(num_slots, -1);
+  struct Placed {
+    int64_t offset, size, first, last;
+  };
+  std::vector<size_t> order;
+  for (size_t s = 0; s < num_slots; ++s) {
+    if (program_.slots[s].kind == Slot::Kind::kIntermediate && first[s] >= 0) order.push_back(s);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return descs_[a].get_size() > descs_[b].get_size(); });
+  std::vector<Placed> placed;
+  for (size_t s : order) {
+    const int64_t size = align_up(std::max<int64_t>(1, static_cast<int64_t>(descs_[s].get_size())));
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (const Placed& p : placed) {
+      if (p.first <= last[s] && first[s] <= p.last) busy.emplace_back(p.offset, p.offset + p.size);
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t offset = 0;
+    for (const auto& [begin, end] : busy) {
+      if (offset + size <= begin) break;
+      offset = std::max(offset, end);
+    }
+    placed.push_back({offset, size, first[s], last[s]});
+    offsets_[s] = offset;
+    workspace_bytes_ = std::max(workspace_bytes_, offset + size);
+  }
+  scratchpad_offset_ = workspace_bytes_;
+  workspace_bytes_ += align_up(scratchpad);
+}
+
+DnnlRegion::~DnnlRegion() = default;
+
+std::unique_ptr<DnnlRegion::RunContext> DnnlRegion::make_context() const {
+  auto context = std::make_unique<RunContext>(engine_);
+  context->workspace = std::make_unique<Buffer>(static_cast<size_t>(std::max<int64_t>(workspace_bytes_, 64)), false);
+  auto* base = static_cast<char*>(context->workspace->data());
+  context->slots.reserve(descs_.size());
+  for (size_t s = 0; s < descs_.size(); ++s) {
+    const Slot& slot = program_.slots[s];
+    if (slot.kind == Slot::Kind::kConstant) {
+      context->slots.push_back(constants_[s]);
+    } else if (slot.kind == Slot::Kind::kIntermediate) {
+      context->slots.emplace_back(descs_[s], engine_, offsets_[s] >= 0 ? base + offsets_[s] : base);
+    } else {
+      context->slots.push_back(memory(descs_[s], engine_, static_cast<void*>(nullptr)));
+    }
+  }
+  memory scratchpad(memory::desc({std::max<int64_t>(1, workspace_bytes_ - scratchpad_offset_)}, memory::data_type::u8,
+                                 memory::format_tag::a),
+                    engine_, base + scratchpad_offset_);
+  for (size_t k = 0; k < program_.steps.size(); ++k) {
+    const Step& step = program_.steps[k];
+    const std::vector<int> args = role_args(step);
+    std::unordered_map<int, memory> map;
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      memory m = context->slots[static_cast<size_t>(step.inputs[i])];
+      // A reorder that reads a reshaped or permuted view gets a memory object with that view's layout.
+      if (steps_[k].roles[i] != descs_[static_cast<size_t>(step.inputs[i])]) m = memory(steps_[k].roles[i], engine_, static_cast<void*>(nullptr));
+      map[args[i]] = m;
+    }
+    map[args.back()] = context->slots[static_cast<size_t>(step.output)];
+    for (size_t p = 0; p < step.post_ops.size(); ++p) {
+      if (step.post_ops[p].kind == PostOpKind::kBinary) {
+        map[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(p)) | DNNL_ARG_SRC_1] =
+            context->slots[static_cast<size_t>(step.post_ops[p].slot)];
+      }
+    }
+    map[DNNL_ARG_SCRATCHPAD] = scratchpad;
+    context->args.push_back(std::move(map));
+  }
+  return context;
+}
+
+void DnnlRegion::run(ValueStore& store) const {
+  std::unique_ptr<RunContext> context;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_contexts_.empty()) {
+      context = std::move(free_contexts_.back());
+      free_contexts_.pop_back();
+    }
+  }
+  if (!context) context = make_context();
+  // Boundary values live in the runtime's memory: point the slots at them.
+  for (size_t s = 0; s < program_.slots.size(); ++s) {
+    const Slot& slot = program_.slots[s];
+    if (slot.kind == Slot::Kind::kInput) {
+      context->slots[s].set_data_handle(store.get(slot.value).data);
+    } else if (slot.kind == Slot::Kind::kOutput) {
+      context->slots[s].set_data_handle(store.output(slot.value).data);
+    }
+  }
+  for (size_t k = 0; k < program_.steps.size(); ++k) {
+    const Step& step = program_.steps[k];
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      const size_t slot = static_cast<size_t>(step.inputs[i]);
+      if (steps_[k].roles[i] != descs_[slot]) {
+        context->args[k].at(role_args(step)[i]).set_data_handle(context->slots[slot].get_data_handle());
+      }
+    }
+  }
+  omp_set_num_threads(num_threads_);
+  const bool profiling = store.profiling();
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const CompiledStep& compiled = steps_[k];
+    const auto start = std::chrono::steady_clock::now();
+    if (compiled.sum_slot >= 0) {
+      memory& operand = context->slots[static_cast<size_t>(compiled.sum_slot)];
+      memory& output = context->slots[static_cast<size_t>(program_.steps[k].output)];
+      if (compiled.sum_bytes) {
+        std::memcpy(output.get_data_handle(), operand.get_data_handle(), compiled.sum_bytes);
+      } else {
+        compiled.sum_copy.execute(context->stream, operand, output);
+      }
+    }
+    compiled.primitive.execute(context->stream, context->args[k]);
+    if (profiling) {
+      context->stream.wait();
+      std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+      const int32_t node = program_.steps[k].node;
+      if (node >= 0) store.node_finished(static_cast<size_t>(node), elapsed.count());
+    }
+  }
+  context->stream.wait();
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_contexts_.push_back(std::move(context));
+}
+
+}  // namespace tessera::dnnl_backend

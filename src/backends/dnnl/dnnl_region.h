@@ -1,0 +1,53 @@
+// The executable form of a oneDNN region (see dnnl_region.cc).
+#pragma once
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/dnnl/dnnl_internal.h"
+
+namespace tessera::dnnl_backend {
+
+class DnnlRegion : public ExecutableRegion {
+ public:
+  /// Checks the program against the region graph (a hostile payload is a user
+  /// error), creates every primitive and reorders the constants.
+  DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads);
+  ~DnnlRegion() override;
+  void run(ValueStore& store) const override;
+
+ private:
+  struct CompiledStep {
+    dnnl::primitive primitive;
+    std::vector<memory::desc> roles;  // layouts the primitive reads and writes, inputs then output
+    dnnl::reorder sum_copy;           // copies a sum post-op's operand into the output first
+    int32_t sum_slot = -1;
+    size_t sum_bytes = 0;  // when the operand already has the output's layout: a plain copy
+  };
+  /// What one concurrent run needs: a stream, the workspace, memory objects.
+  struct RunContext {
+    explicit RunContext(const dnnl::engine& engine) : stream(engine) {}
+    dnnl::stream stream;
+    std::unique_ptr<Buffer> workspace;
+    std::vector<memory> slots;
+    std::vector<std::unordered_map<int, memory>> args;  // per step
+  };
+  std::unique_ptr<RunContext> make_context() const;
+
+  const Graph& region_;
+  Program program_;
+  dnnl::engine engine_;
+  int num_threads_;
+  std::vector<memory::desc> descs_;  // per slot
+  std::vector<CompiledStep> steps_;
+  std::vector<memory> constants_;    // per slot (constant slots only)
+  std::vector<int64_t> offsets_;     // per slot: workspace offset of intermediates
+  int64_t workspace_bytes_ = 0;
+  int64_t scratchpad_offset_ = 0;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::unique_ptr<RunContext>> free_contexts_;
+};
+
+}  // namespace tessera::dnnl_backend

@@ -1,0 +1,628 @@
+// The oneDNN backend against the native one: one-op and small multi-op
+// graphs over random shapes and attributes run with --backends dnnl,native
+// and with native alone (the reference: native is checked against ONNX and
+// PyTorch by the conformance and model tests), and must agree; each graph
+// also asserts that dnnl really ran the ops it declares, so a declaration
+// that silently stops claiming them fails here. Further: the fused patterns
+// (Conv+BatchNorm+Add+Relu, MatMul+bias+GELU) become one composite, constants
+// are reordered once (repeated runs and a saved-and-loaded artifact give
+// identical bytes), and blocked layouts stay inside a region (counted on
+// the lowered program through the backend's internal header).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "ir/op_schema.h"
+#include "partition/declarations.h"
+#include "runtime/backend_registry.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+#ifdef TESSERA_TEST_WITH_DNNL
+#include "backends/dnnl/dnnl_internal.h"
+#endif
+
+namespace tessera::testing {
+namespace {
+
+bool dnnl_built_in() { return find_backend("dnnl") != nullptr; }
+
+#define SKIP_WITHOUT_DNNL() \
+  if (!dnnl_built_in()) GTEST_SKIP() << "the oneDNN backend is not built in"
+
+/// Builds graphs node by node, filling attribute defaults from the op
+/// schemas as the ONNX importer does. Output types are left to inference.
+struct Builder {
+  Graph graph;
+  int counter = 0;
+  int opset = 17;
+
+  ValueId input(Shape shape) {
+    const ValueId id = graph.add_value("x" + std::to_string(counter++), TensorType::make(DType::kFloat32, std::move(shape)));
+    graph.inputs.push_back(id);
+    return id;
+  }
+  ValueId constant(Tensor tensor) { return graph.add_constant("c" + std::to_string(counter++), std::move(tensor)); }
+  ValueId ints(std::vector<int64_t> values) {
+    const int64_t n = static_cast<int64_t>(values.size());
+    return constant(make_int64({n}, std::move(values)));
+  }
+  ValueId node(const std::string& op_type, std::vector<ValueId> inputs, AttributeMap attrs = {}) {
+    Node node;
+    node.name = op_type + "_" + std::to_string(counter++);
+    node.op_type = op_type;
+    node.opset = opset;
+    node.inputs = std::move(inputs);
+    node.attrs = std::move(attrs);
+    if (const OpSchema* schema = OpRegistry::instance().find("", op_type)) {
+      for (const AttributeSpec& spec : schema->attributes) {
+        if (!node.attrs.has(spec.name) && spec.default_value) node.attrs.set(spec.name, *spec.default_value);
+      }
+    }
+    const ValueId out = graph.add_value(node.name + "_out");
+    node.outputs = {out};
+    graph.nodes.push_back(std::move(node));
+    return out;
+  }
+  void output(ValueId id) { graph.outputs.push_back(id); }
+};
+
+AttributeMap attributes(std::initializer_list<std::pair<const char*, Attribute>> entries) {
+  AttributeMap map;
+  for (const auto& [name, value] : entries) map.set(name, value);
+  return map;
+}
+
+std::unique_ptr<CompiledModel> compile_on(const Graph& graph, std::vector<std::string> backends) {
+  CompileOptions options;
+  options.backends = std::move(backends);
+  options.strict = options.backends.size() == 1;
+  return CompiledModel::compile(graph, options);
+}
+
+std::vector<TensorView> views_of(const std::vector<Tensor>& tensors) {
+  std::vector<TensorView> views;
+  for (const Tensor& t : tensors) views.push_back(t.view());
+  return views;
+}
+
+/// Equal within `tolerance` relative to the larger of 1 and the reference's
+/// largest magnitude (oneDNN sums in another order than native).
+void expect_near_scaled(const Tensor& actual, const Tensor& expected, const std::string& what, double tolerance = 1e-4) {
+  ASSERT_EQ(actual.dtype(), expected.dtype()) << what;
+  ASSERT_EQ(actual.shape(), expected.shape()) << what;
+  double scale = 1.0;
+  for (int64_t i = 0; i < expected.numel(); ++i) scale = std::max(scale, std::fabs(expected.double_at(i)));
+  int failures = 0;
+  for (int64_t i = 0; i < actual.numel() && failures < 5; ++i) {
+    const double a = actual.double_at(i), b = expected.double_at(i);
+    if (!(std::fabs(a - b) <= tolerance * scale)) {
+      ADD_FAILURE() << what << " element " << i << ": dnnl gives " << a << ", native " << b;
+      ++failures;
+    }
+  }
+}
+
+void expect_identical(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  ASSERT_EQ(actual.shape(), expected.shape()) << what;
+  EXPECT_EQ(std::memcmp(actual.data(), expected.data(), actual.nbytes()), 0) << what << " differs";
+}
+
+/// Why the dnnl backend's declarations refuse node `name` of the compiled graph.
+std::string dnnl_refusal(const CompiledModel& model, const std::string& name) {
+  std::unique_ptr<Backend> dnnl = find_backend("dnnl")->make();
+  for (const Node& node : model.graph().nodes) {
+    if (node.name == name) return dnnl->declarations().supports(model.graph(), node).reason;
+  }
+  return "(node not found)";
+}
+
+/// Runs `graph` on dnnl+native and on native alone and compares. Every
+/// executed node whose op type is in `on_dnnl` must have run on dnnl.
+void expect_dnnl_matches_native(const Graph& graph, const std::vector<Tensor>& feeds, const std::set<std::string>& on_dnnl,
+                                const std::string& what) {
+  SCOPED_TRACE(what);
+  std::unique_ptr<CompiledModel> reference = compile_on(graph, {"native"});
+  std::unique_ptr<CompiledModel> model = compile_on(graph, {"dnnl", "native"});
+  std::set<std::string> seen;
+  for (const NodePlacement& p : model->placement()) {
+    if (p.region < 0 || !on_dnnl.count(p.op_type)) continue;
+    seen.insert(p.op_type);
+    EXPECT_EQ(p.backend, "dnnl") << p.node_name << " (" << p.op_type << ") ran on " << p.backend << ": "
+                                 << dnnl_refusal(*model, p.node_name);
+  }
+  for (const std::string& op : on_dnnl) EXPECT_TRUE(seen.count(op)) << op << " did not run at all (folded away?)";
+  const std::vector<Tensor> expected = reference->run(views_of(feeds));
+  const std::vector<Tensor> actual = model->run(views_of(feeds));
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < actual.size(); ++i) expect_near_scaled(actual[i], expected[i], "output " + std::to_string(i));
+}
+
+class Random {
+ public:
+  explicit Random(uint32_t seed) : rng_(seed) {}
+  int64_t between(int64_t low, int64_t high) { return std::uniform_int_distribution<int64_t>(low, high)(rng_); }
+  bool chance(double p) { return std::bernoulli_distribution(p)(rng_); }
+  uint32_t seed() { return static_cast<uint32_t>(rng_()); }
+  Tensor floats(Shape shape, float low = -1, float high = 1) {
+    Tensor t = random_float(shape, seed());
+    for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = low + (high - low) * (t.as<float>()[i] + 1) / 2;
+    return t;
+  }
+
+ private:
+  std::mt19937 rng_;
+};
+
+// ---------------------------------------------------------------------------
+// Pooling.
+
+TEST(DnnlBackend, PoolingMatchesNativeOnRandomWindows) {
+  SKIP_WITHOUT_DNNL();
+  Random random(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    const bool max = trial % 2 == 0;
+    const size_t n = static_cast<size_t>(random.between(1, 3));
+    Shape shape = {random.between(1, 2), random.between(1, 20)};
+    std::vector<int64_t> kernel, strides, dilations, pads(2 * n);
+    bool partial_last_window = false, window_in_padding = false;
+    const bool ceil_mode = random.chance(0.4);
+    for (size_t i = 0; i < n; ++i) {
+      kernel.push_back(random.between(1, 3));
+      strides.push_back(random.between(1, 3));
+      dilations.push_back(max ? random.between(1, 2) : 1);
+      const int64_t extent = (kernel[i] - 1) * dilations[i] + 1;
+      pads[i] = random.between(0, kernel[i] - 1);
+      pads[n + i] = random.between(0, kernel[i] - 1);
+      shape.push_back(random.between(extent, extent + 6));
+      const int64_t span = shape.back() + pads[i] + pads[n + i] - extent;
+      const int64_t out = ceil_mode ? (span + strides[i] - 1) / strides[i] + 1 : span / strides[i] + 1;
+      partial_last_window |= span % strides[i] != 0 && ceil_mode;
+      window_in_padding |= (out - 1) * strides[i] >= shape.back() + pads[i];
+    }
+    const bool include_pad = !max && random.chance(0.5);
+    Builder b;
+    AttributeMap attrs = attributes({{"kernel_shape", Attribute::of_ints(kernel)},
+                                     {"strides", Attribute::of_ints(strides)},
+                                     {"pads", Attribute::of_ints(pads)},
+                                     {"ceil_mode", Attribute::of_int(ceil_mode)}});
+    if (max) attrs.set("dilations", Attribute::of_ints(dilations));
+    if (!max) attrs.set("count_include_pad", Attribute::of_int(include_pad));
+    b.output(b.node(max ? "MaxPool" : "AveragePool", {b.input(shape)}, attrs));
+    // The declarations refuse what ONNX and oneDNN count differently; those run on native.
+    const bool claimed = !window_in_padding && !(include_pad && partial_last_window);
+    const std::string op = max ? "MaxPool" : "AveragePool";
+    expect_dnnl_matches_native(b.graph, {random.floats(shape)}, claimed ? std::set<std::string>{op} : std::set<std::string>{},
+                               op + " trial " + std::to_string(trial) + " input " + shape_to_string(shape));
+  }
+}
+
+TEST(DnnlBackend, GlobalPoolingMatchesNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(12);
+  for (int trial = 0; trial < 12; ++trial) {
+    Shape shape = {random.between(1, 3), random.between(1, 24)};
+    const int64_t spatial = random.between(1, 3);
+    for (int64_t i = 0; i < spatial; ++i) shape.push_back(random.between(1, 9));
+    const std::string op = trial % 2 ? "GlobalMaxPool" : "GlobalAveragePool";
+    Builder b;
+    b.output(b.node(op, {b.input(shape)}));
+    expect_dnnl_matches_native(b.graph, {random.floats(shape)}, {op}, op + " " + shape_to_string(shape));
+  }
+}
+
+/// Conv outputs take a blocked layout (16 or 8 channels a block) that pooling
+/// and softmax over channels read as they are, padded channels included.
+TEST(DnnlBackend, PoolingAndSoftmaxAfterConvolutionsInBlockedLayouts) {
+  SKIP_WITHOUT_DNNL();
+  Random random(13);
+  for (int64_t channels : {5, 16, 20}) {
+    Builder b;
+    const Shape shape = {2, 3, 11, 9};
+    const ValueId x = b.input(shape);
+    const ValueId w = b.constant(random.floats({channels, 3, 3, 3}));
+    const ValueId conv = b.node("Conv", {x, w}, attributes({{"pads", Attribute::of_ints({1, 1, 1, 1})}}));
+    const ValueId pool = b.node("MaxPool", {conv}, attributes({{"kernel_shape", Attribute::of_ints({3, 3})},
+                                                             {"strides", Attribute::of_ints({2, 2})},
+                                                             {"ceil_mode", Attribute::of_int(1)}}));
+    const ValueId average = b.node("AveragePool", {conv}, attributes({{"kernel_shape", Attribute::of_ints({2, 3})},
+                                                                   {"pads", Attribute::of_ints({1, 1, 1, 1})},
+                                                                   {"count_include_pad", Attribute::of_int(1)}}));
+    b.output(b.node("Softmax", {pool}, attributes({{"axis", Attribute::of_int(1)}})));
+    b.output(b.node("GlobalAveragePool", {average}));
+    b.output(b.node("LogSoftmax", {conv}, attributes({{"axis", Attribute::of_int(1)}})));
+    expect_dnnl_matches_native(b.graph, {random.floats(shape)},
+                               {"Conv", "MaxPool", "AveragePool", "Softmax", "LogSoftmax", "GlobalAveragePool"},
+                               std::to_string(channels) + " channels");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Normalisation and softmax.
+
+TEST(DnnlBackend, BatchNormalizationMatchesNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(21);
+  for (int trial = 0; trial < 8; ++trial) {
+    Shape shape = {random.between(1, 3), random.between(1, 20)};
+    const int64_t spatial = random.between(0, 3);
+    for (int64_t i = 0; i < spatial; ++i) shape.push_back(random.between(1, 7));
+    const int64_t c = shape[1];
+    Builder b;
+    const ValueId x = b.input(shape);
+    // After a Relu (not a Conv), so it stays a batch normalisation of its own.
+    const ValueId relu = b.node("Relu", {x});
+    b.output(b.node("BatchNormalization", {relu, b.constant(random.floats({c})), b.constant(random.floats({c})),
+                                           b.constant(random.floats({c})), b.constant(random.floats({c}, 0.1f, 2.0f))},
+                    attributes({{"epsilon", Attribute::of_float(1e-3f)}})));
+    expect_dnnl_matches_native(b.graph, {random.floats(shape)}, {"BatchNormalization"}, shape_to_string(shape));
+  }
+}
+
+TEST(DnnlBackend, LayerNormalizationMatchesNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(22);
+  for (int trial = 0; trial < 10; ++trial) {
+    Shape shape;
+    const int64_t rank = random.between(2, 4);
+    for (int64_t i = 0; i < rank; ++i) shape.push_back(random.between(1, 12));
+    const int64_t last = shape.back();
+    Builder b;
+    std::vector<ValueId> inputs = {b.input(shape), b.constant(random.floats({last}))};
+    if (trial % 2) inputs.push_back(b.constant(random.floats({last})));
+    b.output(b.node("LayerNormalization", inputs,
+                    attributes({{"axis", Attribute::of_int(trial % 3 ? -1 : rank - 1)},
+                                {"epsilon", Attribute::of_float(trial % 4 ? 1e-5f : 1e-2f)}})));
+    expect_dnnl_matches_native(b.graph, {random.floats(shape, -3, 3)}, {"LayerNormalization"}, shape_to_string(shape));
+  }
+}
+
+TEST(DnnlBackend, SoftmaxOverEveryAxisMatchesNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(23);
+  for (int trial = 0; trial < 16; ++trial) {
+    Shape shape;
+    const int64_t rank = random.between(1, 4);
+    for (int64_t i = 0; i < rank; ++i) shape.push_back(random.between(1, 9));
+    const int64_t axis = random.between(-rank, rank - 1);
+    const std::string op = trial % 2 ? "LogSoftmax" : "Softmax";
+    Builder b;
+    b.opset = 13;
+    b.output(b.node(op, {b.input(shape)}, attributes({{"axis", Attribute::of_int(axis)}})));
+    expect_dnnl_matches_native(b.graph, {random.floats(shape, -4, 4)}, {op},
+                               op + " " + shape_to_string(shape) + " axis " + std::to_string(axis));
+  }
+}
+
+TEST(DnnlBackend, SoftmaxBeforeOpset13RunsOnDnnlOnlyOverTheLastAxis) {
+  SKIP_WITHOUT_DNNL();
+  Random random(24);
+  const Shape shape = {2, 3, 4};
+  for (int64_t axis : {2, -1, 1, 0}) {
+    Builder b;
+    b.opset = 11;
+    b.output(b.node("Softmax", {b.input(shape)}, attributes({{"axis", Attribute::of_int(axis)}})));
+    const bool last = axis == 2 || axis == -1;
+    expect_dnnl_matches_native(b.graph, {random.floats(shape, -4, 4)}, last ? std::set<std::string>{"Softmax"} : std::set<std::string>{},
+                               "axis " + std::to_string(axis));
+    if (!last) {
+      for (const NodePlacement& p : compile_on(b.graph, {"dnnl", "native"})->placement()) {
+        EXPECT_NE(p.backend, "dnnl") << "opset 11 Softmax flattens at axis " << axis;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Layout ops.
+
+TEST(DnnlBackend, ConcatMatchesNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(31);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int64_t rank = random.between(1, 4);
+    Shape shape;
+    for (int64_t i = 0; i < rank; ++i) shape.push_back(random.between(1, 6));
+    const int64_t axis = random.between(-rank, rank - 1);
+    const size_t positive = static_cast<size_t>(axis < 0 ? axis + rank : axis);
+    Builder b;
+    std::vector<ValueId> inputs;
+    std::vector<Tensor> feeds;
+    const int64_t count = random.between(1, 4);
+    for (int64_t k = 0; k < count; ++k) {
+      Shape part = shape;
+      part[positive] = random.between(1, 5);
+      if (k == 1 && random.chance(0.5)) {
+        inputs.push_back(b.constant(random.floats(part)));  // a constant operand among computed ones
+        continue;
+      }
+      inputs.push_back(b.input(part));
+      feeds.push_back(random.floats(part));
+    }
+    if (feeds.empty()) {
+      inputs.push_back(b.input(shape));
+      feeds.push_back(random.floats(shape));
+    }
+    b.output(b.node("Concat", inputs, attributes({{"axis", Attribute::of_int(axis)}})));
+    expect_dnnl_matches_native(b.graph, feeds, {"Concat"}, "rank " + std::to_string(rank) + " axis " + std::to_string(axis));
+  }
+}
+
+TEST(DnnlBackend, ConcatOfBlockedConvolutionOutputsMatchesNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(32);
+  Builder b;
+  const Shape shape = {1, 4, 8, 8};
+  const ValueId x = b.input(shape);
+  const ValueId left = b.node("Conv", {x, b.constant(random.floats({16, 4, 1, 1}))});
+  const ValueId right = b.node("Conv", {x, b.constant(random.floats({5, 4, 3, 3}))}, attributes({{"pads", Attribute::of_ints({1, 1, 1, 1})}}));
+  const ValueId joined = b.node("Concat", {left, right, x}, attributes({{"axis", Attribute::of_int(1)}}));
+  b.output(b.node("Conv", {joined, b.constant(random.floats({8, 25, 1, 1}))}));
+  expect_dnnl_matches_native(b.graph, {random.floats(shape)}, {"Conv", "Concat"}, "conv concat");
+}
+
+TEST(DnnlBackend, TransposeMatchesNativeForRandomPermutations) {
+  SKIP_WITHOUT_DNNL();
+  Random random(33);
+  std::mt19937 shuffle(34);
+  for (int trial = 0; trial < 16; ++trial) {
+    const int64_t rank = random.between(2, 5);
+    Shape shape;
+    for (int64_t i = 0; i < rank; ++i) shape.push_back(random.between(1, 5));
+    std::vector<int64_t> permutation(static_cast<size_t>(rank));
+    for (int64_t i = 0; i < rank; ++i) permutation[static_cast<size_t>(i)] = i;
+    std::shuffle(permutation.begin(), permutation.end(), shuffle);
+    Builder b;
+    AttributeMap attrs;
+    if (trial % 5 != 0) attrs.set("perm", Attribute::of_ints(permutation));  // else ONNX's default: reversed axes
+    b.output(b.node("Transpose", {b.input(shape)}, attrs));
+    std::string what = shape_to_string(shape) + " perm";
+    for (int64_t p : permutation) what += " " + std::to_string(p);
+    expect_dnnl_matches_native(b.graph, {random.floats(shape)}, {"Transpose"}, what);
+  }
+}
+
+TEST(DnnlBackend, ReshapeFlattenSqueezeUnsqueezeIdentityMatchNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(35);
+  Builder b;
+  const Shape shape = {2, 3, 1, 4};
+  const ValueId x = b.input(shape);
+  const ValueId relu = b.node("Relu", {x});  // a computed value, so no view reads a region input directly
+  const ValueId squeezed = b.node("Squeeze", {relu, b.ints({2})});
+  const ValueId unsqueezed = b.node("Unsqueeze", {squeezed, b.ints({0, 4})});
+  const ValueId reshaped = b.node("Reshape", {unsqueezed, b.ints({6, -1})});
+  const ValueId flat = b.node("Flatten", {x}, attributes({{"axis", Attribute::of_int(2)}}));
+  const ValueId same = b.node("Identity", {reshaped});
+  b.output(b.node("Tanh", {same}));
+  b.output(flat);
+  b.output(unsqueezed);
+  expect_dnnl_matches_native(b.graph, {random.floats(shape)}, {"Squeeze", "Unsqueeze", "Reshape", "Flatten"}, "views");
+}
+
+// ---------------------------------------------------------------------------
+// ConvTranspose.
+
+TEST(DnnlBackend, ConvTransposeMatchesNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(41);
+  for (int trial = 0; trial < 16; ++trial) {
+    const size_t n = static_cast<size_t>(random.between(1, 2));
+    const int64_t group = trial % 3 == 0 ? random.between(2, 3) : 1;
+    const int64_t in_channels = group * random.between(1, 4);
+    const int64_t out_per_group = random.between(1, 5);
+    Shape x_shape = {random.between(1, 2), in_channels};
+    Shape w_shape = {in_channels, out_per_group};
+    std::vector<int64_t> strides, dilations, pads(2 * n), output_padding;
+    for (size_t i = 0; i < n; ++i) {
+      x_shape.push_back(random.between(1, 6));
+      w_shape.push_back(random.between(1, 3));
+      strides.push_back(random.between(1, 3));
+      dilations.push_back(random.between(1, 2));
+      pads[i] = random.between(0, w_shape.back() - 1);
+      pads[n + i] = random.between(0, w_shape.back() - 1);
+      // output_padding below the stride and within the end padding (more needs negative padding: refused).
+      output_padding.push_back(std::min(random.between(0, strides.back() - 1), pads[n + i]));
+    }
+    Builder b;
+    std::vector<ValueId> inputs = {b.input(x_shape), b.constant(random.floats(w_shape))};
+    if (trial % 2) inputs.push_back(b.constant(random.floats({group * out_per_group})));
+    b.output(b.node("ConvTranspose", inputs,
+                    attributes({{"group", Attribute::of_int(group)}, {"strides", Attribute::of_ints(strides)},
+                                {"dilations", Attribute::of_ints(dilations)}, {"pads", Attribute::of_ints(pads)},
+                                {"output_padding", Attribute::of_ints(output_padding)}})));
+    expect_dnnl_matches_native(b.graph, {random.floats(x_shape)}, {"ConvTranspose"},
+                               "x " + shape_to_string(x_shape) + " w " + shape_to_string(w_shape) + " group " +
+                                   std::to_string(group));
+  }
+}
+
+TEST(DnnlBackend, ConvTransposeBeyondTheEndPaddingRunsOnNative) {
+  SKIP_WITHOUT_DNNL();
+  Builder b;
+  Random random(42);
+  const ValueId x = b.input({1, 2, 4, 4});
+  b.output(b.node("ConvTranspose", {x, b.constant(random.floats({2, 3, 3, 3}))},
+                  attributes({{"strides", Attribute::of_ints({2, 2})}, {"output_padding", Attribute::of_ints({1, 1})}})));
+  std::unique_ptr<CompiledModel> model = compile_on(b.graph, {"dnnl", "native"});
+  for (const NodePlacement& p : model->placement()) {
+    if (p.op_type == "ConvTranspose") EXPECT_EQ(p.backend, "native") << p.why;
+  }
+  expect_dnnl_matches_native(b.graph, {random.floats({1, 2, 4, 4})}, {}, "output_padding without end padding");
+}
+
+// ---------------------------------------------------------------------------
+// Fused patterns, constants and layouts.
+
+bool has_composite(const CompiledModel& model, const std::string& pattern) {
+  for (const RegionSummary& region : model.regions()) {
+    for (const std::string& composite : region.composites) {
+      if (region.backend == "dnnl" && composite.rfind(pattern + ":", 0) == 0) return true;
+    }
+  }
+  return false;
+}
+
+/// Conv → BatchNorm → Add(residual) → Relu, then Conv → Relu → MaxPool.
+Graph residual_block(Random& random, const Shape& shape) {
+  Builder b;
+  const int64_t c = shape[1];
+  const ValueId x = b.input(shape);
+  const ValueId conv = b.node("Conv", {x, b.constant(random.floats({c, c, 3, 3})), b.constant(random.floats({c}))},
+                              attributes({{"pads", Attribute::of_ints({1, 1, 1, 1})}}));
+  const ValueId bn = b.node("BatchNormalization", {conv, b.constant(random.floats({c})), b.constant(random.floats({c})),
+                                                   b.constant(random.floats({c})), b.constant(random.floats({c}, 0.5f, 2.0f))});
+  const ValueId sum = b.node("Add", {bn, x});
+  const ValueId relu = b.node("Relu", {sum});
+  const ValueId conv2 = b.node("Conv", {relu, b.constant(random.floats({c, c, 1, 1}))});
+  const ValueId relu2 = b.node("Relu", {conv2});
+  b.output(b.node("MaxPool", {relu2}, attributes({{"kernel_shape", Attribute::of_ints({2, 2})},
+                                                  {"strides", Attribute::of_ints({2, 2})}})));
+  return b.graph;
+}
+
+TEST(DnnlBackend, ConvBatchNormAddReluFusesAndMatchesNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(51);
+  for (int64_t c : {3, 16, 24}) {
+    const Shape shape = {2, c, 7, 6};
+    const Graph graph = residual_block(random, shape);
+    expect_dnnl_matches_native(graph, {random.floats(shape)}, {"Conv", "BatchNormalization", "Add", "Relu", "MaxPool"},
+                               std::to_string(c) + " channels");
+    std::unique_ptr<CompiledModel> model = compile_on(graph, {"dnnl", "native"});
+    EXPECT_TRUE(has_composite(*model, "ConvBatchNormAddActivation"));
+    EXPECT_EQ(model->regions().size(), 1u) << "the whole block is one oneDNN region";
+  }
+}
+
+TEST(DnnlBackend, MatMulBiasGeluFusesAndMatchesNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(52);
+  for (int64_t rank : {2, 3}) {
+    Shape shape = rank == 2 ? Shape{5, 12} : Shape{2, 5, 12};
+    Builder b;
+    const ValueId x = b.input(shape);
+    const ValueId matmul = b.node("MatMul", {x, b.constant(random.floats({12, 20}))});
+    const ValueId biased = b.node("Add", {matmul, b.constant(random.floats({20}))});
+    const ValueId div = b.node("Div", {biased, b.constant(make_float({}, {1.41421356f}))});
+    const ValueId erf = b.node("Erf", {div});
+    const ValueId plus = b.node("Add", {erf, b.constant(make_float({}, {1.0f}))});
+    const ValueId times = b.node("Mul", {biased, plus});
+    b.output(b.node("Mul", {times, b.constant(make_float({}, {0.5f}))}));
+    expect_dnnl_matches_native(b.graph, {random.floats(shape, -3, 3)}, {"MatMul", "Erf", "Div"}, "rank " + std::to_string(rank));
+    EXPECT_TRUE(has_composite(*compile_on(b.graph, {"dnnl", "native"}), "MatMulBiasGelu"));
+  }
+}
+
+/// Constants are reordered once, when the region is built: a second run and a
+/// region rebuilt from the saved payload must give the same bytes.
+TEST(DnnlBackend, RepeatedRunsAndSavedArtifactsGiveIdenticalOutputs) {
+  SKIP_WITHOUT_DNNL();
+  Random random(53);
+  const Shape shape = {1, 16, 9, 9};
+  const Graph graph = residual_block(random, shape);
+  const Tensor x = random.floats(shape);
+  std::unique_ptr<CompiledModel> model = compile_on(graph, {"dnnl", "native"});
+  ASSERT_EQ(model->regions().size(), 1u);
+  EXPECT_EQ(model->regions()[0].backend, "dnnl");
+  EXPECT_GT(model->regions()[0].payload_bytes, 0u);
+  const std::vector<Tensor> first = model->run({x.view()});
+  const std::vector<Tensor> second = model->run({x.view()});
+  expect_identical(second[0], first[0], "second run");
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("tessera_dnnl_test_" + std::to_string(::getpid()) + ".tsr")).string();
+  model->save(path);
+  std::unique_ptr<CompiledModel> loaded = CompiledModel::load(path, CompileOptions{});
+  std::filesystem::remove(path);
+  EXPECT_EQ(loaded->regions()[0].backend, "dnnl");
+  expect_identical(loaded->run({x.view()})[0], first[0], "loaded artifact");
+  expect_identical(loaded->run({x.view()})[0], first[0], "loaded artifact, second run");
+}
+
+#ifdef TESSERA_TEST_WITH_DNNL
+
+/// A region graph with every value typed, as the partitioner hands it over.
+struct RegionBuilder {
+  Graph graph;
+  int counter = 0;
+  ValueId value(Shape shape) {
+    return graph.add_value("v" + std::to_string(counter++), TensorType::make(DType::kFloat32, std::move(shape)));
+  }
+  ValueId node(const std::string& op_type, std::vector<ValueId> inputs, Shape output, AttributeMap attrs = {}) {
+    Node node;
+    node.name = op_type + "_" + std::to_string(counter++);
+    node.op_type = op_type;
+    node.opset = 17;
+    node.inputs = std::move(inputs);
+    node.attrs = std::move(attrs);
+    node.outputs = {value(std::move(output))};
+    graph.nodes.push_back(std::move(node));
+    return graph.nodes.back().outputs[0];
+  }
+};
+
+size_t count_reorders(const dnnl_backend::Program& program) {
+  return static_cast<size_t>(std::count_if(program.steps.begin(), program.steps.end(), [](const dnnl_backend::Step& step) {
+    return step.kind == dnnl_backend::StepKind::kReorder;
+  }));
+}
+
+/// Conv → Relu → MaxPool → Conv → Add → Softmax(channels) → GlobalAveragePool:
+/// at most one reorder into the blocked layout and one out of it, however
+/// many ops sit between (constants are reordered at load, not in steps).
+TEST(DnnlBackendLowering, BlockedLayoutsStayInsideTheRegion) {
+  Random random(61);
+  RegionBuilder b;
+  const ValueId x = b.value({1, 16, 12, 12});
+  b.graph.inputs.push_back(x);
+  const ValueId w1 = b.graph.add_constant("w1", random.floats({32, 16, 3, 3}));
+  const ValueId w2 = b.graph.add_constant("w2", random.floats({32, 32, 3, 3}));
+  const AttributeMap pad = attributes({{"pads", Attribute::of_ints({1, 1, 1, 1})}});
+  const ValueId conv = b.node("Conv", {x, w1}, {1, 32, 12, 12}, pad);
+  const ValueId relu = b.node("Relu", {conv}, {1, 32, 12, 12});
+  const ValueId pool = b.node("MaxPool", {relu}, {1, 32, 6, 6},
+                              attributes({{"kernel_shape", Attribute::of_ints({2, 2})}, {"strides", Attribute::of_ints({2, 2})}}));
+  const ValueId conv2 = b.node("Conv", {pool, w2}, {1, 32, 6, 6}, pad);
+  const ValueId sum = b.node("Add", {conv2, pool}, {1, 32, 6, 6});
+  const ValueId softmax = b.node("Softmax", {sum}, {1, 32, 6, 6}, attributes({{"axis", Attribute::of_int(1)}}));
+  b.graph.outputs.push_back(b.node("GlobalAveragePool", {softmax}, {1, 32, 1, 1}));
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  const dnnl_backend::Program program = dnnl_backend::lower_region(b.graph, engine);
+  EXPECT_EQ(program.steps.size() - count_reorders(program), 7u);
+  EXPECT_LE(count_reorders(program), 2u);
+  // The payload round-trips to the same program.
+  const std::vector<uint8_t> payload = dnnl_backend::serialize_program(program);
+  EXPECT_EQ(dnnl_backend::serialize_program(dnnl_backend::parse_program(payload)), payload);
+}
+
+/// Layer norm and other softmax axes need plain layouts: one reorder out of the
+/// blocked Conv output, none after it.
+TEST(DnnlBackendLowering, PlainOnlyOpsReorderOnceAfterABlockedProducer) {
+  Random random(62);
+  RegionBuilder b;
+  const ValueId x = b.value({2, 16, 8, 8});
+  b.graph.inputs.push_back(x);
+  const ValueId w = b.graph.add_constant("w", random.floats({16, 16, 3, 3}));
+  const ValueId scale = b.graph.add_constant("scale", random.floats({8}));
+  const ValueId conv = b.node("Conv", {x, w}, {2, 16, 8, 8}, attributes({{"pads", Attribute::of_ints({1, 1, 1, 1})}}));
+  const ValueId norm = b.node("LayerNormalization", {conv, scale}, {2, 16, 8, 8});
+  b.graph.outputs.push_back(b.node("Softmax", {norm}, {2, 16, 8, 8}, attributes({{"axis", Attribute::of_int(-1)}})));
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  const dnnl_backend::Program program = dnnl_backend::lower_region(b.graph, engine);
+  EXPECT_LE(count_reorders(program), 2u);
+  // The last step writes the output in plain layout itself: no reorder after the softmax.
+  EXPECT_EQ(program.steps.back().kind, dnnl_backend::StepKind::kSoftmax);
+}
+
+#endif  // TESSERA_TEST_WITH_DNNL
+
+}  // namespace
+}  // namespace tessera::testing
