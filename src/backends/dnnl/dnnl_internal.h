@@ -58,12 +58,17 @@ enum class ConstantTransform : uint8_t {
   kDeconvolutionWeights,  // ConvTranspose weights [I, O/g, k...] reordered to [O, I, k...] or [g, O/g, I/g, k...]
 };
 
+/// A constant slot whose layout is the one its first reading primitive
+/// chooses (asked with format_tag::any again at load): weights in layouts no
+/// format tag names, such as Winograd's.
+constexpr int32_t kLayoutOfReader = -2;
+
 struct Slot {
   enum class Kind : uint8_t { kInput = 1, kOutput, kIntermediate, kConstant };
   Kind kind = Kind::kIntermediate;
   int32_t value = -1;        // region graph value (inputs, outputs, constants' first source)
   std::vector<int64_t> dims;  // the slot's dims (may differ from the value's: grouped weights, bias views)
-  int32_t format_tag = 0;    // dnnl_format_tag_t of the layout
+  int32_t format_tag = 0;    // dnnl_format_tag_t of the layout; 0 plain; kLayoutOfReader below
   ConstantTransform transform = ConstantTransform::kNone;
   std::vector<int32_t> sources;  // constants: region graph values the transform reads (-1: absent)
   std::vector<float> floats;     // constants: transform parameters (epsilon, alpha)

@@ -21,7 +21,7 @@ memory::desc plain_desc(const std::vector<int64_t>& dims) {
 memory::desc desc_of(const Slot& slot) {
   memory::dims d(slot.dims.begin(), slot.dims.end());
   if (d.empty()) d = {1};
-  if (slot.format_tag == 0) return plain_desc(slot.dims);
+  if (slot.format_tag == 0 || slot.format_tag == kLayoutOfReader) return plain_desc(slot.dims);  // the latter: until a reader chooses
   return memory::desc(d, memory::data_type::f32, static_cast<memory::format_tag>(slot.format_tag));
 }
 

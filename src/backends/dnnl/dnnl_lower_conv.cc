@@ -173,6 +173,7 @@ void lower_convolution(Lowering& lowering, const FusedNode& fused) {
     step.inputs.push_back(bias_slot);
     requests.push_back(any_desc({out_channels}));
   }
+  if (!transposed) step.algorithm = choose_convolution_algorithm(lowering, step, requests, any_desc(y_dims));
   lowering.add_step(std::move(step), requests, any_desc(y_dims), fused.outputs[0], y_dims);
 }
 

@@ -2,11 +2,11 @@
 // oneDNN's pooling_v2. The source keeps the layout its producer chose (a
 // blocked Conv output stays blocked), and the destination layout is left
 // to oneDNN, which picks the source's; ceil_mode becomes extra end padding.
+#include <algorithm>
+
 #include "backends/dnnl/dnnl_lowering.h"
 #include "backends/dnnl/dnnl_pooling.h"
 #include "ir/error.h"
-
-#include <algorithm>
 
 namespace tessera::dnnl_backend {
 

@@ -105,6 +105,14 @@ std::optional<dnnl::primitive_desc_base> Lowering::try_desc(const Step& step, co
 int32_t Lowering::add_step(Step step, const std::vector<memory::desc>& requests, const memory::desc& output_request,
                            ValueId value, const std::vector<int64_t>& output_dims) {
   const size_t n = step.inputs.size();
+  // A collapsed matmul reads its (plain) source and writes its output as 2-D views.
+  const bool collapse = step.kind == StepKind::kMatMul && !step.ints.empty() && step.ints[0] == 1;
+  auto as_2d = [](const std::vector<int64_t>& dims) {
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < dims.size(); ++i) rows *= dims[i];
+    return plain_desc({rows, dims.back()});
+  };
+  if (collapse) step.inputs[0] = plain(step.inputs[0]);
   auto roles_for = [&](bool plain_everywhere) {
     std::vector<memory::desc> roles;
     for (size_t i = 0; i < n; ++i) {
@@ -118,11 +126,17 @@ int32_t Lowering::add_step(Step step, const std::vector<memory::desc>& requests,
       }
     }
     roles.push_back(plain_everywhere ? plain_desc(output_dims) : output_request);
+    if (collapse) {
+      roles[0] = as_2d(program_.slots[static_cast<size_t>(step.inputs[0])].dims);
+      roles.back() = as_2d(output_dims);
+    }
     return roles;
   };
   // Every layout the primitive chose must have a format tag, for the payload.
+  // (Constants whose layout this step chooses need none: loading asks the primitive again.)
   auto representable = [&](const dnnl::primitive_desc_base& pd) {
     for (size_t i = 0; i <= n; ++i) {
+      if (i < n && layout_pending_[static_cast<size_t>(step.inputs[i])]) continue;
       if (format_tag_of(role_desc(step, pd, i)) < 0) return false;
     }
     return true;
@@ -145,17 +159,21 @@ int32_t Lowering::add_step(Step step, const std::vector<memory::desc>& requests,
   }
   step.any_roles = any_roles_of(roles);
   for (size_t i = 0; i < n; ++i) {
+    if (collapse && i == 0) continue;  // the plain source, viewed as 2-D
     const size_t slot = static_cast<size_t>(step.inputs[i]);
     const memory::desc chosen = role_desc(step, *pd, i);
     if (layout_pending_[slot]) {
-      program_.slots[slot].format_tag = format_tag_of(chosen);
+      // Chosen through `any`: loading asks again; otherwise the layout is the one it was read with.
+      const int32_t tag = (step.any_roles & (1u << i)) ? kLayoutOfReader : format_tag_of(chosen);
+      if (tag == -1) throw_unsupported("oneDNN backend: a constant's layout has no format tag");
+      program_.slots[slot].format_tag = tag;
       descs_[slot] = chosen;
       layout_pending_[slot] = 0;
     } else {
       step.inputs[i] = in_layout(step.inputs[i], chosen);
     }
   }
-  const memory::desc out_desc = role_desc(step, *pd, n);
+  const memory::desc out_desc = collapse ? plain_desc(output_dims) : role_desc(step, *pd, n);
   Slot s;
   s.kind = Slot::Kind::kIntermediate;
   s.dims = output_dims;

@@ -35,6 +35,7 @@ class Lowering {
   const Graph& graph() const { return graph_; }
   const dnnl::engine& engine() const { return engine_; }
   const memory::desc& desc(int32_t slot) const { return descs_[static_cast<size_t>(slot)]; }
+  const std::vector<memory::desc>& slot_descs() const { return descs_; }
   std::vector<int64_t> dims(int32_t slot) const { return program_.slots[static_cast<size_t>(slot)].dims; }
   bool is_constant_value(ValueId value) const;
 
@@ -82,6 +83,13 @@ std::optional<PostOp> activation_post_op(const Graph& graph, const Node& node);
 /// Same for a node of a fused chain (a composite's body): its constant
 /// operands (Clip's bounds) are read from the region graph.
 std::optional<PostOp> chain_activation(const Lowering& lowering, const FusedNode& fused, const Node& node);
+
+/// Tuning by measurement (dnnl_tuning.cc): times the convolution step with
+/// the direct and the Winograd algorithm (where oneDNN has it), each with the
+/// reorders its layouts would add around it, and returns the faster one's
+/// algorithm for Step::algorithm.
+int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const std::vector<memory::desc>& requests,
+                                     const memory::desc& output_request);
 
 // Op families: each lowers one node (with its fused tail) into steps.
 void lower_convolution(Lowering& lowering, const FusedNode& fused);

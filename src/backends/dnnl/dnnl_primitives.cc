@@ -105,10 +105,14 @@ dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vecto
       const bool bias = step.inputs.size() == 3;
       const memory::desc& dst = d.back();
       if (step.kind == StepKind::kConvolution) {
-        auto desc = bias ? dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
-                                                           d[0], d[1], d[2], dst, strides, dilations, pad_l, pad_r)
-                         : dnnl::convolution_forward::desc(prop_kind::forward_inference, algorithm::convolution_direct,
-                                                           d[0], d[1], dst, strides, dilations, pad_l, pad_r);
+        // Direct unless tuning measured Winograd faster (dnnl_tuning.cc).
+        const algorithm alg = step.algorithm == static_cast<int32_t>(algorithm::convolution_winograd)
+                                  ? algorithm::convolution_winograd
+                                  : algorithm::convolution_direct;
+        auto desc = bias ? dnnl::convolution_forward::desc(prop_kind::forward_inference, alg, d[0], d[1], d[2], dst,
+                                                           strides, dilations, pad_l, pad_r)
+                         : dnnl::convolution_forward::desc(prop_kind::forward_inference, alg, d[0], d[1], dst, strides,
+                                                           dilations, pad_l, pad_r);
         return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
       }
       auto desc = bias ? dnnl::deconvolution_forward::desc(prop_kind::forward_inference, algorithm::deconvolution_direct,

@@ -46,6 +46,19 @@ memory::desc input_view(const Step& step, size_t index, const memory::desc& slot
   throw_user_error("oneDNN payload: unknown reorder view ", step.ints[0]);
 }
 
+/// A matmul with ints[0] == 1 runs on its source and output viewed as 2-D
+/// (leading dims collapsed), so that its constant weights can be packed.
+bool collapses_to_2d(const Step& step) { return step.kind == StepKind::kMatMul && !step.ints.empty() && step.ints[0] == 1; }
+
+memory::desc collapsed(const memory::desc& desc) {
+  const memory::dims dims = desc.dims();
+  if (dims.size() < 2) throw_user_error("oneDNN payload: a collapsed matmul operand has rank ", dims.size());
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < dims.size(); ++i) rows *= dims[i];
+  if (!is_plain(desc)) throw_user_error("oneDNN payload: a collapsed matmul operand is not plain");
+  return desc.reshape({rows, dims.back()});
+}
+
 }  // namespace
 
 DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads)
@@ -66,7 +79,9 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       count *= d;
       if (count > (int64_t{1} << 34)) throw_user_error("oneDNN payload: slot too large");
     }
-    if (slot.format_tag < 0 || slot.format_tag >= dnnl_format_tag_last || slot.format_tag == dnnl_format_tag_any) {
+    const bool of_reader = slot.format_tag == kLayoutOfReader;
+    if (of_reader && slot.kind != Slot::Kind::kConstant) throw_user_error("oneDNN payload: only constants take their reader's layout");
+    if (!of_reader && (slot.format_tag < 0 || slot.format_tag >= dnnl_format_tag_last || slot.format_tag == dnnl_format_tag_any)) {
       throw_user_error("oneDNN payload: format tag ", slot.format_tag);
     }
     if (slot.kind == Slot::Kind::kInput || slot.kind == Slot::Kind::kOutput) {
@@ -98,6 +113,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     }
   };
   int64_t scratchpad = 0;
+  std::vector<char> layout_resolved(num_slots, 0);
   for (const Step& step : program_.steps) {
     for (int32_t slot : step.inputs) check_read(slot);
     for (const PostOp& p : step.post_ops) {
@@ -115,6 +131,14 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       roles.push_back(input_view(step, i, descs_[static_cast<size_t>(step.inputs[i])], out_desc));
     }
     roles.push_back(out_desc);
+    if (collapses_to_2d(step)) {
+      try {
+        roles[0] = collapsed(roles[0]);
+        roles.back() = collapsed(roles.back());
+      } catch (const dnnl::error& e) {
+        throw_user_error("oneDNN payload: a collapsed matmul cannot be viewed as 2-D: ", e.what());
+      }
+    }
     // Ask for `any` where lowering did, so oneDNN picks the implementation it picked then.
     std::vector<memory::desc> requests = roles;
     for (size_t i = 0; i < requests.size(); ++i) {
@@ -123,6 +147,15 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     CompiledStep compiled;
     try {
       dnnl::primitive_desc_base pd = make_primitive_desc(step, requests, descs_, engine_);
+      // Constants that take their reader's layout get it now, from the first reader.
+      for (size_t i = 0; i < step.inputs.size(); ++i) {
+        const size_t slot = static_cast<size_t>(step.inputs[i]);
+        if (program_.slots[slot].format_tag != kLayoutOfReader || layout_resolved[slot]) continue;
+        if (!(step.any_roles & (1u << i))) throw_user_error("oneDNN payload: a constant's layout is never chosen");
+        descs_[slot] = role_desc(step, pd, i);
+        roles[i] = descs_[slot];
+        layout_resolved[slot] = 1;
+      }
       for (size_t i = 0; i < roles.size(); ++i) {
         if (role_desc(step, pd, i) != roles[i]) throw_user_error("oneDNN payload: step layout differs from the primitive's");
       }
@@ -154,6 +187,11 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     if (!written) throw_user_error("oneDNN payload: region output '", region.value(id).name, "' is never written");
   }
 
+  for (size_t s = 0; s < num_slots; ++s) {
+    if (program_.slots[s].format_tag == kLayoutOfReader && !layout_resolved[s]) {
+      throw_user_error("oneDNN payload: a constant's layout is never chosen");
+    }
+  }
   // Constants: reordered once into their layouts.
   constants_.resize(num_slots);
   dnnl::stream stream(engine_);
@@ -235,13 +273,14 @@ std::unique_ptr<DnnlRegion::RunContext> DnnlRegion::make_context() const {
     const Step& step = program_.steps[k];
     const std::vector<int> args = role_args(step);
     std::unordered_map<int, memory> map;
-    for (size_t i = 0; i < step.inputs.size(); ++i) {
-      memory m = context->slots[static_cast<size_t>(step.inputs[i])];
-      // A reorder that reads a reshaped or permuted view gets a memory object with that view's layout.
-      if (steps_[k].roles[i] != descs_[static_cast<size_t>(step.inputs[i])]) m = memory(steps_[k].roles[i], engine_, static_cast<void*>(nullptr));
-      map[args[i]] = m;
-    }
-    map[args.back()] = context->slots[static_cast<size_t>(step.output)];
+    // A role read or written through a view (reshaped, permuted, collapsed)
+    // gets its own memory object, pointed at the slot's data on every run.
+    auto role_memory = [&](size_t role, int32_t slot) {
+      if (steps_[k].roles[role] == descs_[static_cast<size_t>(slot)]) return context->slots[static_cast<size_t>(slot)];
+      return memory(steps_[k].roles[role], engine_, static_cast<void*>(nullptr));
+    };
+    for (size_t i = 0; i < step.inputs.size(); ++i) map[args[i]] = role_memory(i, step.inputs[i]);
+    map[args.back()] = role_memory(step.inputs.size(), step.output);
     for (size_t p = 0; p < step.post_ops.size(); ++p) {
       if (step.post_ops[p].kind == PostOpKind::kBinary) {
         map[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(p)) | DNNL_ARG_SRC_1] =
@@ -275,10 +314,11 @@ void DnnlRegion::run(ValueStore& store) const {
   }
   for (size_t k = 0; k < program_.steps.size(); ++k) {
     const Step& step = program_.steps[k];
-    for (size_t i = 0; i < step.inputs.size(); ++i) {
-      const size_t slot = static_cast<size_t>(step.inputs[i]);
-      if (steps_[k].roles[i] != descs_[slot]) {
-        context->args[k].at(role_args(step)[i]).set_data_handle(context->slots[slot].get_data_handle());
+    const std::vector<int> args = role_args(step);
+    for (size_t role = 0; role <= step.inputs.size(); ++role) {
+      const size_t slot = static_cast<size_t>(role < step.inputs.size() ? step.inputs[role] : step.output);
+      if (steps_[k].roles[role] != descs_[slot]) {
+        context->args[k].at(args[role]).set_data_handle(context->slots[slot].get_data_handle());
       }
     }
   }
