@@ -118,4 +118,25 @@ std::vector<const OpSchema*> OpRegistry::all() const {
   return out;
 }
 
+std::vector<TensorType> infer_node_outputs(const Graph& graph, const Node& node, const OpSchema& schema) {
+  std::vector<const TensorType*> input_types(node.inputs.size(), nullptr);
+  std::vector<TensorView> value_views(node.inputs.size());
+  std::vector<const TensorView*> input_values(node.inputs.size(), nullptr);
+  std::vector<std::string> input_names(node.inputs.size());
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    if (node.inputs[i] == kNoValue) continue;
+    const Value& v = graph.value(node.inputs[i]);
+    input_types[i] = &v.type;
+    input_names[i] = v.name;
+    if (v.constant) {
+      value_views[i] = v.constant->view();
+      input_values[i] = &value_views[i];
+    }
+  }
+  std::vector<TensorType> outputs(node.outputs.size());
+  InferContext ctx(node, input_types, input_values, &outputs, input_names);
+  schema.infer(ctx);
+  return outputs;
+}
+
 }  // namespace tessera

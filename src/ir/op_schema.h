@@ -129,4 +129,8 @@ template <typename... Args>
   throw_user_error(node_.describe(), ": ", std::forward<Args>(args)...);
 }
 
+/// Runs `schema`'s shape inference for `node` of `graph`: input types from the
+/// graph, constant inputs' values visible. Returns one type per output.
+std::vector<TensorType> infer_node_outputs(const Graph& graph, const Node& node, const OpSchema& schema);
+
 }  // namespace tessera

@@ -49,24 +49,9 @@ void check_inferred_types(const Graph& graph) {
                          dtype_name(in.type.dtype), ", which the op does not accept");
       }
     }
-    std::vector<const TensorType*> input_types(node.inputs.size(), nullptr);
-    std::vector<TensorView> value_views(node.inputs.size());
-    std::vector<const TensorView*> input_values(node.inputs.size(), nullptr);
-    std::vector<std::string> input_names(node.inputs.size());
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (node.inputs[i] == kNoValue) continue;
-      const Value& value = graph.value(node.inputs[i]);
-      input_types[i] = &value.type;
-      input_names[i] = value.name;
-      if (value.constant) {
-        value_views[i] = value.constant->view();
-        input_values[i] = &value_views[i];
-      }
-    }
-    std::vector<TensorType> inferred(node.outputs.size());
-    InferContext context(node, input_types, input_values, &inferred, input_names);
+    std::vector<TensorType> inferred;
     try {
-      schema->infer(context);
+      inferred = infer_node_outputs(graph, node, *schema);
     } catch (const Error& error) {
       if (error.kind() == ErrorKind::kInternal) throw;
       throw_user_error("inconsistent plan: ", error.what());

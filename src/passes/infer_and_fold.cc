@@ -38,23 +38,7 @@ void infer_and_fold(Graph& graph, const NodeEvaluator& evaluate) {
                           node.op_type, " supports ", dtype_list(schema->input_dtypes));
       }
     }
-    std::vector<const TensorType*> input_types(node.inputs.size(), nullptr);
-    std::vector<TensorView> value_views(node.inputs.size());
-    std::vector<const TensorView*> input_values(node.inputs.size(), nullptr);
-    std::vector<std::string> input_names(node.inputs.size());
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (node.inputs[i] == kNoValue) continue;
-      const Value& v = graph.value(node.inputs[i]);
-      input_types[i] = &v.type;
-      input_names[i] = v.name;
-      if (v.constant) {
-        value_views[i] = v.constant->view();
-        input_values[i] = &value_views[i];
-      }
-    }
-    std::vector<TensorType> outputs(node.outputs.size());
-    InferContext ctx(node, input_types, input_values, &outputs, input_names);
-    schema->infer(ctx);
+    std::vector<TensorType> outputs = infer_node_outputs(graph, node, *schema);
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (!shape_fits_in_memory(outputs[i].dims, outputs[i].dtype)) {
         throw_user_error(node.describe(), ": output ", i, " would have shape ", shape_to_string(outputs[i].dims),
@@ -64,7 +48,7 @@ void infer_and_fold(Graph& graph, const NodeEvaluator& evaluate) {
 
     // Fold when every input is constant, or when only input shapes matter and they are static.
     bool shapes_suffice = schema->reads_shapes_only;
-    for (const TensorType* t : input_types) shapes_suffice &= t == nullptr || t->is_static();
+    for (ValueId id : node.inputs) shapes_suffice &= id == kNoValue || graph.value(id).type.is_static();
     bool fold = schema->deterministic && (all_inputs_constant(graph, node) || shapes_suffice);
     if (fold) {
       for (const TensorType& t : outputs) {
