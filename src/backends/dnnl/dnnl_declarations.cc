@@ -14,32 +14,6 @@ namespace {
 SupportDecision refuse(std::string reason) { return {false, std::move(reason)}; }
 const SupportDecision kYes{true, ""};
 
-/// Every present input and output is float32 with a static shape of rank 1..6.
-SupportDecision float32_static(const Graph& graph, const Node& node) {
-  auto check = [&](const char* kind, size_t i, ValueId id) -> SupportDecision {
-    const Value& v = graph.value(id);
-    const std::string what = std::string(kind) + " " + std::to_string(i) + " '" + v.name + "'";
-    if (v.type.dtype != DType::kFloat32) return refuse(what + " is " + dtype_name(v.type.dtype) + "; oneDNN runs float32 here");
-    if (!v.type.is_static()) return refuse(what + " has a shape known only at run time");
-    if (v.type.rank() > 6) return refuse(what + " has rank " + std::to_string(v.type.rank()) + " (at most 6)");
-    for (int64_t d : v.type.dims) {
-      if (d == 0) return refuse(what + " is empty");
-    }
-    return kYes;
-  };
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    if (node.inputs[i] == kNoValue) continue;
-    SupportDecision d = check("input", i, node.inputs[i]);
-    if (!d.supported) return d;
-  }
-  for (size_t i = 0; i < node.outputs.size(); ++i) {
-    if (node.outputs[i] == kNoValue) continue;
-    SupportDecision d = check("output", i, node.outputs[i]);
-    if (!d.supported) return d;
-  }
-  return kYes;
-}
-
 SupportCheck with_float32_static(SupportCheck check) {
   return [check = std::move(check)](const Graph& graph, const Node& node) {
     SupportDecision d = float32_static(graph, node);
@@ -218,6 +192,36 @@ Declarations make_declarations() {
 }
 
 }  // namespace
+
+namespace {
+
+SupportDecision float32_static_value(const Graph& graph, const std::string& what, ValueId id) {
+  const Value& v = graph.value(id);
+  const std::string named = what + " '" + v.name + "'";
+  if (v.type.dtype != DType::kFloat32) return refuse(named + " is " + dtype_name(v.type.dtype) + "; oneDNN runs float32 here");
+  if (!v.type.is_static()) return refuse(named + " has a shape known only at run time");
+  if (v.type.rank() > 6) return refuse(named + " has rank " + std::to_string(v.type.rank()) + " (at most 6)");
+  for (int64_t d : v.type.dims) {
+    if (d == 0) return refuse(named + " is empty");
+  }
+  return kYes;
+}
+
+}  // namespace
+
+SupportDecision float32_static(const Graph& graph, const Node& node, size_t data_inputs) {
+  for (size_t i = 0; i < node.inputs.size() && i < data_inputs; ++i) {
+    if (node.inputs[i] == kNoValue) continue;
+    SupportDecision d = float32_static_value(graph, "input " + std::to_string(i), node.inputs[i]);
+    if (!d.supported) return d;
+  }
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    if (node.outputs[i] == kNoValue) continue;
+    SupportDecision d = float32_static_value(graph, "output " + std::to_string(i), node.outputs[i]);
+    if (!d.supported) return d;
+  }
+  return kYes;
+}
 
 const Declarations& dnnl_declarations() {
   static const Declarations declarations = make_declarations();

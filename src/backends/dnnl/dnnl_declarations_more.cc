@@ -16,34 +16,6 @@ const SupportDecision kYes{true, ""};
 
 const std::vector<int64_t>& dims(const Graph& graph, ValueId id) { return graph.value(id).type.dims; }
 
-/// Value `id` is float32 with a static, non-empty shape of rank at most 6.
-SupportDecision float32_static_value(const Graph& graph, const std::string& what, ValueId id) {
-  const Value& v = graph.value(id);
-  const std::string named = what + " '" + v.name + "'";
-  if (v.type.dtype != DType::kFloat32) return refuse(named + " is " + dtype_name(v.type.dtype) + "; oneDNN runs float32 here");
-  if (!v.type.is_static()) return refuse(named + " has a shape known only at run time");
-  if (v.type.rank() > 6) return refuse(named + " has rank " + std::to_string(v.type.rank()) + " (at most 6)");
-  for (int64_t d : v.type.dims) {
-    if (d == 0) return refuse(named + " is empty");
-  }
-  return kYes;
-}
-
-/// The data inputs (the first `data_inputs`, or all) and every present output are float32 and static.
-SupportDecision float32_static(const Graph& graph, const Node& node, size_t data_inputs = SIZE_MAX) {
-  for (size_t i = 0; i < node.inputs.size() && i < data_inputs; ++i) {
-    if (node.inputs[i] == kNoValue) continue;
-    SupportDecision d = float32_static_value(graph, "input " + std::to_string(i), node.inputs[i]);
-    if (!d.supported) return d;
-  }
-  for (size_t i = 0; i < node.outputs.size(); ++i) {
-    if (node.outputs[i] == kNoValue) continue;
-    SupportDecision d = float32_static_value(graph, "output " + std::to_string(i), node.outputs[i]);
-    if (!d.supported) return d;
-  }
-  return kYes;
-}
-
 SupportDecision only_first_output(const Node& node) {
   for (size_t i = 1; i < node.outputs.size(); ++i) {
     if (node.has_output(i)) return refuse("output " + std::to_string(i) + " is not produced by oneDNN");
