@@ -408,6 +408,42 @@ TEST(DnnlBackend, ReshapeFlattenSqueezeUnsqueezeIdentityMatchNative) {
   expect_dnnl_matches_native(b.graph, {random.floats(shape)}, {"Squeeze", "Unsqueeze", "Reshape", "Flatten"}, "views");
 }
 
+TEST(DnnlBackend, SliceWithConstantBoundsMatchesNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(37);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int64_t rank = random.between(1, 4);
+    Shape shape;
+    for (int64_t i = 0; i < rank; ++i) shape.push_back(random.between(2, 7));
+    // A random sub-block on 1..rank axes, with negative and past-the-end bounds now and then.
+    std::vector<int64_t> starts, ends, axes;
+    for (int64_t a = 0; a < rank; ++a) {
+      if (a > 0 && random.between(0, 2) == 0) continue;
+      const int64_t dim = shape[static_cast<size_t>(a)];
+      const int64_t start = random.between(0, dim - 1);
+      const int64_t end = random.between(start + 1, dim);
+      starts.push_back(trial % 3 == 0 ? start - dim : start);
+      ends.push_back(trial % 4 == 0 && end == dim ? INT64_MAX : end);
+      axes.push_back(trial % 2 ? a - rank : a);
+    }
+    Builder b;
+    const ValueId x = b.node("Relu", {b.input(shape)});
+    const ValueId sliced = b.node("Slice", {x, b.ints(starts), b.ints(ends), b.ints(axes)});
+    b.output(b.node("Sigmoid", {sliced}));
+    expect_dnnl_matches_native(b.graph, {random.floats(shape)}, {"Slice"}, shape_to_string(shape));
+  }
+  // Steps other than 1 stay on native.
+  Builder b;
+  const Shape shape = {4, 6};
+  const ValueId strided = b.node("Slice", {b.input(shape), b.ints({0}), b.ints({6}), b.ints({1}), b.ints({2})});
+  b.output(strided);
+  CompileOptions options;
+  auto model = CompiledModel::compile(b.graph, options);
+  for (const NodePlacement& p : model->placement()) {
+    if (p.op_type == "Slice") EXPECT_EQ(p.backend, "native") << p.why;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // ConvTranspose.
 

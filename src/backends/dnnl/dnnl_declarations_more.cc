@@ -165,6 +165,39 @@ SupportDecision check_conv_transpose(const Graph& graph, const Node& node) {
 
 }  // namespace
 
+std::optional<SliceSpec> constant_slice(const Graph& graph, const Node& node) {
+  const Value& x = graph.value(node.inputs[0]);
+  if (!x.type.is_static()) return std::nullopt;
+  std::optional<std::vector<int64_t>> lists[4];  // starts, ends, axes, steps
+  for (size_t i = 1; i < node.inputs.size() && i < 5; ++i) {
+    if (!node.has_input(i)) continue;
+    if (!graph.is_constant(node.inputs[i])) return std::nullopt;
+    lists[i - 1] = graph.value(node.inputs[i]).constant->to_int64_vector();
+  }
+  if (!lists[0] || !lists[1]) return std::nullopt;
+  SliceSpec spec;
+  try {
+    spec = resolve_slice(node, x.type.dims, *lists[0], *lists[1], lists[2], lists[3]);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  for (int64_t step : spec.steps) {
+    if (step != 1) return std::nullopt;
+  }
+  return spec;
+}
+
+namespace {
+
+SupportDecision check_slice(const Graph& graph, const Node& node) {
+  SupportDecision d = float32_static(graph, node, 1);
+  if (!d.supported) return d;
+  if (!constant_slice(graph, node)) return refuse("starts, ends, axes and steps must be constants, with steps of 1");
+  return kYes;
+}
+
+}  // namespace
+
 void register_more_declarations(Declarations& declarations) {
   declarations.op({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}, check_pooling);
   declarations.op("BatchNormalization", check_batch_norm);
@@ -172,6 +205,7 @@ void register_more_declarations(Declarations& declarations) {
   declarations.op({"Softmax", "LogSoftmax"}, check_softmax);
   declarations.op("Concat", check_concat);
   declarations.op("Transpose", check_transpose);
+  declarations.op("Slice", check_slice);
   declarations.op({"Reshape", "Flatten", "Squeeze", "Unsqueeze"}, check_reshape);
   declarations.op("Identity", check_identity);
   declarations.op("ConvTranspose", check_conv_transpose);

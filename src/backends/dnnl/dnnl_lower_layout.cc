@@ -1,8 +1,9 @@
 // Lowering of the layout ops: Concat to oneDNN's concat (inputs keep their
 // layouts, oneDNN picks the output's), Transpose to a reorder that reads a
 // permuted view, Reshape / Flatten / Squeeze / Unsqueeze to a reorder that
-// reads a reshaped view (both from plain layout), and Identity to nothing:
-// its output is the same slot as its input.
+// reads a reshaped view, Slice to a reorder that reads a sub-block (all from
+// plain layout), and Identity to nothing: its output is the same slot as its input.
+#include "backends/dnnl/dnnl_declarations.h"
 #include "backends/dnnl/dnnl_lowering.h"
 #include "ir/error.h"
 
@@ -36,6 +37,12 @@ void lower_layout(Lowering& lowering, const FusedNode& fused) {
   if (node.op_type == "Concat") return lower_concat(lowering, fused);
   const int32_t input = lowering.slot_of(fused.region_value(node.inputs[0]));
   if (node.op_type == "Identity") return lowering.alias(fused.outputs[0], input);
+  if (node.op_type == "Slice") {
+    std::optional<SliceSpec> spec = constant_slice(lowering.graph(), node);
+    if (!spec) lowering.unsupported(node, "Slice needs constant starts, ends, axes and steps of 1");
+    lowering.add_subblock(fused.region_node, input, fused.outputs[0], spec->starts);
+    return;
+  }
   if (node.op_type == "Transpose") {
     const int64_t rank = static_cast<int64_t>(lowering.dims(input).size());
     std::vector<int64_t> permutation = node.attrs.get_ints_or("perm", {});

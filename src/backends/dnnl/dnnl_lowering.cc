@@ -212,6 +212,25 @@ int32_t Lowering::add_view(int32_t node, int32_t slot, ValueId value, const std:
   return out;
 }
 
+int32_t Lowering::add_subblock(int32_t node, int32_t slot, ValueId value, const std::vector<int64_t>& offsets) {
+  slot = plain(slot);
+  const std::vector<int64_t> out_dims = dims_of(graph_, value);
+  Step step;
+  step.kind = StepKind::kReorder;
+  step.node = node;
+  step.inputs = {slot};
+  step.ints = {3};
+  step.ints.insert(step.ints.end(), offsets.begin(), offsets.end());
+  Slot s;
+  s.kind = Slot::Kind::kIntermediate;
+  s.dims = out_dims;
+  step.output = add_slot(std::move(s), plain_desc(out_dims));
+  slot_of_value_[static_cast<size_t>(value)] = step.output;
+  const int32_t out = step.output;
+  program_.steps.push_back(std::move(step));
+  return out;
+}
+
 Program Lowering::finish() {
   // Region outputs leave in plain layout, written straight into the
   // runtime's buffer when the producing step already writes plain.
@@ -335,7 +354,7 @@ Program lower_region(const Graph& region, const dnnl::engine& engine) {
     } else if (op_type == "BatchNormalization" || op_type == "LayerNormalization" || op_type == "Softmax" ||
                op_type == "LogSoftmax") {
       lower_normalization(lowering, fused);
-    } else if (op_type == "Concat" || op_type == "Transpose" || op_type == "Reshape" || op_type == "Flatten" ||
+    } else if (op_type == "Concat" || op_type == "Transpose" || op_type == "Reshape" || op_type == "Flatten" || op_type == "Slice" ||
                op_type == "Squeeze" || op_type == "Unsqueeze" || op_type == "Identity") {
       lower_layout(lowering, fused);
     } else {

@@ -58,6 +58,8 @@ class Lowering {
                    ValueId value, const std::vector<int64_t>& output_dims);
   /// A reorder that reads `slot` (plain) reshaped to `value`'s dims, or permuted.
   int32_t add_view(int32_t node, int32_t slot, ValueId value, const std::vector<int64_t>& permutation = {});
+  /// A reorder that copies the sub-block of `slot` (plain) at `offsets` with `value`'s dims (Slice).
+  int32_t add_subblock(int32_t node, int32_t slot, ValueId value, const std::vector<int64_t>& offsets);
   /// Makes `value` (produced by some step) also available under another value id (Identity-like).
   void alias(ValueId value, int32_t slot) { slot_of_value_[static_cast<size_t>(value)] = slot; }
 

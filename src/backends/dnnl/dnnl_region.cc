@@ -21,7 +21,8 @@ constexpr int64_t kAlignment = 64;
 int64_t align_up(int64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
 
 /// The layout the step reads role `index` with: the slot's, or for a
-/// reorder a reshaped or permuted view of it (ints[0] = 1 reshape, 2 permute).
+/// reorder a reshaped, permuted or sub-block view of it (ints[0] = 1
+/// reshape, 2 permute, 3 sub-block at the offsets that follow).
 memory::desc input_view(const Step& step, size_t index, const memory::desc& slot_desc, const memory::desc& output_desc) {
   if (step.kind != StepKind::kReorder || step.ints.empty() || step.ints[0] == 0) return slot_desc;
   if (step.ints[0] == 1) {
@@ -42,6 +43,20 @@ memory::desc input_view(const Step& step, size_t index, const memory::desc& slot
     std::vector<int> inverse(permutation.size());
     for (size_t i = 0; i < permutation.size(); ++i) inverse[static_cast<size_t>(permutation[i])] = static_cast<int>(i);
     return slot_desc.permute_axes(inverse);
+  }
+  if (step.ints[0] == 3) {
+    // A sub-block (Slice with steps of 1): offsets per axis into the source.
+    const memory::dims source = slot_desc.dims();
+    const memory::dims out = output_desc.dims();
+    memory::dims offsets(step.ints.begin() + 1, step.ints.end());
+    if (offsets.size() != source.size() || out.size() != source.size()) throw_user_error("oneDNN payload: bad sub-block view");
+    for (size_t i = 0; i < source.size(); ++i) {
+      if (offsets[i] < 0 || out[i] > source[i] || offsets[i] > source[i] - out[i]) {
+        throw_user_error("oneDNN payload: sub-block view out of range");
+      }
+    }
+    if (!is_plain(slot_desc)) throw_user_error("oneDNN payload: sub-block view of a blocked layout");
+    return slot_desc.submemory_desc(out, offsets);
   }
   throw_user_error("oneDNN payload: unknown reorder view ", step.ints[0]);
 }
