@@ -3,10 +3,11 @@
 // weights, attributes) under which it does; everything else is refused with
 // the reason. The patterns become oneDNN post-ops: Conv+BatchNorm(folded)
 // +Add(sum)+activation, MatMul+bias+activation (GELU included), Gemm +
-// activation, Add + activation, and GELU's erf form on its own.
+// activation, Add + activation, GELU's erf form and the decomposed LayerNorm.
 #include "backends/dnnl/dnnl_declarations.h"
 
 #include "backends/dnnl/dnnl_lowering.h"
+#include "partition/common_patterns.h"
 
 namespace tessera::dnnl_backend {
 namespace {
@@ -126,10 +127,6 @@ Pattern activation_of(Pattern x) {
   return either(forms);
 }
 
-Pattern gelu_of(Pattern x) {
-  return op("Mul", {op("Mul", {x, op("Add", {op("Erf", {op("Div", {x, scalar(1.41421356, 1e-4)})}), scalar(1.0)})}),
-                    scalar(0.5)});
-}
 
 Declarations make_declarations() {
   Declarations d;
@@ -175,19 +172,21 @@ Declarations make_declarations() {
   d.pattern("ConvAdd", conv_add(conv()));
   d.pattern("ConvBatchNorm", batch_norm(conv()));
   d.pattern("ConvActivation", activation_of(conv()));
-  d.pattern("MatMulBiasGelu", gelu_of(matmul_bias()));
+  d.pattern("MatMulBiasGelu", gelu_erf_pattern(matmul_bias(), float32_static_node));
   d.pattern("MatMulBiasActivation", activation_of(matmul_bias()));
   d.pattern("MatMulBias", matmul_bias());
-  d.pattern("MatMulGelu", gelu_of(matmul()));
+  d.pattern("MatMulGelu", gelu_erf_pattern(matmul(), float32_static_node));
   Pattern gemm = op("Gemm");
   gemm.where([](const Graph& g, const Node& n) { return float32_static(g, n).supported && check_gemm(g, n).supported; });
   d.pattern("GemmActivation", activation_of(gemm));
   Pattern add = op_in({"Add", "Sub", "Mul", "Max", "Min"});
   add.where([](const Graph& g, const Node& n) { return float32_static(g, n).supported && check_binary(g, n).supported; });
   d.pattern("BinaryActivation", activation_of(add));
-  Pattern gelu = gelu_of(any());
-  gelu.where(float32_static_node);
-  d.pattern("Gelu", gelu);
+  d.pattern("Gelu", gelu_erf_pattern(any(), float32_static_node));
+  // (ReduceMean's axes are an int64 input: only its data must be float32.)
+  d.pattern("LayerNorm", layer_norm_pattern(any(), [](const Graph& g, const Node& n) {
+              return float32_static(g, n, n.op_type == "ReduceMean" ? 1 : SIZE_MAX).supported;
+            }));
   return d;
 }
 

@@ -4,6 +4,7 @@
 // softmax over the channel axis keep their input's (possibly blocked)
 // layout; layer norm and other softmax axes run in plain layout.
 #include "backends/dnnl/dnnl_lowering.h"
+#include "partition/common_patterns.h"
 #include "ir/error.h"
 
 namespace tessera::dnnl_backend {
@@ -83,6 +84,36 @@ void lower_softmax(Lowering& lowering, const FusedNode& fused) {
 }
 
 }  // namespace
+
+void lower_layer_norm_pattern(Lowering& lowering, const FusedNode& fused) {
+  const Node& root = *fused.node;
+  const std::optional<LayerNormParts> parts = parse_layer_norm_body(*fused.graph);
+  if (!parts) lowering.unsupported(root, "composite LayerNorm whose body is not a layer normalisation");
+  const Graph& region = lowering.graph();
+  auto region_input = [&](size_t index) { return fused.region_value(fused.graph->inputs[index]); };
+  const ValueId x = region_input(parts->input);
+  const ValueId scale = region_input(parts->scale);
+  const ValueId bias = region_input(parts->bias);
+  const ValueId epsilon = region_input(parts->epsilon);
+  const std::vector<int64_t> y_dims = dims_of(region, fused.outputs[0]);
+  const int64_t last = y_dims.back();
+  for (ValueId v : {scale, bias, epsilon}) {
+    if (!lowering.is_constant_value(v)) lowering.unsupported(root, "LayerNorm parameters must be constants");
+  }
+  if (shape_numel(dims_of(region, scale)) != last || shape_numel(dims_of(region, bias)) != last ||
+      region.value(epsilon).constant->numel() != 1) {
+    lowering.unsupported(root, "LayerNorm scale and bias must cover the last axis, epsilon be a scalar");
+  }
+  Step step;
+  step.kind = StepKind::kLayerNorm;
+  step.node = fused.region_node;
+  step.floats = {static_cast<float>(region.value(epsilon).constant->double_at(0))};
+  step.inputs = {lowering.plain(lowering.slot_of(x)), lowering.constant_slot({last}, ConstantTransform::kNone, {scale}),
+                 lowering.constant_slot({last}, ConstantTransform::kNone, {bias})};
+  std::vector<memory::desc> requests(step.inputs.size(), plain_desc({last}));
+  requests[0] = memory::desc();
+  lowering.add_step(std::move(step), requests, plain_desc(y_dims), fused.outputs[0], y_dims);
+}
 
 void lower_normalization(Lowering& lowering, const FusedNode& fused) {
   const Node& node = *fused.node;

@@ -344,7 +344,9 @@ Program lower_region(const Graph& region, const dnnl::engine& engine) {
       fused.graph = &region;
       fused.node = &node;
     }
-    if (op_type == "Conv" || op_type == "ConvTranspose") {
+    if (fused.pattern == "LayerNorm") {
+      lower_layer_norm_pattern(lowering, fused);
+    } else if (op_type == "Conv" || op_type == "ConvTranspose") {
       lower_convolution(lowering, fused);
     } else if (op_type == "MatMul" || op_type == "Gemm") {
       lower_matmul(lowering, fused);

@@ -99,6 +99,8 @@ void lower_matmul(Lowering& lowering, const FusedNode& fused);
 void lower_elementwise(Lowering& lowering, const FusedNode& fused);
 void lower_pooling(Lowering& lowering, const FusedNode& fused);
 void lower_normalization(Lowering& lowering, const FusedNode& fused);
+/// The decomposed LayerNorm pattern (common_patterns.h) as one layer normalisation.
+void lower_layer_norm_pattern(Lowering& lowering, const FusedNode& fused);
 void lower_layout(Lowering& lowering, const FusedNode& fused);
 
 }  // namespace tessera::dnnl_backend

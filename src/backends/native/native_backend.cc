@@ -14,6 +14,7 @@
 #include "backends/native/node_runner.h"
 #include "ir/error.h"
 #include "ir/op_schema.h"
+#include "partition/common_patterns.h"
 
 namespace tessera {
 namespace {
@@ -74,12 +75,31 @@ CompiledNode compile_node(const Graph& graph, const Node& node) {
 
 /// Turns a composite node of the region graph into the one node the native
 /// kernels run: ConvActivation becomes its Conv with the activation as the
-/// attribute tessera_clamp = [low, high], applied in the Conv's epilogue.
+/// attribute tessera_clamp = [low, high], applied in the Conv's epilogue;
+/// LayerNorm becomes a LayerNormalization over the last axis.
 Node lower_composite(const Graph& region, const Node& composite) {
   const Attribute* pattern = composite.attrs.find("pattern");
   const Attribute* body_attr = composite.attrs.find("body");
   if (!pattern || !body_attr || !body_attr->graph) throw_user_error(composite.describe(), ": composite without pattern or body");
   const Graph& body = *body_attr->graph;
+  if (pattern->s == native::kLayerNorm) {
+    const std::optional<LayerNormParts> parts = parse_layer_norm_body(body);
+    if (!parts || body.inputs.size() != composite.inputs.size() || composite.outputs.size() != 1) {
+      throw_user_error(composite.describe(), ": composite LayerNorm whose body is not a layer normalisation");
+    }
+    const Value& epsilon = region.value(composite.inputs[parts->epsilon]);
+    if (!epsilon.constant || epsilon.constant->numel() != 1) throw_user_error(composite.describe(), ": epsilon is not a scalar constant");
+    Node norm;
+    norm.name = composite.name;
+    norm.op_type = "LayerNormalization";
+    norm.opset = 17;
+    norm.inputs = {composite.inputs[parts->input], composite.inputs[parts->scale], composite.inputs[parts->bias]};
+    norm.outputs = composite.outputs;
+    norm.attrs.set("axis", Attribute::of_int(-1));
+    norm.attrs.set("epsilon", Attribute::of_float(static_cast<float>(epsilon.constant->double_at(0))));
+    norm.attrs.set("stash_type", Attribute::of_int(1));
+    return norm;
+  }
   if (pattern->s != native::kConvActivation || body.nodes.size() != 2 || body.nodes[0].op_type != "Conv" ||
       body.inputs.size() != composite.inputs.size() || composite.outputs.size() != 1) {
     throw_user_error(composite.describe(), ": the native backend cannot run composite '", pattern->s, "'");

@@ -1,11 +1,13 @@
 // What the native backend declares: every op that has a native kernel, and
-// the fused pattern Conv→Relu / Conv→Clip (constant bounds), which its GEMM
-// and depthwise epilogues apply (see lower_composite in native_backend.cc).
+// two fused patterns (see lower_composite in native_backend.cc): Conv→Relu /
+// Conv→Clip (constant bounds), which its GEMM and depthwise epilogues apply,
+// and the decomposed LayerNorm, which runs as one LayerNormalization.
 #include "backends/native/native_declarations.h"
 
 #include <limits>
 
 #include "backends/native/kernel.h"
+#include "partition/common_patterns.h"
 
 namespace tessera::native {
 namespace {
@@ -38,6 +40,9 @@ Declarations make_declarations() {
   std::vector<Pattern> clips = {op("Clip", {conv}), op("Clip", {conv, bound()}), op("Clip", {conv, bound(), bound()})};
   for (Pattern& clip : clips) clip.where(constant_clip_bounds);
   d.pattern(kConvActivation, either({op("Relu", {conv}), clips[0], clips[1], clips[2]}));
+  d.pattern(kLayerNorm, layer_norm_pattern(any(), [](const Graph& graph, const Node& node) {
+              return node.has_output(0) && graph.value(node.outputs[0]).type.dtype == DType::kFloat32;
+            }));
   return d;
 }
 

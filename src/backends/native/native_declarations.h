@@ -8,6 +8,8 @@ namespace tessera::native {
 
 /// The composite a Conv followed by a Relu or Clip becomes.
 inline constexpr const char* kConvActivation = "ConvActivation";
+/// The decomposed LayerNorm (common_patterns.h) becomes one LayerNormalization.
+inline constexpr const char* kLayerNorm = "LayerNorm";
 
 const Declarations& native_declarations();
 

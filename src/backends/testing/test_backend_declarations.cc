@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backends/testing/test_backend_internal.h"
+#include "partition/common_patterns.h"
 #include "partition/declarations.h"
 
 namespace tessera::test_backend {
@@ -109,15 +110,8 @@ Pattern matmul_bias() {
   return float_op("Add", {matmul, constant()});
 }
 
-/// The erf form of GELU that PyTorch exports: x is used twice.
-Pattern gelu_of(Pattern x) {
-  // float32 rounds sqrt(2) to 1.4142135; exporters write it in double.
-  Pattern divide = float_op("Div", {x, scalar(std::sqrt(2.0), 1e-5)});
-  Pattern erf = float_op("Erf", {divide});
-  Pattern plus_one = float_op("Add", {erf, scalar(1.0, 1e-6)});
-  Pattern times_x = float_op("Mul", {x, plus_one});
-  return float_op("Mul", {times_x, scalar(0.5, 1e-6)});
-}
+/// The erf form of GELU that PyTorch exports (x is used twice), on float32 nodes.
+Pattern gelu_of(Pattern x) { return gelu_erf_pattern(std::move(x), accepted_by(&float32_static)); }
 
 }  // namespace
 
