@@ -445,6 +445,89 @@ TEST(DnnlBackend, SliceWithConstantBoundsMatchesNative) {
 }
 
 // ---------------------------------------------------------------------------
+// Conv, MatMul and Gemm.
+
+TEST(DnnlBackend, ConvolutionsOfEveryRankGroupDilationAndPaddingMatchNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(41);
+  for (int trial = 0; trial < 24; ++trial) {
+    const int64_t spatial = 1 + trial % 3;
+    const int64_t group = std::vector<int64_t>{1, 2, 4}[static_cast<size_t>(random.between(0, 2))];
+    const bool depthwise = trial % 5 == 0;
+    const int64_t channels = depthwise ? 8 : group * random.between(1, 3);
+    const int64_t out_channels = depthwise ? 8 : group * random.between(1, 4);
+    const int64_t groups = depthwise ? 8 : group;
+    Shape x_shape = {random.between(1, 2), channels};
+    Shape w_shape = {out_channels, channels / groups};
+    std::vector<int64_t> strides, dilations, pads(2 * static_cast<size_t>(spatial));
+    for (int64_t i = 0; i < spatial; ++i) {
+      x_shape.push_back(random.between(spatial == 3 ? 4 : 6, spatial == 3 ? 7 : 12));
+      w_shape.push_back(random.between(1, 3));
+      strides.push_back(random.between(1, 2));
+      dilations.push_back(random.between(1, 2));
+      pads[static_cast<size_t>(i)] = random.between(0, 1);
+      pads[static_cast<size_t>(i + spatial)] = random.between(0, 1);
+    }
+    Builder b;
+    AttributeMap attrs = attributes({{"strides", Attribute::of_ints(strides)},
+                                     {"dilations", Attribute::of_ints(dilations)},
+                                     {"group", Attribute::of_int(groups)}});
+    if (trial % 4 == 1) {
+      attrs.set("auto_pad", Attribute::of_string(trial % 8 == 1 ? "SAME_UPPER" : "VALID"));
+    } else {
+      attrs.set("pads", Attribute::of_ints(pads));
+    }
+    std::vector<ValueId> inputs = {b.input(x_shape), b.constant(random.floats(w_shape))};
+    if (trial % 3 != 0) inputs.push_back(b.constant(random.floats({out_channels})));
+    ValueId y = b.node("Conv", inputs, attrs);
+    if (trial % 2 == 0) y = b.node("Relu", {y});  // the ConvActivation post-op
+    b.output(y);
+    const std::string what = "x " + shape_to_string(x_shape) + " w " + shape_to_string(w_shape) + " group " +
+                             std::to_string(groups) + " trial " + std::to_string(trial);
+    expect_dnnl_matches_native(b.graph, {random.floats(x_shape)}, {"Conv"}, what);
+  }
+}
+
+TEST(DnnlBackend, MatMulAndGemmFormsMatchNative) {
+  SKIP_WITHOUT_DNNL();
+  Random random(43);
+  {  // Constant 2-D weights under a 3-D source: the collapsed, packed-weights form, with bias and Relu.
+    Builder b;
+    const ValueId x = b.input({2, 5, 8});
+    const ValueId m = b.node("MatMul", {x, b.constant(random.floats({8, 6}))});
+    b.output(b.node("Relu", {b.node("Add", {m, b.constant(random.floats({6}))})}));
+    expect_dnnl_matches_native(b.graph, {random.floats({2, 5, 8})}, {"MatMul"}, "collapsed matmul");
+  }
+  {  // Two computed operands with batch broadcasting (attention scores).
+    Builder b;
+    const ValueId q = b.input({2, 3, 4, 5});
+    const ValueId k = b.input({1, 3, 5, 4});
+    b.output(b.node("MatMul", {q, k}));
+    expect_dnnl_matches_native(b.graph, {random.floats({2, 3, 4, 5}), random.floats({1, 3, 5, 4})}, {"MatMul"}, "batched");
+  }
+  for (int trial = 0; trial < 8; ++trial) {  // Gemm: transB, alpha, beta and every form of C.
+    Builder b;
+    const int64_t m = random.between(1, 6), k = random.between(1, 7), n = random.between(1, 9);
+    const bool trans_b = trial % 2 == 1;
+    const ValueId a = b.input({m, k});
+    std::vector<ValueId> inputs = {a, b.constant(random.floats(trans_b ? Shape{n, k} : Shape{k, n}))};
+    const int c_form = trial % 4;  // 0 none, 1 bias [N], 2 constant [M, N], 3 computed [M, N]
+    std::vector<Tensor> feeds = {random.floats({m, k})};
+    if (c_form == 1) inputs.push_back(b.constant(random.floats({n})));
+    if (c_form == 2) inputs.push_back(b.constant(random.floats({m, n})));
+    if (c_form == 3) {
+      inputs.push_back(b.input({m, n}));
+      feeds.push_back(random.floats({m, n}));
+    }
+    AttributeMap attrs = attributes({{"transB", Attribute::of_int(trans_b ? 1 : 0)},
+                                     {"alpha", Attribute::of_float(trial % 3 == 0 ? 1.0f : 0.5f)},
+                                     {"beta", Attribute::of_float(c_form == 3 ? 1.0f : 2.0f)}});
+    b.output(b.node("Gemm", inputs, attrs));
+    expect_dnnl_matches_native(b.graph, feeds, {"Gemm"}, "gemm trial " + std::to_string(trial));
+  }
+}
+
+// ---------------------------------------------------------------------------
 // ConvTranspose.
 
 TEST(DnnlBackend, ConvTransposeMatchesNative) {
