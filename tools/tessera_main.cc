@@ -40,6 +40,7 @@ const char* kUsage =
     "                  [--json FILE] [--dot FILE] [--html FILE]\n"
     "  tessera run MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
     "              [--output-dir DIR] [--threads N] [--placement] [--profile] [--seed S]\n"
+    "              [--report FILE.{txt,json,dot,html}]  (with --profile, the report shows the times)\n"
     "  tessera info MODEL [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
     "  tessera bench MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [--threads N]\n"
     "              [--warmup W] [--iterations K] [--json] [--profile] [PLACEMENT OPTIONS]\n"
@@ -423,9 +424,10 @@ void print_region_profile(const tsr_model* model, const RunProfile& profile, int
   }
 }
 
-std::string report_text(const tsr_model* model, const char* format, const std::string& name) {
+std::string report_text(const tsr_model* model, const char* format, const std::string& name,
+                        const tsr_run_profile* profile = nullptr) {
   char* text = nullptr;
-  check(tsr_model_report(model, format, name.c_str(), nullptr, &text));
+  check(tsr_model_report(model, format, name.c_str(), profile, &text));
   std::string out = text;
   tsr_string_free(text);
   return out;
@@ -537,6 +539,11 @@ int command_run(const Args& args) {
   if (args.profile) {
     print_region_profile(handle.model, profile, 1);
     print_profile(handle.model, profile.node_ms, 1);
+  }
+  if (!args.report_file.empty()) {
+    write_text_file(args.report_file, report_text(handle.model, format_for(args.report_file), file_name(args.model),
+                                                  args.profile ? &profile.c : nullptr));
+    std::cout << "report: " << args.report_file << "\n";
   }
   return 0;
 }

@@ -72,12 +72,19 @@ class Partitioner {
     forced_.assign(n, -1);
     forced_text_.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      // The last --place that selects a node wins, as with repeated command-line options.
+      // A node-name selector beats an op-type one; two of the same kind that
+      // disagree about a node are a user error.
+      bool by_name = false;
       for (const auto& [selector, backend] : resolved.place) {
-        if (selector.matches(graph.nodes[i])) {
-          forced_[i] = static_cast<int>(backend);
-          forced_text_[i] = selector.text + "=" + backends[backend].name;
+        if (!selector.matches(graph.nodes[i])) continue;
+        const std::string text = selector.text + "=" + backends[backend].name;
+        if (forced_[i] >= 0 && by_name == !selector.is_op && forced_[i] != static_cast<int>(backend)) {
+          throw_user_error("--place ", forced_text_[i], " and --place ", text, " disagree about ", graph.nodes[i].describe());
         }
+        if (forced_[i] >= 0 && by_name && selector.is_op) continue;
+        forced_[i] = static_cast<int>(backend);
+        forced_text_[i] = text;
+        by_name = !selector.is_op;
       }
     }
     // Support is asked once per (node, backend); demotion only adds refusals.

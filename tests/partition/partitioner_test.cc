@@ -114,6 +114,13 @@ TEST(Partitioner, DenyAndPlaceByOpAndByNodeName) {
   EXPECT_EQ(backend_of(p, 0), "a");
   EXPECT_EQ(backend_of(p, 3), "native");
   policy.deny.clear();
+  // A node name beats an op type, in either order; two names that disagree are an error.
+  policy.place = {{"Relu_0", "a"}, {"op:Relu", "native"}};
+  p = partition_graph(g, backends, policy);
+  EXPECT_EQ(backend_of(p, 0), "a");
+  EXPECT_EQ(backend_of(p, 3), "native");
+  policy.place = {{"Relu_0", "a"}, {"Relu_0", "native"}};
+  EXPECT_THROW(partition_graph(g, backends, policy), Error);
   policy.place = {{"op:Relu", "native"}, {"Exp_1", "native"}};
   p = partition_graph(g, backends, policy);
   EXPECT_EQ(backend_of(p, 0), "native");
