@@ -23,7 +23,7 @@ fi
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_FUZZ=ON -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_TESTS=OFF >/dev/null
-ninja -C build-fuzz fuzz_onnx_import fuzz_npy fuzz_artifact
+ninja -C build-fuzz fuzz_onnx_import fuzz_npy fuzz_artifact fuzz_model_load
 
 corpus=build-fuzz/corpus
 mkdir -p "$corpus/onnx" "$corpus/npy" "$corpus/tsr"
@@ -44,6 +44,7 @@ if [ -x build/tessera ]; then
     [ -f "$m" ] || continue
     build/tessera compile "$m" -o "$corpus/tsr/seed_$i.tsr" >/dev/null 2>&1 || true
     build/tessera compile "$m" --backends test,native -o "$corpus/tsr/seed_${i}_test.tsr" >/dev/null 2>&1 || true
+    build/tessera compile "$m" --backends native -o "$corpus/tsr/seed_${i}_native.tsr" >/dev/null 2>&1 || true
     i=$((i + 1))
   done
 fi
@@ -61,4 +62,6 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ./fuzz_onnx_import -seed="$SEED" -runs="$RUNS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/onnx
 ./fuzz_npy -seed="$SEED" -runs="$((RUNS * 10))" -rss_limit_mb=2048 corpus/npy
 ./fuzz_artifact -seed="$SEED" -runs="$RUNS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/tsr
-echo "fuzz: no crash in $RUNS runs of the importer, $RUNS of the artifact loader and $((RUNS * 10)) of the npy reader (seed $SEED)"
+# Whole loads build primitives and pack weights: slower per input, so fewer runs.
+./fuzz_model_load -seed="$SEED" -runs="$((RUNS / 10))" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/tsr
+echo "fuzz: no crash in $RUNS runs of the importer, $RUNS of the artifact loader, $((RUNS / 10)) whole model loads and $((RUNS * 10)) of the npy reader (seed $SEED)"
