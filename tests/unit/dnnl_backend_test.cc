@@ -751,6 +751,48 @@ TEST(DnnlBackendLowering, PlainOnlyOpsReorderOnceAfterABlockedProducer) {
   EXPECT_EQ(program.steps.back().kind, dnnl_backend::StepKind::kSoftmax);
 }
 
+/// A hostile payload (every truncation, every single-byte change) is a clean
+/// tessera error or a program that still loads; never a crash.
+TEST(DnnlBackendLowering, HostilePayloadsAreRefusedCleanly) {
+  Random random(63);
+  RegionBuilder b;
+  const ValueId x = b.value({1, 8, 6, 6});
+  b.graph.inputs.push_back(x);
+  const ValueId w = b.graph.add_constant("w", random.floats({8, 8, 3, 3}));
+  const ValueId conv = b.node("Conv", {x, w}, {1, 8, 6, 6}, attributes({{"pads", Attribute::of_ints({1, 1, 1, 1})}}));
+  const ValueId relu = b.node("Relu", {conv}, {1, 8, 6, 6});
+  b.graph.outputs.push_back(b.node("MaxPool", {relu}, {1, 8, 3, 3},
+                                   attributes({{"kernel_shape", Attribute::of_ints({2, 2})}, {"strides", Attribute::of_ints({2, 2})}})));
+  std::unique_ptr<Backend> dnnl = find_backend("dnnl")->make();
+  const CompiledRegion compiled = dnnl->compile(b.graph, RegionOptions{});
+  const std::vector<uint8_t>& payload = compiled.payload;
+  auto load = [&](const std::vector<uint8_t>& bytes) -> bool {
+    try {
+      dnnl->load(b.graph, bytes, RegionOptions{});
+      return true;
+    } catch (const Error& e) {
+      EXPECT_NE(e.kind(), ErrorKind::kInternal) << e.what();
+      return false;
+    }
+  };
+  ASSERT_TRUE(load(payload));
+  for (size_t length = 0; length < payload.size(); ++length) {
+    EXPECT_FALSE(load(std::vector<uint8_t>(payload.begin(), payload.begin() + static_cast<std::ptrdiff_t>(length))))
+        << "truncated to " << length;
+  }
+  size_t still_loading = 0;
+  for (size_t i = 0; i < payload.size(); ++i) {
+    for (uint8_t value : {uint8_t(payload[i] ^ 0x01), uint8_t(0xFF)}) {
+      std::vector<uint8_t> bytes = payload;
+      if (bytes[i] == value) continue;
+      bytes[i] = value;
+      still_loading += load(bytes);
+    }
+  }
+  // Some changes are harmless (an unused float); most must be caught.
+  EXPECT_LT(still_loading, payload.size());
+}
+
 #endif  // TESSERA_TEST_WITH_DNNL
 
 }  // namespace
