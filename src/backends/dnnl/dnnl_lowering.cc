@@ -189,19 +189,13 @@ int32_t Lowering::add_step(Step step, const std::vector<memory::desc>& requests,
   return out;
 }
 
-int32_t Lowering::add_view(int32_t node, int32_t slot, ValueId value, const std::vector<int64_t>& permutation) {
-  slot = plain(slot);
+int32_t Lowering::add_view_reorder(int32_t node, int32_t slot, ValueId value, std::vector<int64_t> view) {
   const std::vector<int64_t> out_dims = dims_of(graph_, value);
   Step step;
   step.kind = StepKind::kReorder;
   step.node = node;
-  step.inputs = {slot};
-  if (permutation.empty()) {
-    step.ints = {1};
-  } else {
-    step.ints = {2};
-    step.ints.insert(step.ints.end(), permutation.begin(), permutation.end());
-  }
+  step.inputs = {plain(slot)};
+  step.ints = std::move(view);
   Slot s;
   s.kind = Slot::Kind::kIntermediate;
   s.dims = out_dims;
@@ -212,23 +206,16 @@ int32_t Lowering::add_view(int32_t node, int32_t slot, ValueId value, const std:
   return out;
 }
 
+int32_t Lowering::add_view(int32_t node, int32_t slot, ValueId value, const std::vector<int64_t>& permutation) {
+  std::vector<int64_t> view = {permutation.empty() ? 1 : 2};
+  view.insert(view.end(), permutation.begin(), permutation.end());
+  return add_view_reorder(node, slot, value, std::move(view));
+}
+
 int32_t Lowering::add_subblock(int32_t node, int32_t slot, ValueId value, const std::vector<int64_t>& offsets) {
-  slot = plain(slot);
-  const std::vector<int64_t> out_dims = dims_of(graph_, value);
-  Step step;
-  step.kind = StepKind::kReorder;
-  step.node = node;
-  step.inputs = {slot};
-  step.ints = {3};
-  step.ints.insert(step.ints.end(), offsets.begin(), offsets.end());
-  Slot s;
-  s.kind = Slot::Kind::kIntermediate;
-  s.dims = out_dims;
-  step.output = add_slot(std::move(s), plain_desc(out_dims));
-  slot_of_value_[static_cast<size_t>(value)] = step.output;
-  const int32_t out = step.output;
-  program_.steps.push_back(std::move(step));
-  return out;
+  std::vector<int64_t> view = {3};
+  view.insert(view.end(), offsets.begin(), offsets.end());
+  return add_view_reorder(node, slot, value, std::move(view));
 }
 
 Program Lowering::finish() {

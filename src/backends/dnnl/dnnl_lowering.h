@@ -67,6 +67,9 @@ class Lowering {
 
  private:
   int32_t add_slot(Slot slot, const memory::desc& desc);
+  /// A reorder reading `slot` (plain) through the view `view` (dnnl_region.cc's
+  /// input_view: 1 reshape, 2 permute, 3 sub-block) into a new plain slot for `value`.
+  int32_t add_view_reorder(int32_t node, int32_t slot, ValueId value, std::vector<int64_t> view);
   std::optional<dnnl::primitive_desc_base> try_desc(const Step& step, const std::vector<memory::desc>& roles) const;
 
   const Graph& graph_;
