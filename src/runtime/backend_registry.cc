@@ -2,18 +2,14 @@
 
 #include "backends/native/native_backend.h"
 #include "backends/testing/test_backend.h"
-#ifdef TESSERA_WITH_DNNL
 #include "backends/dnnl/dnnl_backend.h"
-#endif
 
 namespace tessera {
 
 const std::vector<BackendEntry>& built_in_backends() {
   static const std::vector<BackendEntry> entries = {
-#ifdef TESSERA_WITH_DNNL
       {"dnnl", true, "oneDNN 2.6: convolutions, matmuls, pooling, normalisation with fused post-ops and blocked layouts",
        make_dnnl_backend},
-#endif
       {"test", false, "test backend: a few float32 ops in its own (scrambled) memory space", make_test_backend},
       {"native", true, "Tessera's own CPU kernels; runs every op", make_native_backend},
   };

@@ -26,17 +26,11 @@
 #include "runtime/session.h"
 #include "test_util.h"
 
-#ifdef TESSERA_TEST_WITH_DNNL
 #include "backends/dnnl/dnnl_internal.h"
-#endif
 
 namespace tessera::testing {
 namespace {
 
-bool dnnl_built_in() { return find_backend("dnnl") != nullptr; }
-
-#define SKIP_WITHOUT_DNNL() \
-  if (!dnnl_built_in()) GTEST_SKIP() << "the oneDNN backend is not built in"
 
 /// Builds graphs node by node, filling attribute defaults from the op
 /// schemas as the ONNX importer does. Output types are left to inference.
@@ -166,7 +160,6 @@ class Random {
 // Pooling.
 
 TEST(DnnlBackend, PoolingMatchesNativeOnRandomWindows) {
-  SKIP_WITHOUT_DNNL();
   Random random(11);
   for (int trial = 0; trial < 40; ++trial) {
     const bool max = trial % 2 == 0;
@@ -206,7 +199,6 @@ TEST(DnnlBackend, PoolingMatchesNativeOnRandomWindows) {
 }
 
 TEST(DnnlBackend, GlobalPoolingMatchesNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(12);
   for (int trial = 0; trial < 12; ++trial) {
     Shape shape = {random.between(1, 3), random.between(1, 24)};
@@ -222,7 +214,6 @@ TEST(DnnlBackend, GlobalPoolingMatchesNative) {
 /// Conv outputs take a blocked layout (16 or 8 channels a block) that pooling
 /// and softmax over channels read as they are, padded channels included.
 TEST(DnnlBackend, PoolingAndSoftmaxAfterConvolutionsInBlockedLayouts) {
-  SKIP_WITHOUT_DNNL();
   Random random(13);
   for (int64_t channels : {5, 16, 20}) {
     Builder b;
@@ -249,7 +240,6 @@ TEST(DnnlBackend, PoolingAndSoftmaxAfterConvolutionsInBlockedLayouts) {
 // Normalisation and softmax.
 
 TEST(DnnlBackend, BatchNormalizationMatchesNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(21);
   for (int trial = 0; trial < 8; ++trial) {
     Shape shape = {random.between(1, 3), random.between(1, 20)};
@@ -268,7 +258,6 @@ TEST(DnnlBackend, BatchNormalizationMatchesNative) {
 }
 
 TEST(DnnlBackend, LayerNormalizationMatchesNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(22);
   for (int trial = 0; trial < 10; ++trial) {
     Shape shape;
@@ -286,7 +275,6 @@ TEST(DnnlBackend, LayerNormalizationMatchesNative) {
 }
 
 TEST(DnnlBackend, SoftmaxOverEveryAxisMatchesNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(23);
   for (int trial = 0; trial < 16; ++trial) {
     Shape shape;
@@ -303,7 +291,6 @@ TEST(DnnlBackend, SoftmaxOverEveryAxisMatchesNative) {
 }
 
 TEST(DnnlBackend, SoftmaxBeforeOpset13RunsOnDnnlOnlyOverTheLastAxis) {
-  SKIP_WITHOUT_DNNL();
   Random random(24);
   const Shape shape = {2, 3, 4};
   for (int64_t axis : {2, -1, 1, 0}) {
@@ -325,7 +312,6 @@ TEST(DnnlBackend, SoftmaxBeforeOpset13RunsOnDnnlOnlyOverTheLastAxis) {
 // Layout ops.
 
 TEST(DnnlBackend, ConcatMatchesNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(31);
   for (int trial = 0; trial < 12; ++trial) {
     const int64_t rank = random.between(1, 4);
@@ -357,7 +343,6 @@ TEST(DnnlBackend, ConcatMatchesNative) {
 }
 
 TEST(DnnlBackend, ConcatOfBlockedConvolutionOutputsMatchesNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(32);
   Builder b;
   const Shape shape = {1, 4, 8, 8};
@@ -370,7 +355,6 @@ TEST(DnnlBackend, ConcatOfBlockedConvolutionOutputsMatchesNative) {
 }
 
 TEST(DnnlBackend, TransposeMatchesNativeForRandomPermutations) {
-  SKIP_WITHOUT_DNNL();
   Random random(33);
   std::mt19937 shuffle(34);
   for (int trial = 0; trial < 16; ++trial) {
@@ -391,7 +375,6 @@ TEST(DnnlBackend, TransposeMatchesNativeForRandomPermutations) {
 }
 
 TEST(DnnlBackend, ReshapeFlattenSqueezeUnsqueezeIdentityMatchNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(35);
   Builder b;
   const Shape shape = {2, 3, 1, 4};
@@ -409,7 +392,6 @@ TEST(DnnlBackend, ReshapeFlattenSqueezeUnsqueezeIdentityMatchNative) {
 }
 
 TEST(DnnlBackend, SliceWithConstantBoundsMatchesNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(37);
   for (int trial = 0; trial < 12; ++trial) {
     const int64_t rank = random.between(1, 4);
@@ -448,7 +430,6 @@ TEST(DnnlBackend, SliceWithConstantBoundsMatchesNative) {
 // Conv, MatMul and Gemm.
 
 TEST(DnnlBackend, ConvolutionsOfEveryRankGroupDilationAndPaddingMatchNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(41);
   for (int trial = 0; trial < 24; ++trial) {
     const int64_t spatial = 1 + trial % 3;
@@ -489,7 +470,6 @@ TEST(DnnlBackend, ConvolutionsOfEveryRankGroupDilationAndPaddingMatchNative) {
 }
 
 TEST(DnnlBackend, MatMulAndGemmFormsMatchNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(43);
   {  // Constant 2-D weights under a 3-D source: the collapsed, packed-weights form, with bias and Relu.
     Builder b;
@@ -531,7 +511,6 @@ TEST(DnnlBackend, MatMulAndGemmFormsMatchNative) {
 // ConvTranspose.
 
 TEST(DnnlBackend, ConvTransposeMatchesNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(41);
   for (int trial = 0; trial < 16; ++trial) {
     const size_t n = static_cast<size_t>(random.between(1, 2));
@@ -565,7 +544,6 @@ TEST(DnnlBackend, ConvTransposeMatchesNative) {
 }
 
 TEST(DnnlBackend, ConvTransposeBeyondTheEndPaddingRunsOnNative) {
-  SKIP_WITHOUT_DNNL();
   Builder b;
   Random random(42);
   const ValueId x = b.input({1, 2, 4, 4});
@@ -609,7 +587,6 @@ Graph residual_block(Random& random, const Shape& shape) {
 }
 
 TEST(DnnlBackend, ConvBatchNormAddReluFusesAndMatchesNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(51);
   for (int64_t c : {3, 16, 24}) {
     const Shape shape = {2, c, 7, 6};
@@ -623,7 +600,6 @@ TEST(DnnlBackend, ConvBatchNormAddReluFusesAndMatchesNative) {
 }
 
 TEST(DnnlBackend, MatMulBiasGeluFusesAndMatchesNative) {
-  SKIP_WITHOUT_DNNL();
   Random random(52);
   for (int64_t rank : {2, 3}) {
     Shape shape = rank == 2 ? Shape{5, 12} : Shape{2, 5, 12};
@@ -644,7 +620,6 @@ TEST(DnnlBackend, MatMulBiasGeluFusesAndMatchesNative) {
 /// Constants are reordered once, when the region is built: a second run and a
 /// region rebuilt from the saved payload must give the same bytes.
 TEST(DnnlBackend, RepeatedRunsAndSavedArtifactsGiveIdenticalOutputs) {
-  SKIP_WITHOUT_DNNL();
   Random random(53);
   const Shape shape = {1, 16, 9, 9};
   const Graph graph = residual_block(random, shape);
@@ -666,7 +641,6 @@ TEST(DnnlBackend, RepeatedRunsAndSavedArtifactsGiveIdenticalOutputs) {
   expect_identical(loaded->run({x.view()})[0], first[0], "loaded artifact, second run");
 }
 
-#ifdef TESSERA_TEST_WITH_DNNL
 
 /// A region graph with every value typed, as the partitioner hands it over.
 struct RegionBuilder {
@@ -793,7 +767,6 @@ TEST(DnnlBackendLowering, HostilePayloadsAreRefusedCleanly) {
   EXPECT_LT(still_loading, payload.size());
 }
 
-#endif  // TESSERA_TEST_WITH_DNNL
 
 }  // namespace
 }  // namespace tessera::testing
