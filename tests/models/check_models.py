@@ -3,17 +3,22 @@
 PyTorch and through `tessera run`, and checks that the outputs agree.
 
 Usage: /usr/bin/python3 tests/models/check_models.py --tessera build/tessera --work DIR
-           [--backends LIST] [--artifact] MODEL [MODEL ...]
+           [--backends LIST] [--artifact] [--threads N] MODEL [MODEL ...]
        (MODEL: a name from MODELS below, or "all"; --backends is passed to tessera,
-       --artifact compiles a .tsr first and runs that)
+       --artifact compiles a .tsr first and runs that; without --threads each
+       model runs at 1 and at 2 threads)
 
-Agreement: max |tessera - torch| <= 1e-4 * max |torch|, per output; a
-reference whose max |torch| is below 1e-3 fails as degenerate (the check
-could not fail), so weights are randomised to keep outputs O(1).
+Agreement: tessera writes exactly the model's outputs (no missing or extra
+file; the model's folder is cleared first, so nothing stale can pass), each
+with torch's dtype and shape, and max |tessera - torch| <= 1e-4 * max |torch|
+per float output (exact for integer and bool outputs); a reference whose
+max |torch| is below 1e-3 fails as degenerate (the check could not fail), so
+weights are randomised to keep outputs O(1).
 Nothing is downloaded: torchvision models are built with weights=None.
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -211,7 +216,8 @@ def export(name, work):
     if isinstance(expected, torch.Tensor):
         expected = (expected,)
     folder = os.path.join(work, name)
-    os.makedirs(folder, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)  # no stale model, artifact or outputs from an earlier run
+    os.makedirs(folder)
     path = os.path.join(folder, "model.onnx")
     output_names = ["output_%d" % i for i in range(len(expected))]
     torch.onnx.export(model, inputs, path, opset_version=opset, input_names=input_names,
@@ -238,52 +244,83 @@ def compile_artifact(tessera, folder, path, input_names, backends):
     return artifact
 
 
-def check(name, tessera, work, threads, backends=None, artifact=False):
+def compare_outputs(name, out_dir, output_names, expected):
+    """Checks the files tessera wrote in out_dir against torch's outputs;
+    prints one line per output (or problem) and returns whether all agree."""
+    ok = True
+    written = sorted(os.listdir(out_dir)) if os.path.isdir(out_dir) else []
+    wanted = sorted(n + ".npy" for n in output_names)
+    if written != wanted:
+        print("FAIL %s: tessera wrote %s, the model's outputs are %s" % (name, written, wanted))
+        ok = False
+    for out_name, ref in zip(output_names, expected):
+        path = os.path.join(out_dir, out_name + ".npy")
+        if not os.path.exists(path):
+            continue
+        got = np.load(path)
+        if got.dtype != ref.dtype:
+            print("FAIL %s: %s has dtype %s, torch gives %s" % (name, out_name, got.dtype, ref.dtype))
+            ok = False
+            continue
+        if got.shape != ref.shape:
+            print("FAIL %s: %s has shape %s, torch gives %s" % (name, out_name, got.shape, ref.shape))
+            ok = False
+            continue
+        if ref.dtype.kind != "f":
+            mismatches = int(np.count_nonzero(got != ref))
+            status = "ok" if mismatches == 0 else "FAIL"
+            ok &= status == "ok"
+            print("%s %s %s: %d of %d elements differ (exact)" % (status, name, out_name, mismatches, ref.size))
+            continue
+        err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) if ref.size else 0.0
+        scale = float(np.max(np.abs(ref))) if ref.size else 1.0
+        if scale < 1e-3:
+            print("FAIL %s: %s is degenerate (max |torch| = %.3g); the comparison would prove nothing"
+                  % (name, out_name, scale))
+            ok = False
+            continue
+        # NaN compares false, so a NaN anywhere in tessera's output fails here.
+        status = "ok" if err <= 1e-4 * scale else "FAIL"
+        ok &= status == "ok"
+        print("%s %s %s: max abs error %.3g (output scale %.3g)" % (status, name, out_name, err, scale))
+    return ok
+
+
+def check(name, tessera, work, threads_list, backends=None, artifact=False):
     t0 = time.time()
     folder, path, input_names, output_names, expected = export(name, work)
-    out_dir = os.path.join(folder, "tessera_out")
     model = path
     if artifact:
         model = compile_artifact(tessera, folder, path, input_names, backends)
         if model is None:
             return False
         os.remove(path)  # the artifact must run on its own
-    cmd = [tessera, "run", model, "--output-dir", out_dir, "--threads", str(threads)]
-    if backends and not artifact:  # an artifact's backends were fixed when it was compiled
-        cmd += ["--backends", backends]
-    if backends:
-        cmd += ["--placement"]
-    for n in input_names:
-        cmd += ["--input", "%s=%s" % (n, os.path.join(folder, n + ".npy"))]
     t1 = time.time()
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    t2 = time.time()
-    if result.returncode != 0:
-        print("FAIL %s: tessera exited %d: %s" % (name, result.returncode, result.stderr.strip()))
-        return False
     ok = True
-    # Each named backend must really run part of the model, or the comparison says nothing about it.
-    for backend in (backends or "").split(","):
-        if backend and "total on %s:" % backend not in result.stdout:
-            print("FAIL %s: no node ran on backend '%s'" % (name, backend))
-            ok = False
-    for out_name, ref in zip(output_names, expected):
-        got = np.load(os.path.join(out_dir, out_name + ".npy"))
-        if got.shape != ref.shape:
-            print("FAIL %s: %s has shape %s, torch gives %s" % (name, out_name, got.shape, ref.shape))
+    for threads in threads_list:
+        out_dir = os.path.join(folder, "tessera_out_threads%d" % threads)
+        cmd = [tessera, "run", model, "--output-dir", out_dir, "--threads", str(threads)]
+        if backends and not artifact:  # an artifact's backends were fixed when it was compiled
+            cmd += ["--backends", backends]
+        if backends:
+            cmd += ["--placement"]
+        for n in input_names:
+            cmd += ["--input", "%s=%s" % (n, os.path.join(folder, n + ".npy"))]
+        t2 = time.time()
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        print("  %d thread(s): tessera run %.1fs" % (threads, time.time() - t2))
+        if result.returncode != 0:
+            print("FAIL %s: tessera (%d threads) exited %d: %s"
+                  % (name, threads, result.returncode, result.stderr.strip()))
             ok = False
             continue
-        err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64)))) if ref.size else 0.0
-        scale = float(np.max(np.abs(ref))) if ref.size else 1.0
-        if ref.dtype.kind == "f" and scale < 1e-3:
-            print("FAIL %s: %s is degenerate (max |torch| = %.3g); the comparison would prove nothing"
-                  % (name, out_name, scale))
-            ok = False
-            continue
-        status = "ok" if err <= 1e-4 * scale else "FAIL"
-        ok &= status == "ok"
-        print("%s %s %s: max abs error %.3g (output scale %.3g)" % (status, name, out_name, err, scale))
-    print("  export %.1fs, tessera run %.1fs" % (t1 - t0, t2 - t1))
+        # Each named backend must really run part of the model, or the comparison says nothing about it.
+        for backend in (backends or "").split(","):
+            if backend and "total on %s:" % backend not in result.stdout:
+                print("FAIL %s: no node ran on backend '%s'" % (name, backend))
+                ok = False
+        ok &= compare_outputs("%s (%d threads)" % (name, threads), out_dir, output_names, expected)
+    print("  export %.1fs" % (t1 - t0))
     return ok
 
 
@@ -291,7 +328,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tessera", required=True)
     parser.add_argument("--work", required=True)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, action="append",
+                        help="intra-op threads (repeatable); default: run at 1 and at 2")
     parser.add_argument("--backends", help="passed to tessera as --backends (e.g. test,native)")
     parser.add_argument("--artifact", action="store_true",
                         help="compile to a .tsr artifact first (tessera compile) and run that")
@@ -300,7 +338,8 @@ def main():
     names = DEFAULT if args.models == ["all"] else args.models
     torch.set_num_threads(1)
     failed = [n for n in names
-              if not check(n, os.path.abspath(args.tessera), args.work, args.threads, args.backends, args.artifact)]
+              if not check(n, os.path.abspath(args.tessera), args.work, args.threads or [1, 2], args.backends,
+                           args.artifact)]
     print("%d passed, %d failed" % (len(names) - len(failed), len(failed)))
     sys.exit(1 if failed else 0)
 
