@@ -44,9 +44,17 @@ TSR_API tsr_status* tsr_options_create(tsr_options** out_options);
 TSR_API void tsr_options_free(tsr_options* options);
 /* Intra-op threads for the whole session (default 1). */
 TSR_API tsr_status* tsr_options_set_threads(tsr_options* options, int32_t num_threads);
-/* Binds an input's shape, or a symbolic dimension (name, rank 1: its value). */
+/* Binds an input's shape, or a symbolic dimension (name, rank 1: its value).
+ * Every dimension must be 0 or more; loading fails when name is neither an
+ * input nor a symbolic dimension of the model. */
 TSR_API tsr_status* tsr_options_set_input_shape(tsr_options* options, const char* name, const int64_t* dims,
                                                 size_t rank);
+/* The shape of the data the caller has for input `name` (e.g. read from a
+ * file): binds that input's shape like tsr_options_set_input_shape (which wins
+ * when both name it), but is ignored when the model has no input of that name,
+ * so the caller can report the unknown name itself once it sees the inputs. */
+TSR_API tsr_status* tsr_options_set_input_data_shape(tsr_options* options, const char* name, const int64_t* dims,
+                                                     size_t rank);
 /* Keep initializers that are listed as graph inputs as inputs (default: freeze them into constants). */
 TSR_API tsr_status* tsr_options_set_freeze_weights(tsr_options* options, int32_t freeze);
 
@@ -72,11 +80,16 @@ TSR_API tsr_status* tsr_backend_info(size_t index, const char** out_name, const 
 
 /* Loads a model: an ONNX file (compiled now, with options) or a .tsr artifact
  * written by tsr_model_save (only the thread count of options applies).
- * options may be NULL. Free with tsr_model_free. */
+ * options may be NULL. Free with tsr_model_free. path must be a regular file
+ * (not a directory or FIFO); an ONNX model's external data must be regular
+ * files inside the model's folder, reached without symbolic links. */
 TSR_API tsr_status* tsr_model_load(const char* path, const tsr_options* options, tsr_model** out_model);
 /* 1 when the file starts like a .tsr artifact, 0 otherwise (or unreadable). */
 TSR_API int32_t tsr_file_is_artifact(const char* path);
-/* Writes the compiled model as one .tsr artifact (plan, constants, payloads). */
+/* Writes the compiled model as one .tsr artifact (plan, constants, payloads),
+ * through a temporary file beside path that is then renamed over it. Only a
+ * regular file is replaced: a symbolic link, directory, FIFO or device at path
+ * is an error. */
 TSR_API tsr_status* tsr_model_save(const tsr_model* model, const char* path);
 TSR_API void tsr_model_free(tsr_model* model);
 
@@ -137,14 +150,19 @@ TSR_API int64_t tsr_model_parameter_count(const tsr_model* model);
 
 /* Runs the model. inputs: one DLTensor per model input, in model order; read
  * in place, never copied. outputs: one DLTensor per model output whose data,
- * dtype and shape the caller set; written in place. Safe to call from several
- * threads at once on one model. */
+ * dtype and shape the caller set; written in place. Every tensor is checked
+ * before anything runs: CPU device, the model's dtype and shape, compact
+ * row-major strides (or NULL), data not NULL (unless empty) and aligned to its
+ * element size; an output may not overlap an input or another output. Outputs
+ * whose shape is only known after running need tsr_model_run_alloc. Safe to
+ * call from several threads at once on one model. */
 TSR_API tsr_status* tsr_model_run(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
                                   DLTensor* outputs, size_t num_outputs);
 
 /* Runs the model and returns outputs that Tessera allocated (for outputs whose
  * shape is only known after running). out_outputs must have room for
- * tsr_model_output_count pointers; the caller frees each with its deleter. */
+ * tsr_model_output_count pointers; the caller frees each with its deleter.
+ * On failure every pointer is NULL and nothing needs freeing. */
 TSR_API tsr_status* tsr_model_run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
                                         DLManagedTensor** out_outputs, size_t num_outputs);
 

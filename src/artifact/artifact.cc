@@ -1,5 +1,5 @@
 // Saving and loading .tsr files: the file layout (header, manifest, aligned
-// blobs), writing through a temporary file, mapping on load, and the checks
+// blobs), writing it (through safe_file.h), mapping on load, and the checks
 // of the header (magic, version, size, checksum, offsets) before the manifest
 // is decoded. See artifact.h for the layout.
 #include "artifact/artifact.h"
@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "artifact/artifact_internal.h"
+#include "artifact/safe_file.h"
 #include "ir/error.h"
 
 namespace tessera {
@@ -47,44 +48,6 @@ struct FileLayout {
     }
     pad_to(header.file_size);
   }
-};
-
-class FileWriter {
- public:
-  FileWriter(const std::string& path, const std::string& shown_path) : path_(path), shown_path_(shown_path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("cannot create");
-  }
-  ~FileWriter() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  void write(const void* data, size_t size) {
-    const char* bytes = static_cast<const char*>(data);
-    while (size > 0) {
-      ssize_t n = ::write(fd_, bytes, std::min<size_t>(size, size_t{1} << 30));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) fail("cannot write");
-      bytes += n;
-      size -= static_cast<size_t>(n);
-    }
-  }
-  void write_at(const void* data, size_t size, off_t offset) {
-    if (::pwrite(fd_, data, size, offset) != static_cast<ssize_t>(size)) fail("cannot write");
-  }
-  void close() {
-    int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("cannot write");
-  }
-
- private:
-  [[noreturn]] void fail(const char* what) {
-    int error = errno;
-    throw_user_error(what, " artifact '", shown_path_, "': ", error ? std::strerror(error) : "short write");
-  }
-  std::string path_;
-  std::string shown_path_;
-  int fd_ = -1;
 };
 
 [[noreturn]] void fail_load(const std::string& name, const std::string& message) {
@@ -159,19 +122,15 @@ void save_artifact(const std::string& path, const Artifact& artifact) {
   header.checksum = checksum.finish();
   encode_header(header, header_bytes);
 
-  // Written beside the target and renamed, so `path` is either the old file or the whole new one.
-  const std::string temporary = str_cat(path, ".tmp-", ::getpid());
+  // Written beside the target and renamed, so `path` is either the old file or the whole new one; only a
+  // regular file is replaced, and the temporary file is created safely (see safe_file.h).
   try {
-    FileWriter writer(temporary, path);
-    writer.write(header_bytes, kHeaderSize);
-    layout.for_each_piece_after_header([&](const void* data, size_t size) { writer.write(data, size); });
-    writer.close();
-    if (::rename(temporary.c_str(), path.c_str()) != 0) {
-      throw_user_error("cannot write artifact '", path, "': ", std::strerror(errno));
-    }
-  } catch (...) {
-    ::unlink(temporary.c_str());
-    throw;
+    safe_file::replace_file(path, [&](const safe_file::Sink& sink) {
+      sink(header_bytes, kHeaderSize);
+      layout.for_each_piece_after_header(sink);
+    });
+  } catch (const safe_file::WriteError& e) {
+    throw_user_error("artifact: ", e.what());
   }
 }
 

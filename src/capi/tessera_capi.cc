@@ -1,9 +1,14 @@
 // The C API: converts between DLPack and Tessera tensors, and every exception
 // into a tsr_status. Nothing here throws.
+#include <sys/stat.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iterator>
+#include <map>
+#include <memory>
 #include <new>
 #include <string>
 #include <vector>
@@ -24,6 +29,8 @@ struct tsr_status {
 struct tsr_options {
   tessera::CompileOptions compile;
   tessera::onnx_frontend::ImportOptions import;
+  // tsr_options_set_input_data_shape: bound only to inputs the model has.
+  std::map<std::string, tessera::Shape> data_shapes;
 };
 
 struct tsr_model {
@@ -34,6 +41,7 @@ struct tsr_model {
 namespace {
 
 using tessera::DType;
+using tessera::str_cat;
 
 tsr_status* make_status(tsr_status_code code, std::string message) {
   return new (std::nothrow) tsr_status{code, std::move(message)};
@@ -113,27 +121,75 @@ DType from_dl(DLDataType t, const std::string& what) {
                             static_cast<int>(t.bits), ")");
 }
 
-tessera::TensorView view_of(const DLTensor& t, const std::string& what) {
+/// The caller's tensor for `desc`, checked field by field against what the
+/// model has (device, rank before the shape is read, dtype, dims, strides,
+/// data and its alignment), so no bad tensor reaches a kernel.
+tessera::TensorView view_of(const DLTensor& t, const tessera::ValueDesc& desc, const std::string& what) {
   if (t.device.device_type != kDLCPU) tessera::throw_user_error(what, ": only CPU tensors (kDLCPU) are supported");
-  if (t.ndim < 0) tessera::throw_user_error(what, ": negative ndim");
   tessera::TensorView view;
   view.dtype = from_dl(t.dtype, what);
+  const std::string expected = str_cat(tessera::dtype_name(desc.dtype), "[", tessera::shape_to_string(desc.shape), "]");
+  if (t.ndim != static_cast<int64_t>(desc.shape.size())) {
+    tessera::throw_user_error(what, ": expected ", expected, ", got a tensor of ", t.ndim, " dimensions");
+  }
   if (t.ndim > 0 && !t.shape) tessera::throw_user_error(what, ": shape is NULL");
   view.shape.assign(t.shape, t.shape + t.ndim);
-  for (int64_t d : view.shape) {
-    if (d < 0) tessera::throw_user_error(what, ": negative dimension");
+  for (size_t i = 0; i < view.shape.size(); ++i) {
+    if (view.shape[i] < 0) tessera::throw_user_error(what, ": dimension ", i, " is ", view.shape[i]);
   }
-  if (t.strides) {  // compact row-major strides are accepted
-    int64_t expected = 1;
-    for (int32_t i = t.ndim; i-- > 0;) {
-      if (view.shape[static_cast<size_t>(i)] != 1 && t.strides[i] != expected) {
-        tessera::throw_user_error(what, ": only contiguous row-major tensors are supported");
-      }
-      expected *= view.shape[static_cast<size_t>(i)];
+  for (int64_t d : desc.shape) {
+    if (d < 0) {
+      tessera::throw_user_error(what, ": its shape (", tessera::shape_to_string(desc.shape),
+                                ") is only known after running; use tsr_model_run_alloc");
     }
   }
+  if (view.dtype != desc.dtype || view.shape != desc.shape) {
+    tessera::throw_user_error(what, ": expected ", expected, ", got ", tessera::dtype_name(view.dtype), "[",
+                              tessera::shape_to_string(view.shape), "]");
+  }
+  if (t.strides) {  // compact row-major strides are accepted
+    int64_t stride = 1;
+    for (int32_t i = t.ndim; i-- > 0;) {
+      if (view.shape[static_cast<size_t>(i)] != 1 && t.strides[i] != stride) {
+        tessera::throw_user_error(what, ": only contiguous row-major tensors are supported");
+      }
+      stride *= view.shape[static_cast<size_t>(i)];
+    }
+  }
+  if (view.nbytes() == 0) return view;  // an empty tensor may have no data
+  if (!t.data) tessera::throw_user_error(what, ": data is NULL");
   view.data = static_cast<char*>(t.data) + t.byte_offset;
+  if (reinterpret_cast<uintptr_t>(view.data) % tessera::dtype_size(view.dtype) != 0) {
+    tessera::throw_user_error(what, ": data (with byte_offset) is not aligned to its ", tessera::dtype_size(view.dtype),
+                              "-byte elements");
+  }
   return view;
+}
+
+/// Throws when a caller's output buffer shares bytes with an input or another
+/// output: a kernel would read what it already overwrote, or two outputs would
+/// race for the same bytes.
+void check_no_overlap(const std::vector<tessera::TensorView>& inputs, const std::vector<tessera::TensorView>& outputs,
+                      const tsr_model* model) {
+  auto overlap = [](const tessera::TensorView& a, const tessera::TensorView& b) {
+    if (!a.data || !b.data || a.nbytes() == 0 || b.nbytes() == 0) return false;
+    const auto a_begin = reinterpret_cast<uintptr_t>(a.data), b_begin = reinterpret_cast<uintptr_t>(b.data);
+    return a_begin < b_begin + b.nbytes() && b_begin < a_begin + a.nbytes();
+  };
+  const auto& in = model->compiled->inputs();
+  const auto& out = model->compiled->outputs();
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (overlap(outputs[i], inputs[j])) {
+        tessera::throw_user_error("output '", out[i].name, "': its buffer overlaps input '", in[j].name, "'");
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (overlap(outputs[i], outputs[j])) {
+        tessera::throw_user_error("output '", out[i].name, "': its buffer overlaps output '", out[j].name, "'");
+      }
+    }
+  }
 }
 
 struct ManagedOutput {
@@ -143,6 +199,29 @@ struct ManagedOutput {
 };
 
 void delete_managed(DLManagedTensor* self) { delete static_cast<ManagedOutput*>(self->manager_ctx); }
+
+/// A shape given for input or symbolic dimension `name`: every dimension is a size, >= 0.
+tessera::Shape checked_shape(const char* name, const int64_t* dims, size_t rank) {
+  tessera::Shape shape(dims, dims + rank);
+  for (size_t i = 0; i < rank; ++i) {
+    if (shape[i] < 0) {
+      tessera::throw_user_error("the shape given for '", name, "' has a negative dimension (", shape[i],
+                                " at position ", i, "); dimensions are sizes, 0 or more");
+    }
+  }
+  return shape;
+}
+
+/// Throws unless `path` is a regular file (links followed): a directory gives
+/// no bytes, and opening a FIFO would block until a writer comes.
+void check_model_file(const char* path) {
+  struct stat info {};
+  if (::stat(path, &info) != 0) return;  // the loader reports a missing or unreadable file
+  if (!S_ISREG(info.st_mode)) {
+    tessera::throw_user_error("'", path, "' is ", S_ISDIR(info.st_mode) ? "a directory" : S_ISFIFO(info.st_mode) ? "a FIFO" : "not a regular file",
+                              ", not a model file");
+  }
+}
 
 tsr_status* null_argument(const char* name) {
   return make_status(TSR_INVALID_ARGUMENT, std::string(name) + " is NULL");
@@ -165,7 +244,7 @@ std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTen
     tessera::throw_user_error("the model has ", descs.size(), " inputs but ", num_inputs, " were given");
   }
   std::vector<tessera::TensorView> views;
-  for (size_t i = 0; i < num_inputs; ++i) views.push_back(view_of(inputs[i], "input '" + descs[i].name + "'"));
+  for (size_t i = 0; i < num_inputs; ++i) views.push_back(view_of(inputs[i], descs[i], "input '" + descs[i].name + "'"));
   return views;
 }
 
@@ -177,6 +256,7 @@ tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num
                       size_t num_outputs, tsr_run_profile* profile) {
   if (!model) return null_argument("model");
   if (!out_outputs) return null_argument("out_outputs");
+  for (size_t i = 0; i < num_outputs; ++i) out_outputs[i] = nullptr;
   return guarded([&] {
     std::vector<tessera::TensorView> in = input_views(model, inputs, num_inputs);
     if (num_outputs != model->compiled->outputs().size()) {
@@ -206,8 +286,11 @@ tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num
       profile->copies += measured.copies;
       profile->copy_bytes += measured.copy_bytes;
     }
+    // Built in full before any is handed out: on a failure the caller owns nothing.
+    std::vector<std::unique_ptr<ManagedOutput>> holders;
     for (size_t i = 0; i < results.size(); ++i) {
-      auto* holder = new ManagedOutput();
+      holders.push_back(std::make_unique<ManagedOutput>());
+      ManagedOutput* holder = holders.back().get();
       holder->tensor = results[i];
       holder->shape = results[i].shape();
       DLTensor& t = holder->managed.dl_tensor;
@@ -220,8 +303,8 @@ tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num
       t.byte_offset = 0;
       holder->managed.manager_ctx = holder;
       holder->managed.deleter = delete_managed;
-      out_outputs[i] = &holder->managed;
     }
+    for (size_t i = 0; i < holders.size(); ++i) out_outputs[i] = &holders[i].release()->managed;
   });
 }
 
@@ -250,7 +333,14 @@ tsr_status* tsr_options_set_input_shape(tsr_options* options, const char* name, 
   if (!options) return null_argument("options");
   if (!name) return null_argument("name");
   if (rank && !dims) return null_argument("dims");
-  return guarded([&] { options->compile.input_shapes[name] = tessera::Shape(dims, dims + rank); });
+  return guarded([&] { options->compile.input_shapes[name] = checked_shape(name, dims, rank); });
+}
+
+tsr_status* tsr_options_set_input_data_shape(tsr_options* options, const char* name, const int64_t* dims, size_t rank) {
+  if (!options) return null_argument("options");
+  if (!name) return null_argument("name");
+  if (rank && !dims) return null_argument("dims");
+  return guarded([&] { options->data_shapes[name] = checked_shape(name, dims, rank); });
 }
 
 tsr_status* tsr_options_set_freeze_weights(tsr_options* options, int32_t freeze) {
@@ -340,11 +430,18 @@ tsr_status* tsr_model_load(const char* path, const tsr_options* options, tsr_mod
     tsr_options defaults;
     const tsr_options& opts = options ? *options : defaults;
     auto model = std::make_unique<tsr_model>();
+    check_model_file(path);
     if (tessera::is_artifact_file(path)) {
       model->compiled = tessera::CompiledModel::load(path, opts.compile);
     } else {
       tessera::Graph graph = tessera::onnx_frontend::import_onnx_file(path, opts.import);
-      model->compiled = tessera::CompiledModel::compile(std::move(graph), opts.compile);
+      tessera::CompileOptions compile = opts.compile;
+      for (const auto& [name, shape] : opts.data_shapes) {
+        bool is_input = false;
+        for (tessera::ValueId id : graph.inputs) is_input |= graph.value(id).name == name;
+        if (is_input) compile.input_shapes.emplace(name, shape);  // a shape set by name wins
+      }
+      model->compiled = tessera::CompiledModel::compile(std::move(graph), compile);
     }
     *out_model = model.release();
   });
@@ -352,6 +449,8 @@ tsr_status* tsr_model_load(const char* path, const tsr_options* options, tsr_mod
 
 int32_t tsr_file_is_artifact(const char* path) {
   if (!path) return 0;
+  struct stat info {};
+  if (::stat(path, &info) != 0 || !S_ISREG(info.st_mode)) return 0;  // and never block on a FIFO
   try {
     return tessera::is_artifact_file(path) ? 1 : 0;
   } catch (...) {
@@ -466,7 +565,8 @@ tsr_status* tsr_model_run(const tsr_model* model, const DLTensor* inputs, size_t
     if (num_outputs && !outputs) tessera::throw_user_error("outputs is NULL");
     std::vector<tessera::TensorView> out_views;
     out_views.reserve(num_outputs);
-    for (size_t i = 0; i < num_outputs; ++i) out_views.push_back(view_of(outputs[i], "output '" + descs[i].name + "'"));
+    for (size_t i = 0; i < num_outputs; ++i) out_views.push_back(view_of(outputs[i], descs[i], "output '" + descs[i].name + "'"));
+    check_no_overlap(in, out_views, model);
     std::vector<tessera::TensorView*> out_ptrs;
     for (auto& v : out_views) out_ptrs.push_back(&v);
     model->compiled->run(in, out_ptrs);

@@ -4,11 +4,16 @@
 // abort. Models are built here with the ONNX protobuf API.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "tessera/tessera.h"
 
@@ -369,6 +374,321 @@ TEST_F(ErrorTest, UnboundSymbolicDimension) {
       << tsr_status_message(status);
   tsr_status_free(status);
   tsr_options_free(options);
+}
+
+// --- Caller tensors of tsr_model_run: every field is checked before anything runs. ---
+
+/// Runs `m` and expects a user error whose message has `part`.
+void expect_run_error(const tsr_model* m, const DLTensor* in, size_t n_in, DLTensor* out, size_t n_out, const char* part) {
+  tsr_status* status = tsr_model_run(m, in, n_in, out, n_out);
+  ASSERT_NE(status, nullptr) << "the run succeeded; expected: " << part;
+  EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT) << tsr_status_message(status);
+  EXPECT_NE(std::string(tsr_status_message(status)).find(part), std::string::npos) << tsr_status_message(status);
+  tsr_status_free(status);
+}
+
+// Outputs that are a graph input or a constant are copied out after the run:
+// a NULL data pointer there used to crash, and one for a computed output made
+// the run write nothing and succeed.
+TEST_F(ErrorTest, NullOutputDataIsAnErrorForEveryKindOfOutput) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  auto* g = model.mutable_graph();
+  set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+  set_type(g->add_output(), "x", onnx::TensorProto::FLOAT, {2, 3});  // a graph input
+  auto* c = g->add_initializer();
+  c->set_name("c");
+  c->set_data_type(onnx::TensorProto::FLOAT);
+  c->add_dims(2);
+  c->add_float_data(7);
+  c->add_float_data(8);
+  set_type(g->add_output(), "c", onnx::TensorProto::FLOAT, {2});  // a constant
+  auto* n = g->add_node();
+  n->set_name("neg");
+  n->set_op_type("Neg");
+  n->add_input("x");
+  n->add_output("y");
+  set_type(g->add_output(), "y", onnx::TensorProto::FLOAT, {2, 3});  // computed
+  tsr_model* m = nullptr;
+  tsr_status* status = tsr_model_load(write_model(model).c_str(), nullptr, &m);
+  ASSERT_EQ(status, nullptr) << tsr_status_message(status);
+  float x[6] = {1, 2, 3, 4, 5, 6}, x_out[6] = {}, c_out[2] = {}, y_out[6] = {};
+  int64_t shape[2] = {2, 3}, c_shape[1] = {2};
+  DLTensor in{x, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  DLTensor outs[3] = {{x_out, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0},
+                      {c_out, {kDLCPU, 0}, 1, {kDLFloat, 32, 1}, c_shape, nullptr, 0},
+                      {y_out, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0}};
+  const char* names[3] = {"output 'x': data is NULL", "output 'c': data is NULL", "output 'y': data is NULL"};
+  for (int i = 0; i < 3; ++i) {
+    DLTensor saved = outs[i];
+    outs[i].data = nullptr;
+    expect_run_error(m, &in, 1, outs, 3, names[i]);
+    outs[i] = saved;
+  }
+  DLTensor null_in = in;
+  null_in.data = nullptr;
+  expect_run_error(m, &null_in, 1, outs, 3, "input 'x': data is NULL");
+  // Nothing was written by the failed runs; the good one writes all three (y = -x).
+  EXPECT_EQ(y_out[0], 0.0f);
+  ASSERT_EQ(tsr_model_run(m, &in, 1, outs, 3), nullptr);
+  EXPECT_EQ(x_out[5], 6.0f);
+  EXPECT_EQ(c_out[1], 8.0f);
+  EXPECT_EQ(y_out[4], -5.0f);
+  tsr_model_free(m);
+}
+
+TEST_F(ErrorTest, EveryFieldOfACallerTensorIsChecked) {
+  tsr_model* m = nullptr;
+  ASSERT_EQ(tsr_model_load(write_model(unary_model("Relu")).c_str(), nullptr, &m), nullptr);
+  alignas(16) float x[8] = {-1, 2, -3, 4, -5, 6}, y[8] = {};
+  int64_t shape[2] = {2, 3}, shape3[3] = {1, 2, 3}, transposed[2] = {1, 2}, negative[2] = {-2, -3};
+  DLTensor in{x, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  DLTensor out{y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  struct Case {
+    const char* what;
+    DLTensor tensor;
+    const char* expect;
+  } cases[] = {
+      {"dtype", {y, {kDLCPU, 0}, 2, {kDLInt, 32, 1}, shape, nullptr, 0}, "got int32[2x3]"},
+      {"lanes", {y, {kDLCPU, 0}, 2, {kDLFloat, 32, 4}, shape, nullptr, 0}, "lanes"},
+      {"rank", {y, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, shape3, nullptr, 0}, "got a tensor of 3 dimensions"},
+      {"huge rank, NULL shape", {y, {kDLCPU, 0}, 1 << 30, {kDLFloat, 32, 1}, nullptr, nullptr, 0}, "1073741824 dimensions"},
+      {"negative rank", {y, {kDLCPU, 0}, -1, {kDLFloat, 32, 1}, shape, nullptr, 0}, "-1 dimensions"},
+      {"negative dims", {y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, negative, nullptr, 0}, "dimension 0 is -2"},
+      {"device", {y, {kDLCUDA, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0}, "only CPU tensors"},
+      {"strides", {y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, transposed, 0}, "contiguous row-major"},
+      {"alignment", {y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 2}, "not aligned to its 4-byte elements"},
+  };
+  for (Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    expect_run_error(m, &in, 1, &c.tensor, 1, "output 'y'");
+    expect_run_error(m, &in, 1, &c.tensor, 1, c.expect);
+    c.tensor.data = x;  // the same checks hold for inputs
+    expect_run_error(m, &c.tensor, 1, &out, 1, "input 'x'");
+    expect_run_error(m, &c.tensor, 1, &out, 1, c.expect);
+  }
+  for (float v : y) EXPECT_EQ(v, 0.0f);  // no failed run wrote anything
+  // An output over its own input, or over part of it, would be read after being written.
+  DLTensor over_input{x, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  expect_run_error(m, &in, 1, &over_input, 1, "output 'y': its buffer overlaps input 'x'");
+  DLTensor partly_over_input{x + 4, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  expect_run_error(m, &in, 1, &partly_over_input, 1, "overlaps input 'x'");
+  // Compact strides, and a byte_offset that keeps the alignment, are fine.
+  int64_t compact[2] = {3, 1};
+  DLTensor strided{y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, compact, 8};
+  ASSERT_EQ(tsr_model_run(m, &in, 1, &strided, 1), nullptr);
+  const float want[6] = {0, 2, 0, 4, 0, 6};
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[1], 0.0f);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(y[2 + i], want[i]) << i;
+  tsr_model_free(m);
+}
+
+TEST_F(ErrorTest, TwoOutputsInOneBufferAreAnError) {
+  onnx::ModelProto model = unary_model("Relu");
+  auto* g = model.mutable_graph();
+  auto* n = g->add_node();
+  n->set_name("second");
+  n->set_op_type("Neg");
+  n->add_input("x");
+  n->add_output("z");
+  set_type(g->add_output(), "z", onnx::TensorProto::FLOAT, {2, 3});
+  tsr_model* m = nullptr;
+  ASSERT_EQ(tsr_model_load(write_model(model).c_str(), nullptr, &m), nullptr);
+  float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {};
+  int64_t shape[2] = {2, 3};
+  DLTensor in{x, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  DLTensor outs[2] = {{y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0},
+                      {y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0}};
+  expect_run_error(m, &in, 1, outs, 2, "output 'z': its buffer overlaps output 'y'");
+  // A failed allocating run leaves no pointer behind to free.
+  DLManagedTensor* allocated[2] = {reinterpret_cast<DLManagedTensor*>(&y[0]), reinterpret_cast<DLManagedTensor*>(&y[1])};
+  tsr_status* status = tsr_model_run_alloc(m, &in, 2, allocated, 2);
+  ASSERT_NE(status, nullptr);
+  tsr_status_free(status);
+  EXPECT_EQ(allocated[0], nullptr);
+  EXPECT_EQ(allocated[1], nullptr);
+  tsr_model_free(m);
+}
+
+// --- Options: shapes are sizes; a data shape only binds inputs the model has. ---
+
+TEST_F(ErrorTest, NegativeInputShapesAreRefusedWhenSet) {
+  tsr_options* options = nullptr;
+  ASSERT_EQ(tsr_options_create(&options), nullptr);
+  int64_t dims[2] = {2, -3};
+  for (auto set : {tsr_options_set_input_shape, tsr_options_set_input_data_shape}) {
+    tsr_status* status = set(options, "x", dims, 2);
+    ASSERT_NE(status, nullptr);
+    EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(tsr_status_message(status)).find("'x' has a negative dimension (-3"), std::string::npos)
+        << tsr_status_message(status);
+    tsr_status_free(status);
+    status = set(options, "batch", dims + 1, 1);  // a symbolic dimension
+    ASSERT_NE(status, nullptr);
+    tsr_status_free(status);
+  }
+  tsr_options_free(options);
+}
+
+TEST_F(ErrorTest, DataShapesBindOnlyTheModelsInputs) {
+  onnx::ModelProto model = unary_model("Relu");
+  auto* dim = model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0);
+  dim->set_dim_param("batch");
+  model.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+  tsr_options* options = nullptr;
+  ASSERT_EQ(tsr_options_create(&options), nullptr);
+  int64_t x_shape[2] = {5, 3}, one = 1;
+  ASSERT_EQ(tsr_options_set_input_data_shape(options, "x", x_shape, 2), nullptr);
+  ASSERT_EQ(tsr_options_set_input_data_shape(options, "not_an_input", x_shape, 2), nullptr);
+  ASSERT_EQ(tsr_options_set_input_data_shape(options, "batch", &one, 1), nullptr);  // never a symbol
+  tsr_model* m = nullptr;
+  tsr_status* status = tsr_model_load(write_model(model).c_str(), options, &m);
+  ASSERT_EQ(status, nullptr) << tsr_status_message(status);
+  tsr_value_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(tsr_model_input_info(m, 0, &info), nullptr);
+  ASSERT_EQ(info.ndim, 2);
+  EXPECT_EQ(info.shape[0], 5);
+  tsr_model_free(m);
+  // A shape set by name wins over a data shape.
+  int64_t x_other[2] = {7, 3};
+  ASSERT_EQ(tsr_options_set_input_shape(options, "x", x_other, 2), nullptr);
+  ASSERT_EQ(tsr_model_load(write_model(model).c_str(), options, &m), nullptr);
+  ASSERT_EQ(tsr_model_input_info(m, 0, &info), nullptr);
+  EXPECT_EQ(info.shape[0], 7);
+  tsr_model_free(m);
+  tsr_options_free(options);
+}
+
+// --- Files read: the model and its external data. ---
+
+TEST_F(ErrorTest, ModelPathMustBeARegularFile) {
+  fs::create_directories(dir_ / "folder.onnx");
+  expect_load_error((dir_ / "folder.onnx").string(), TSR_INVALID_ARGUMENT, {"folder.onnx", "is a directory"});
+  EXPECT_EQ(tsr_file_is_artifact((dir_ / "folder.onnx").c_str()), 0);
+  // A FIFO with no writer: opening it for reading would block forever.
+  const std::string fifo = (dir_ / "pipe.onnx").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(tsr_file_is_artifact(fifo.c_str()), 0);
+  expect_load_error(fifo, TSR_INVALID_ARGUMENT, {"pipe.onnx", "is a FIFO"});
+}
+
+/// unary_model("Add") with w[2,3] as external data at `location`.
+onnx::ModelProto external_model(const std::string& location) {
+  onnx::ModelProto model = unary_model("Add");
+  auto* g = model.mutable_graph();
+  auto* init = g->add_initializer();
+  init->set_name("w");
+  init->set_data_type(onnx::TensorProto::FLOAT);
+  init->add_dims(2);
+  init->add_dims(3);
+  init->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* entry = init->add_external_data();
+  entry->set_key("location");
+  entry->set_value(location);
+  g->mutable_node(0)->add_input("w");
+  return model;
+}
+
+TEST_F(ErrorTest, ExternalDataIsOnlyRegularFilesInsideTheFolder) {
+  // A file outside the model's folder, of the right size, that a link could smuggle in.
+  const fs::path model_dir = dir_ / "model";
+  const fs::path outside = dir_ / "secret.bin";
+  fs::create_directories(model_dir / "data");
+  std::ofstream(outside, std::ios::binary) << std::string(24, '\x01');
+  std::ofstream(model_dir / "data" / "w.bin", std::ios::binary) << std::string(24, '\0');
+  fs::create_symlink(outside, model_dir / "link.bin");
+  fs::create_directory_symlink(model_dir / "data", model_dir / "linked_dir");
+  fs::create_directories(model_dir / "folder.bin");
+  ASSERT_EQ(::mkfifo((model_dir / "pipe.bin").c_str(), 0600), 0);
+  struct Case {
+    std::string location;
+    std::vector<const char*> expect;
+  } cases[] = {
+      {"link.bin", {"'w'", "link.bin", "symbolic link"}},
+      {"linked_dir/w.bin", {"'w'", "linked_dir", "symbolic link"}},
+      {"./link.bin", {"symbolic link"}},
+      {"pipe.bin", {"'w'", "pipe.bin", "is a FIFO"}},
+      {"folder.bin", {"'w'", "folder.bin", "is a folder"}},
+      {"data/", {"does not name a file"}},
+      {"data/../link.bin", {"leaves the model's folder"}},
+      {outside.string(), {"must be relative"}},
+      {std::string("data/w.bin\0../x", 15), {"NUL"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.location);
+    const std::string path = (model_dir / "model.onnx").string();
+    std::ofstream(path, std::ios::binary) << external_model(c.location).SerializeAsString();
+    tsr_model* m = nullptr;
+    tsr_status* status = tsr_model_load(path.c_str(), nullptr, &m);
+    ASSERT_NE(status, nullptr);
+    EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT);
+    for (const char* part : c.expect) {
+      EXPECT_NE(std::string(tsr_status_message(status)).find(part), std::string::npos) << tsr_status_message(status);
+    }
+    tsr_status_free(status);
+  }
+  // The same file reached directly, through a subfolder, loads.
+  const std::string path = (model_dir / "model.onnx").string();
+  std::ofstream(path, std::ios::binary) << external_model("./data/w.bin").SerializeAsString();
+  tsr_model* m = nullptr;
+  tsr_status* status = tsr_model_load(path.c_str(), nullptr, &m);
+  EXPECT_EQ(status, nullptr) << tsr_status_message(status);
+  tsr_model_free(m);
+}
+
+TEST_F(ErrorTest, ExternalDataNumbersAreStrict) {
+  write("weights.bin", std::string(48, '\0'));
+  for (const char* offset : {"12abc", "-4", " 4", "0x10", "99999999999999999999"}) {
+    onnx::ModelProto model = external_model("weights.bin");
+    auto* entry = model.mutable_graph()->mutable_initializer(0)->add_external_data();
+    entry->set_key("offset");
+    entry->set_value(offset);
+    expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"'w'", "offset", "not a non-negative integer"});
+  }
+}
+
+// --- Files written: tsr_model_save replaces only a regular file. ---
+
+TEST_F(ErrorTest, SaveReplacesOnlyRegularFiles) {
+  tsr_model* m = nullptr;
+  ASSERT_EQ(tsr_model_load(write_model(unary_model("Relu")).c_str(), nullptr, &m), nullptr);
+  const std::string fifo = (dir_ / "fifo.tsr").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string victim = write("victim.txt", "keep me");
+  const std::string link = (dir_ / "link.tsr").string();
+  fs::create_symlink(victim, link);
+  fs::create_directories(dir_ / "folder.tsr");
+  struct Case {
+    std::string path;
+    const char* expect;
+  } cases[] = {{fifo, "is a FIFO"}, {link, "is a symbolic link"}, {(dir_ / "folder.tsr").string(), "is a directory"},
+               {(dir_ / "no_such_folder" / "m.tsr").string(), "cannot open its folder"}};
+  for (const Case& c : cases) {
+    tsr_status* status = tsr_model_save(m, c.path.c_str());
+    ASSERT_NE(status, nullptr) << c.path;
+    EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(tsr_status_message(status)).find(c.expect), std::string::npos) << tsr_status_message(status);
+    EXPECT_NE(std::string(tsr_status_message(status)).find(c.path), std::string::npos) << tsr_status_message(status);
+    tsr_status_free(status);
+  }
+  struct stat info {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISFIFO(info.st_mode));
+  ASSERT_EQ(::lstat(link.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISLNK(info.st_mode));
+  std::ifstream kept(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "keep me");
+  // A regular file is replaced, and nothing is left beside it.
+  const std::string target = write("model.tsr", "old bytes");
+  ASSERT_EQ(tsr_model_save(m, target.c_str()), nullptr);
+  EXPECT_EQ(tsr_file_is_artifact(target.c_str()), 1);
+  size_t entries = 0;
+  for (const auto& entry : fs::directory_iterator(dir_)) entries += entry.path().filename().string().find(".tmp-") != std::string::npos;
+  EXPECT_EQ(entries, 0u);
+  tsr_model_free(m);
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 #include "frontend/onnx/onnx_importer.h"
 
+#include <fcntl.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -17,12 +20,31 @@
 namespace tessera::onnx_frontend {
 namespace {
 
+/// The bytes of the regular file `path`. Opened without blocking, so that a
+/// FIFO is refused instead of waited on, and a directory is named as one.
 std::string read_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw_user_error("cannot open '", path, "'");
-  std::ostringstream data;
-  data << file.rdbuf();
-  return data.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    throw_user_error("cannot open '", path, "': ", std::strerror(error));
+  }
+  std::string data;
+  struct stat info {};
+  const bool regular = ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
+  if (regular) {
+    data.resize(static_cast<size_t>(info.st_size));
+    size_t done = 0;
+    while (done < data.size()) {
+      ssize_t n = ::read(fd, data.data() + done, data.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    data.resize(done);
+  }
+  ::close(fd);
+  if (!regular) throw_user_error("cannot read '", path, "': ", S_ISDIR(info.st_mode) ? "it is a directory" : "it is not a regular file");
+  return data;
 }
 
 TensorType type_from_proto(const onnx::TypeProto& type, const std::string& value_name) {
@@ -429,7 +451,7 @@ Tensor load_tensor_proto_file(const std::string& path) {
     throw_user_error(path, ": not a valid TensorProto");
   }
   std::string dir = std::filesystem::path(path).parent_path().string();
-  return tensor_from_proto(proto, dir);
+  return tensor_from_proto(proto, dir.empty() ? "." : dir);
 }
 
 }  // namespace tessera::onnx_frontend

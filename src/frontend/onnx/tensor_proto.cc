@@ -1,9 +1,14 @@
 #include "frontend/onnx/tensor_proto.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
+#include <string>
+#include <vector>
 
 #include "ir/error.h"
 
@@ -22,45 +27,113 @@ DType dtype_from_onnx(int elem_type, const std::string& what) {
 
 namespace {
 
+/// A non-negative decimal integer, or throws naming the tensor and field.
+int64_t parse_external_number(const std::string& text, const onnx::TensorProto& proto, const std::string& key) {
+  bool digits = !text.empty() && text.size() <= 18;
+  for (char c : text) digits &= c >= '0' && c <= '9';
+  if (!digits) {
+    throw_user_error("tensor '", proto.name(), "': external data field '", key, "' is '", text,
+                     "', not a non-negative integer");
+  }
+  return std::stoll(text);
+}
+
+/// Closes a descriptor on every path out.
+struct FileDescriptor {
+  int fd = -1;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+/// Opens `location` under `base_dir` for reading, one component at a time with
+/// O_NOFOLLOW, so that neither the file nor a folder on the way is a symbolic
+/// link (which could point anywhere), and without blocking (a FIFO would wait
+/// for a writer forever). Only a regular file is accepted. `size` is its size.
+int open_inside_folder(const std::string& base_dir, const std::string& location, const onnx::TensorProto& proto,
+                       int64_t& size) {
+  std::string shown = location;  // a NUL would end the message at the C API
+  for (size_t nul = shown.find('\0'); nul != std::string::npos; nul = shown.find('\0', nul)) shown.replace(nul, 1, "\\0");
+  auto refuse = [&](const std::string& why) -> void {
+    throw_user_error("tensor '", proto.name(), "': external data location '", shown, "' ", why);
+  };
+  if (shown != location) refuse("contains a NUL character");
+  if (!location.empty() && location[0] == '/') refuse("must be relative to the model");
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= location.size()) {
+    size_t slash = location.find('/', start);
+    if (slash == std::string::npos) slash = location.size();
+    std::string part = location.substr(start, slash - start);
+    if (part == "..") refuse("leaves the model's folder");
+    if (!part.empty() && part != ".") parts.push_back(part);
+    start = slash + 1;
+  }
+  if (parts.empty() || location.back() == '/') refuse("does not name a file");
+  FileDescriptor dir;
+  dir.fd = ::open(base_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir.fd < 0) {
+    const int error = errno;
+    throw_user_error("tensor '", proto.name(), "': cannot open the model's folder '", base_dir, "': ", std::strerror(error));
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const bool last = i + 1 == parts.size();
+    const int flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (last ? O_NONBLOCK : O_DIRECTORY);
+    const int fd = ::openat(dir.fd, parts[i].c_str(), flags);
+    if (fd < 0) {
+      const int error = errno;
+      // ELOOP: the component is a symbolic link; ENOTDIR: a folder on the way is a link or a file.
+      if (error == ELOOP || error == ENOTDIR) {
+        refuse(str_cat("goes through '", parts[i], "', which is a symbolic link or not a folder; only regular files "
+                       "inside the model's folder are read"));
+      }
+      throw_user_error("tensor '", proto.name(), "': cannot open external data file '", location, "': ", std::strerror(error));
+    }
+    ::close(dir.fd);
+    dir.fd = fd;
+  }
+  struct stat info {};
+  if (::fstat(dir.fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    refuse(S_ISDIR(info.st_mode) ? "is a folder, not a file" : S_ISFIFO(info.st_mode) ? "is a FIFO, not a regular file"
+                                                                                      : "is not a regular file");
+  }
+  size = static_cast<int64_t>(info.st_size);
+  const int fd = dir.fd;
+  dir.fd = -1;
+  return fd;
+}
+
 std::string read_external(const onnx::TensorProto& proto, const std::string& base_dir, size_t expected) {
   std::string location;
   int64_t offset = 0;
   int64_t length = -1;
   for (const auto& entry : proto.external_data()) {
-    try {
-      if (entry.key() == "location") location = entry.value();
-      if (entry.key() == "offset") offset = std::stoll(entry.value());
-      if (entry.key() == "length") length = std::stoll(entry.value());
-    } catch (const std::exception&) {
-      throw_user_error("tensor '", proto.name(), "': external data field '", entry.key(), "' is not a number");
-    }
+    if (entry.key() == "location") location = entry.value();
+    if (entry.key() == "offset") offset = parse_external_number(entry.value(), proto, entry.key());
+    if (entry.key() == "length") length = parse_external_number(entry.value(), proto, entry.key());
   }
   if (location.empty()) throw_user_error("tensor '", proto.name(), "': external data has no location");
   if (base_dir.empty()) throw_user_error("tensor '", proto.name(), "': external data is not allowed here");
-  namespace fs = std::filesystem;
-  fs::path rel(location);
-  if (rel.is_absolute()) throw_user_error("tensor '", proto.name(), "': external data location '", location, "' must be relative to the model");
-  for (const auto& part : rel) {
-    if (part == "..") throw_user_error("tensor '", proto.name(), "': external data location '", location, "' leaves the model's folder");
-  }
-  fs::path path = fs::path(base_dir) / rel;
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw_user_error("tensor '", proto.name(), "': cannot open external data file '", path.string(), "'");
-  file.seekg(0, std::ios::end);
-  int64_t file_size = static_cast<int64_t>(file.tellg());
-  if (length < 0) length = file_size - offset;
-  if (offset < 0 || length < 0 || offset > file_size || length > file_size - offset) {
+  int64_t file_size = 0;
+  FileDescriptor file;
+  file.fd = open_inside_folder(base_dir, location, proto, file_size);
+  if (length < 0) length = offset <= file_size ? file_size - offset : -1;
+  if (offset > file_size || length < 0 || length > file_size - offset) {
     throw_user_error("tensor '", proto.name(), "': external data offset ", offset, " and length ", length,
-                     " fall outside '", path.string(), "' (", file_size, " bytes)");
+                     " fall outside '", location, "' (", file_size, " bytes)");
   }
   if (static_cast<size_t>(length) != expected) {
-    throw_user_error("tensor '", proto.name(), "': external data in '", path.string(), "' has ", length,
+    throw_user_error("tensor '", proto.name(), "': external data in '", location, "' has ", length,
                      " bytes from offset ", offset, ", the shape needs ", expected);
   }
   std::string data(static_cast<size_t>(length), '\0');
-  file.seekg(offset);
-  file.read(data.data(), length);
-  if (!file) throw_user_error("tensor '", proto.name(), "': could not read external data");
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::pread(file.fd, data.data() + done, data.size() - done, static_cast<off_t>(offset) + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw_user_error("tensor '", proto.name(), "': could not read external data from '", location, "'");
+    done += static_cast<size_t>(n);
+  }
   return data;
 }
 
