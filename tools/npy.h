@@ -1,5 +1,9 @@
 // Reading and writing numpy .npy files (format versions 1-3, little-endian,
-// C order) for the CLI. Errors are thrown as std::runtime_error with the path.
+// C order) for the CLI. The header is parsed strictly, as the Python literal
+// numpy writes: a dict of exactly 'descr' (a string), 'fortran_order' (True or
+// False) and 'shape' (a tuple of sizes), followed by padding only; the data
+// must be exactly as long as the shape needs. Errors are thrown as
+// std::runtime_error with the path.
 #pragma once
 #include <dlpack/dlpack.h>
 
@@ -17,10 +21,12 @@ struct NpyArray {
   std::vector<unsigned char> data;  // row-major bytes
 };
 
+/// Reads a .npy file (a regular file, or a pipe read to its end; not a directory).
 NpyArray read_npy(const std::string& path);
 /// Parses the bytes of a .npy file; `name` is used in error messages.
 NpyArray parse_npy(const std::string& bytes, const std::string& name);
-void write_npy(const std::string& path, const NpyArray& array);
+/// The bytes of a version-1 .npy file holding `array`; `name` is used in error messages.
+std::string encode_npy(const NpyArray& array, const std::string& name);
 /// Bytes per element of a DLPack dtype.
 size_t dl_dtype_size(DLDataType dtype);
 /// "float32", "int64", "bool", ...

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <unistd.h>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "npy.h"
+#include "safe_file.h"
 #include "tessera/tessera.h"
 
 namespace {
@@ -39,11 +41,11 @@ const char* kUsage =
     "  tessera partition MODEL.onnx [PLACEMENT OPTIONS] [--input-shape NAME=DIMS ...]\n"
     "                  [--json FILE] [--dot FILE] [--html FILE]\n"
     "  tessera run MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
-    "              [--output-dir DIR] [--threads N] [--placement] [--profile] [--seed S]\n"
+    "              [--output-dir DIR] [--threads N] [--placement] [--profile] [--random-inputs] [--seed S]\n"
     "              [--report FILE.{txt,json,dot,html}]  (with --profile, the report shows the times)\n"
     "  tessera info MODEL [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
     "  tessera bench MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [--threads N]\n"
-    "              [--warmup W] [--iterations K] [--json] [--profile] [PLACEMENT OPTIONS]\n"
+    "              [--warmup W] [--iterations K] [--json] [--profile] [--random-inputs] [PLACEMENT OPTIONS]\n"
     "  tessera backends\n"
     "MODEL is an ONNX file or a .tsr artifact from tessera compile.\n"
     "PLACEMENT OPTIONS (ONNX models only):\n"
@@ -54,8 +56,11 @@ const char* kUsage =
     "  --min-region-size N      smaller regions of non-native backends run on native instead\n"
     "  --strict                 fail, naming each node the listed backends refuse, instead of falling back\n"
     "  SELECTOR is a node name, op:TYPE, or an op type when no node has that name.\n"
-    "DIMS is like 1x3x224x224; a symbolic dimension can be bound by name: --input-shape batch=4.\n"
-    "Without --input, inputs are random (seeded, uniform in [-1, 1) for floats, 0 for integers).\n";
+    "DIMS is like 1x3x224x224 (or 'scalar'); a symbolic dimension can be bound by name: --input-shape batch=4.\n"
+    "Without --input, inputs are random (seeded, uniform in [-1, 1) for float32/64, 0 otherwise), and run\n"
+    "says so. With some --input, every input must be given, unless --random-inputs fills the rest.\n"
+    "Files are written through a temporary file and renamed; only regular files are replaced. --output-dir\n"
+    "writes DIR/<output name>.npy (characters outside [A-Za-z0-9._-] become _; names that clash get ~2, ~3).\n";
 
 struct Args {
   std::string command;
@@ -70,6 +75,7 @@ struct Args {
   bool placement = false;
   bool profile = false;
   bool keep_weights = false;
+  bool random_inputs = false;  // fill inputs not given with --input
   uint64_t seed = 0;
   std::string backends;
   std::vector<std::string> place;
@@ -81,14 +87,43 @@ struct Args {
   std::string json_file, dot_file, html_file;  // partition
 };
 
-int64_t parse_int(const std::string& text, const std::string& what) {
+/// A decimal integer in [lo, hi]: no spaces, signs only '-', nothing after the digits.
+int64_t parse_int(const std::string& text, const std::string& what, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) {
+  const size_t first_digit = !text.empty() && text[0] == '-' ? 1 : 0;
+  bool digits = text.size() > first_digit;
+  for (size_t i = first_digit; i < text.size(); ++i) digits &= text[i] >= '0' && text[i] <= '9';
+  long long v = 0;
   try {
-    size_t used = 0;
-    long long v = std::stoll(text, &used);
-    if (used != text.size()) throw std::invalid_argument(text);
-    return v;
+    if (!digits) throw std::invalid_argument(text);
+    v = std::stoll(text);
+  } catch (const std::out_of_range&) {
+    throw CliError(what + ": '" + text + "' is out of range");
   } catch (const std::logic_error&) {
     throw CliError(what + ": '" + text + "' is not an integer");
+  }
+  if (v < lo || v > hi) {
+    throw CliError(what + ": " + text + " is out of range (" + std::to_string(lo) + " to " + std::to_string(hi) + ")");
+  }
+  return v;
+}
+
+/// DIMS of --input-shape: sizes joined by 'x' (1x3x224x224), one size (a symbolic dimension), or "scalar".
+std::vector<int64_t> parse_dims(const std::string& name, const std::string& text) {
+  const std::string what = "--input-shape " + name;
+  if (text == "scalar") return {};
+  std::vector<int64_t> dims;
+  size_t start = 0;
+  for (;;) {
+    const size_t x = text.find('x', start);
+    const std::string part = text.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    bool digits = !part.empty();
+    for (char c : part) digits &= c >= '0' && c <= '9';
+    if (!digits) {
+      throw CliError(what + ": '" + text + "' is not a shape; DIMS are sizes (0 or more) joined by x, like 1x3x224x224");
+    }
+    dims.push_back(parse_int(part, what, 0, INT64_MAX));
+    if (x == std::string::npos) return dims;
+    start = x + 1;
   }
 }
 
@@ -114,29 +149,23 @@ Args parse_args(int argc, char** argv) {
     };
     if (a == "--input") {
       auto [name, file] = split_assignment(value(), a);
-      args.inputs[name] = file;
+      if (!args.inputs.emplace(name, file).second) throw CliError("--input names '" + name + "' twice");
     } else if (a == "--input-shape") {
       auto [name, dims_text] = split_assignment(value(), a);
-      std::vector<int64_t> dims;
-      size_t start = 0;
-      while (start <= dims_text.size()) {
-        size_t x = dims_text.find('x', start);
-        std::string part = dims_text.substr(start, x == std::string::npos ? std::string::npos : x - start);
-        if (!part.empty()) dims.push_back(parse_int(part, "--input-shape " + name));
-        if (x == std::string::npos) break;
-        start = x + 1;
+      for (const auto& shape : args.shapes) {
+        if (shape.first == name) throw CliError("--input-shape names '" + name + "' twice");
       }
-      args.shapes.emplace_back(name, dims);
+      args.shapes.emplace_back(name, parse_dims(name, dims_text));
     } else if (a == "--output-dir") {
       args.output_dir = value();
     } else if (a == "--threads") {
-      args.threads = static_cast<int>(parse_int(value(), a));
+      args.threads = static_cast<int>(parse_int(value(), a, INT32_MIN, INT32_MAX));
     } else if (a == "--warmup") {
-      args.warmup = static_cast<int>(parse_int(value(), a));
+      args.warmup = static_cast<int>(parse_int(value(), a, 0, 1000000));
     } else if (a == "--iterations") {
-      args.iterations = static_cast<int>(parse_int(value(), a));
+      args.iterations = static_cast<int>(parse_int(value(), a, 1, 1000000));
     } else if (a == "--seed") {
-      args.seed = static_cast<uint64_t>(parse_int(value(), a));
+      args.seed = static_cast<uint64_t>(parse_int(value(), a, 0, INT64_MAX));
     } else if (a == "--json" && args.command == "partition") {
       args.json_file = value();
     } else if (a == "--json") {
@@ -156,7 +185,7 @@ Args parse_args(int argc, char** argv) {
     } else if (a == "--deny") {
       args.deny.push_back(value());
     } else if (a == "--min-region-size") {
-      args.min_region_size = static_cast<int>(parse_int(value(), a));
+      args.min_region_size = static_cast<int>(parse_int(value(), a, INT32_MIN, INT32_MAX));
     } else if (a == "--strict") {
       args.strict = true;
     } else if (a == "--placement") {
@@ -165,6 +194,8 @@ Args parse_args(int argc, char** argv) {
       args.profile = true;
     } else if (a == "--keep-weights-as-inputs") {
       args.keep_weights = true;
+    } else if (a == "--random-inputs") {
+      args.random_inputs = true;
     } else if (!a.empty() && a[0] == '-') {
       throw CliError("unknown option '" + a + "'\n" + kUsage);
     } else if (args.model.empty()) {
@@ -212,9 +243,10 @@ void load_model(const Args& args, const std::map<std::string, NpyArray>& files, 
     check(tsr_options_set_input_shape(options, name.c_str(), dims.data(), dims.size()));
     explicit_shape[name] = true;
   }
+  // Only binds inputs the model has: an unknown --input name is reported by make_inputs, by its option.
   for (const auto& [name, array] : files) {
     if (!artifact && !explicit_shape.count(name)) {
-      check(tsr_options_set_input_shape(options, name.c_str(), array.shape.data(), array.shape.size()));
+      check(tsr_options_set_input_data_shape(options, name.c_str(), array.shape.data(), array.shape.size()));
     }
   }
   check(tsr_model_load(args.model.c_str(), options, &handle.model));
@@ -243,18 +275,41 @@ std::string shape_text(const int64_t* shape, int ndim) {
   return out;
 }
 
-/// The --input arrays, or seeded random inputs, in model input order.
-std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArray>& files, const tsr_model* model) {
+/// The --input arrays, in model input order. Inputs without a file are
+/// random (seeded) when no --input is given or --random-inputs asks, and an
+/// error otherwise: random data a user did not ask for would pass for results.
+/// Each random input is named on `notes`.
+std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArray>& files, const tsr_model* model,
+                                  std::ostream& notes) {
+  std::vector<tsr_value_info> infos;
+  std::string names;
+  for (size_t i = 0; i < tsr_model_input_count(model); ++i) {
+    infos.push_back(input_info(model, i));
+    names += (i ? ", " : "") + std::string(infos.back().name);
+  }
+  for (const auto& [name, file] : args.inputs) {
+    bool known = false;
+    for (const tsr_value_info& info : infos) known |= name == info.name;
+    if (!known) {
+      throw CliError("--input names '" + name + "', which is not an input of the model (its inputs: " +
+                     (names.empty() ? "none" : names) + ")");
+    }
+  }
+  std::string missing;
+  for (const tsr_value_info& info : infos) {
+    if (!args.inputs.count(info.name)) missing += (missing.empty() ? "'" : ", '") + std::string(info.name) + "'";
+  }
+  if (!missing.empty() && !args.inputs.empty() && !args.random_inputs) {
+    throw CliError("no --input given for " + missing + "; give each input as --input NAME=FILE.npy, or add --random-inputs "
+                   "to fill the rest with random data");
+  }
   std::vector<NpyArray> arrays;
   std::mt19937_64 rng(args.seed);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);
-  std::map<std::string, bool> used;
-  for (size_t i = 0; i < tsr_model_input_count(model); ++i) {
-    tsr_value_info info = input_info(model, i);
+  for (const tsr_value_info& info : infos) {
     auto it = args.inputs.find(info.name);
     NpyArray array;
     if (it != args.inputs.end()) {
-      used[it->first] = true;
       array = std::move(files.at(it->first));
       if (!same_dtype(array.dtype, info.dtype)) {
         throw CliError("input '" + std::string(info.name) + "': " + it->second + " holds " +
@@ -267,18 +322,21 @@ std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArr
       int64_t n = 1;
       for (int64_t d : array.shape) n *= d;
       array.data.assign(static_cast<size_t>(n) * tessera::tools::dl_dtype_size(info.dtype), 0);
-      if (info.dtype.code == kDLFloat && info.dtype.bits == 32) {
+      const bool f32 = info.dtype.code == kDLFloat && info.dtype.bits == 32;
+      const bool f64 = info.dtype.code == kDLFloat && info.dtype.bits == 64;
+      if (f32) {
         auto* p = reinterpret_cast<float*>(array.data.data());
         for (int64_t k = 0; k < n; ++k) p[k] = static_cast<float>(uniform(rng));
-      } else if (info.dtype.code == kDLFloat && info.dtype.bits == 64) {
+      } else if (f64) {
         auto* p = reinterpret_cast<double*>(array.data.data());
         for (int64_t k = 0; k < n; ++k) p[k] = uniform(rng);
       }
+      notes << "input " << info.name << ": " << tessera::tools::dl_dtype_name(info.dtype) << "["
+            << shape_text(info.shape, info.ndim) << "] "
+            << (f32 || f64 ? "random, uniform in [-1, 1) (seed " + std::to_string(args.seed) + ")" : std::string("zeros"))
+            << ", not read from a file\n";
     }
     arrays.push_back(std::move(array));
-  }
-  for (const auto& [name, file] : args.inputs) {
-    if (!used.count(name)) throw CliError("--input names '" + name + "', which is not an input of the model");
   }
   return arrays;
 }
@@ -314,6 +372,31 @@ std::string sanitize(const std::string& name) {
   }
   if (out.empty() || out == "." || out == "..") out = "_" + out;
   return out;
+}
+
+/// The file name (without .npy) of each output in `dir`: its sanitized name,
+/// and where two names sanitize alike (a/b and a_b), the later ones get ~2,
+/// ~3, ... in output order, so no output overwrites another. Each renamed one
+/// is said on `notes`.
+std::vector<std::string> output_file_names(const std::vector<std::string>& names, std::ostream& notes) {
+  std::map<std::string, int> taken;  // every sanitized name, so a suffixed one cannot take another's
+  for (const std::string& name : names) taken.emplace(sanitize(name), 0);
+  std::vector<std::string> files;
+  std::map<std::string, std::string> first_owner;
+  for (const std::string& name : names) {
+    const std::string base = sanitize(name);
+    std::string file = base;
+    if (!first_owner.emplace(base, name).second) {
+      for (int k = 2;; ++k) {
+        file = base + "~" + std::to_string(k);
+        if (taken.emplace(file, 0).second) break;
+      }
+      notes << "note: outputs '" << first_owner[base] << "' and '" << name << "' both become " << base
+            << ".npy; writing '" << name << "' to " << file << ".npy\n";
+    }
+    files.push_back(file);
+  }
+  return files;
 }
 
 std::string summarize(const DLTensor& t) {
@@ -433,12 +516,26 @@ std::string report_text(const tsr_model* model, const char* format, const std::s
   return out;
 }
 
+/// Writes `text` to `path` through safe_file (a temporary file renamed over a regular file only).
 void write_text_file(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw CliError("cannot write '" + path + "': " + std::strerror(errno));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) throw CliError("cannot write '" + path + "': " + std::strerror(errno));
+  tessera::safe_file::replace_file(path, [&](const tessera::safe_file::Sink& sink) { sink(text.data(), text.size()); });
 }
+
+/// The folder --output-dir names, created if missing and held open, so that
+/// each output is written inside it by name (see safe_file.h).
+struct OutputFolder {
+  explicit OutputFolder(const std::string& path) : path(path) {
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) throw CliError("cannot create --output-dir '" + path + "': " + ec.message());
+    fd = tessera::safe_file::open_directory(path);
+  }
+  ~OutputFolder() { ::close(fd); }
+  OutputFolder(const OutputFolder&) = delete;
+  OutputFolder& operator=(const OutputFolder&) = delete;
+  std::string path;
+  int fd = -1;
+};
 
 /// The report format a file name asks for: .json, .dot, .html/.htm, else the text table.
 const char* format_for(const std::string& path) {
@@ -503,7 +600,7 @@ int command_run(const Args& args) {
   ModelHandle handle;
   std::map<std::string, NpyArray> files = read_input_files(args);
   load_model(args, files, handle);
-  std::vector<NpyArray> arrays = make_inputs(args, files, handle.model);
+  std::vector<NpyArray> arrays = make_inputs(args, files, handle.model, std::cout);
   std::vector<DLTensor> inputs = as_dl(arrays);
   Outputs outputs;
   size_t n_out = tsr_model_output_count(handle.model);
@@ -515,7 +612,14 @@ int command_run(const Args& args) {
   } else {
     check(tsr_model_run_alloc(handle.model, inputs.data(), inputs.size(), outputs.tensors.data(), n_out));
   }
-  if (!args.output_dir.empty()) std::filesystem::create_directories(args.output_dir);
+  std::unique_ptr<OutputFolder> folder;
+  std::vector<std::string> file_names;
+  if (!args.output_dir.empty()) {
+    folder = std::make_unique<OutputFolder>(args.output_dir);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < n_out; ++i) names.push_back(output_info(handle.model, i).name);
+    file_names = output_file_names(names, std::cout);
+  }
   for (size_t i = 0; i < n_out; ++i) {
     tsr_value_info info = output_info(handle.model, i);
     const DLTensor& t = outputs.tensors[i]->dl_tensor;
@@ -529,8 +633,12 @@ int command_run(const Args& args) {
       for (int64_t d : a.shape) n *= d;
       const auto* p = static_cast<const unsigned char*>(t.data);
       a.data.assign(p, p + static_cast<size_t>(n) * tessera::tools::dl_dtype_size(t.dtype));
-      std::string path = (std::filesystem::path(args.output_dir) / (sanitize(info.name) + ".npy")).string();
-      tessera::tools::write_npy(path, a);
+      const std::string name = file_names[i] + ".npy";
+      const std::string path = (std::filesystem::path(args.output_dir) / name).string();
+      const std::string bytes = tessera::tools::encode_npy(a, path);
+      tessera::safe_file::replace_file_at(folder->fd, name, path, [&](const tessera::safe_file::Sink& sink) {
+        sink(bytes.data(), bytes.size());
+      });
       std::cout << " -> " << path;
     }
     std::cout << "\n";
@@ -608,7 +716,7 @@ int command_bench(const Args& args) {
   ModelHandle handle;
   std::map<std::string, NpyArray> files = read_input_files(args);
   load_model(args, files, handle);
-  std::vector<NpyArray> arrays = make_inputs(args, files, handle.model);
+  std::vector<NpyArray> arrays = make_inputs(args, files, handle.model, std::cerr);  // stdout may be --json
   std::vector<DLTensor> inputs = as_dl(arrays);
   size_t n_out = tsr_model_output_count(handle.model);
   std::vector<double> times;

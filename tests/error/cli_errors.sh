@@ -31,7 +31,7 @@ expect_error "no model given" run
 expect_error "cannot open" run "$work/missing.onnx"
 expect_error "bad.onnx" run "$work/bad.onnx"
 expect_error "unknown option '--bogus'" run "$MODEL" --bogus
-expect_error "'nope', which is neither an input" run "$MODEL" --input "nope=$work/wrong_shape.npy"
+expect_error "--input names 'nope', which is not an input of the model" run "$MODEL" --input "nope=$work/wrong_shape.npy"
 expect_error "bad.npy" run "$MODEL" --input "image=$work/bad.npy"
 expect_error "input 'image' is float32[1x3x64x64] in the model, but the given shape is 1x3x8x8" run "$MODEL" --input "image=$work/wrong_shape.npy"
 expect_error "holds float64, the model expects float32" run "$MODEL" --input "image=$work/wrong_dtype.npy"
