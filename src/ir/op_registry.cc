@@ -2,6 +2,7 @@
 
 #include "ir/error.h"
 #include "ir/op_schema.h"
+#include "ir/shape_util.h"
 
 namespace tessera {
 
@@ -135,8 +136,16 @@ std::vector<TensorType> infer_node_outputs(const Graph& graph, const Node& node,
   }
   std::vector<TensorType> outputs(node.outputs.size());
   InferContext ctx(node, input_types, input_values, &outputs, input_names);
-  schema.infer(ctx);
+  run_shape_inference(schema, ctx);
   return outputs;
+}
+
+void run_shape_inference(const OpSchema& schema, InferContext& ctx) {
+  schema.infer(ctx);
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+    const TensorType& t = ctx.output(i);
+    if (t.rank_known) check_tensor_size(ctx.node().describe() + ": output " + std::to_string(i), t.dims, t.dtype);
+  }
 }
 
 }  // namespace tessera

@@ -129,6 +129,12 @@ template <typename... Args>
   throw_user_error(node_.describe(), ": ", std::forward<Args>(args)...);
 }
 
+/// Runs `schema`'s shape inference on `ctx`, then checks the size of every
+/// output whose shape it fixed (check_tensor_size, naming the node and output).
+/// Every inference goes through here, at compile time and at run time, so a
+/// shape computed from hostile values fails before anything is allocated.
+void run_shape_inference(const OpSchema& schema, InferContext& ctx);
+
 /// Runs `schema`'s shape inference for `node` of `graph`: input types from the
 /// graph, constant inputs' values visible. Returns one type per output.
 std::vector<TensorType> infer_node_outputs(const Graph& graph, const Node& node, const OpSchema& schema);

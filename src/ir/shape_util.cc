@@ -1,6 +1,7 @@
 #include "ir/shape_util.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace tessera {
 
@@ -30,15 +31,34 @@ int64_t normalize_axis(int64_t axis, int64_t rank, const char* what) {
   return axis < 0 ? axis + rank : axis;
 }
 
-bool shape_fits_in_memory(const Shape& shape, DType dtype) {
-  constexpr int64_t kMaxBytes = int64_t{1} << 48;
+std::optional<int64_t> tensor_byte_size(const Shape& shape, DType dtype) {
   int64_t bytes = std::max<int64_t>(1, static_cast<int64_t>(dtype_size(dtype)));
   for (int64_t d : shape) {
     if (d <= 1) continue;
-    if (bytes > kMaxBytes / d) return false;
+    if (bytes > kMaxTensorBytes / d) return std::nullopt;
     bytes *= d;
   }
-  return true;
+  return bytes;
+}
+
+bool shape_fits_in_memory(const Shape& shape, DType dtype) { return tensor_byte_size(shape, dtype).has_value(); }
+
+void check_tensor_size(const std::string& what, const Shape& shape, DType dtype) {
+  if (shape_fits_in_memory(shape, dtype)) return;
+  throw_user_error(what, " would have shape ", shape_to_string(shape), " (", dtype_name(dtype),
+                   "), which is too large (over ", kMaxTensorBytes >> 40, " TiB)");
+}
+
+int64_t saturating_mul(int64_t a, int64_t b) {
+  int64_t product;
+  if (__builtin_mul_overflow(a, b, &product)) return INT64_MAX;
+  return product;
+}
+
+int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t sum;
+  if (__builtin_add_overflow(a, b, &sum)) return a < 0 ? INT64_MIN : INT64_MAX;
+  return sum;
 }
 
 int64_t shape_product(const Shape& shape, size_t begin, size_t end) {

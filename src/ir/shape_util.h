@@ -1,5 +1,6 @@
 // Small helpers shared by shape inference and kernels.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,9 +14,28 @@ namespace tessera {
 Shape broadcast_shapes(const Shape& a, const Shape& b);
 /// Maps a possibly negative axis into [0, rank); throws when out of range.
 int64_t normalize_axis(int64_t axis, int64_t rank, const char* what = "axis");
-/// False when the shape's byte size would overflow or exceed 2^48 bytes
-/// (unknown dims, -1, are ignored). Checked before anything multiplies sizes.
+/// The most bytes one tensor may take (1 TiB). Every shape Tessera allocates
+/// is checked against it first: model inputs, shapes inferred at compile time,
+/// and shapes computed from input values at run time (Range, ConstantOfShape,
+/// Expand, Tile, OneHot, Resize, ...), so a hostile value is a user error
+/// before any backend sees the shape, never a wrapped byte count.
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 40;
+/// The byte size of a tensor of `shape` and `dtype`, computed without
+/// overflow, when it is at most kMaxTensorBytes; nullopt otherwise. Dims of 0
+/// and 1 and unknown dims (-1) count as 1, so that no product of a subset of
+/// the dims (strides, row sizes) can overflow either.
+std::optional<int64_t> tensor_byte_size(const Shape& shape, DType dtype);
+/// tensor_byte_size(shape, dtype).has_value().
 bool shape_fits_in_memory(const Shape& shape, DType dtype);
+/// The one size check: a user error "<what> would have shape 2^61 (float32),
+/// which is too large (over 1 TiB)" when the shape does not fit. `what` names
+/// the node and output, e.g. "node 'r' (Range): output 0".
+void check_tensor_size(const std::string& what, const Shape& shape, DType dtype);
+/// a * b and a + b for non-negative dims, saturating at INT64_MAX instead of
+/// overflowing: shape inference computes with them and check_tensor_size then
+/// rejects the saturated dim.
+int64_t saturating_mul(int64_t a, int64_t b);
+int64_t saturating_add(int64_t a, int64_t b);
 /// Product of dims [begin, end) of a shape (1 when empty); overflow is a user error.
 int64_t shape_product(const Shape& shape, size_t begin, size_t end);
 /// Row-major strides of a shape.

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "ir/error.h"
+#include "ir/shape_util.h"
 
 namespace tessera {
 
@@ -46,6 +47,8 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   for (int64_t d : shape_) {
     if (d < 0) throw_internal_error("tensor with negative dimension ", shape_to_string(shape_));
   }
+  // Callers check sizes naming the node (check_tensor_size); this keeps nbytes() from wrapping regardless.
+  check_tensor_size("a tensor", shape_, dtype_);
   buffer_ = std::make_shared<Buffer>(nbytes());
 }
 
@@ -81,6 +84,7 @@ Tensor Tensor::wrap(DType dtype, Shape shape, void* data, std::shared_ptr<const 
   for (int64_t d : shape) {
     if (d < 0) throw_internal_error("tensor with negative dimension ", shape_to_string(shape));
   }
+  check_tensor_size("a tensor", shape, dtype);
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);

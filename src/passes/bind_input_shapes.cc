@@ -60,9 +60,11 @@ void bind_input_shapes(Graph& graph, const std::map<std::string, Shape>& shapes)
   }
   for (ValueId id : graph.inputs) {
     const Value& v = graph.value(id);
-    if (!shape_fits_in_memory(v.type.dims, v.type.dtype)) {
-      throw_user_error("input '", v.name, "' has shape ", shape_to_string(v.type.dims), ", which is too large");
+    for (int64_t d : v.type.dims) {
+      if (d < 0) throw_user_error("input '", v.name, "' is given a negative dimension (", shape_to_string(v.type.dims), ")");
     }
+    // Before any backend sees the shape: a backend's own limits would give a less clear error.
+    check_tensor_size("input '" + v.name + "'", v.type.dims, v.type.dtype);
   }
 }
 

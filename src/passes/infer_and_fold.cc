@@ -38,13 +38,8 @@ void infer_and_fold(Graph& graph, const NodeEvaluator& evaluate) {
                           node.op_type, " supports ", dtype_list(schema->input_dtypes));
       }
     }
+    // Checks every inferred shape's size (run_shape_inference).
     std::vector<TensorType> outputs = infer_node_outputs(graph, node, *schema);
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      if (!shape_fits_in_memory(outputs[i].dims, outputs[i].dtype)) {
-        throw_user_error(node.describe(), ": output ", i, " would have shape ", shape_to_string(outputs[i].dims),
-                         ", which is too large to allocate");
-      }
-    }
 
     // Fold when every input is constant, or when only input shapes matter and they are static.
     bool shapes_suffice = schema->reads_shapes_only;

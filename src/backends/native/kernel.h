@@ -11,6 +11,7 @@
 #include "backends/native/thread_pool.h"
 #include "ir/error.h"
 #include "ir/graph.h"
+#include "ir/shape_util.h"
 
 namespace tessera::native {
 
@@ -36,7 +37,9 @@ class KernelContext {
   /// The preallocated output i (data may be null for data-dependent outputs).
   TensorView& output(size_t i) const { return *outputs_[i]; }
   /// Allocates output i with the given dtype and shape (for data-dependent shapes).
+  /// The size is checked first (check_tensor_size), naming the node.
   TensorView& allocate_output(size_t i, DType dtype, Shape shape) const {
+    check_tensor_size(node_.describe() + ": output " + std::to_string(i), shape, dtype);
     TensorView& v = *outputs_[i];
     v.dtype = dtype;
     v.shape = std::move(shape);

@@ -24,7 +24,7 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
     }
     std::vector<TensorType> output_types(node.outputs.size());
     InferContext ctx(node, type_ptrs, inputs, &output_types);
-    cn.schema->infer(ctx);
+    run_shape_inference(*cn.schema, ctx);  // checks the size of every shape computed from values
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (!outputs[i] || outputs[i]->data) continue;
       const TensorType& t = output_types[i];

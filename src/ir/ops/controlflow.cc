@@ -61,7 +61,7 @@ std::vector<TensorType> infer_subgraph_outputs(const Graph& g, const std::vector
       }
       std::vector<TensorType> out_types(node.outputs.size());
       InferContext ctx(node, in_types, in_values, &out_types);
-      schema->infer(ctx);
+      run_shape_inference(*schema, ctx);
       for (size_t i = 0; i < node.outputs.size(); ++i) {
         if (node.outputs[i] != kNoValue) types[static_cast<size_t>(node.outputs[i])] = out_types[i];
       }

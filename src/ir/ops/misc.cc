@@ -41,7 +41,10 @@ void infer_resize_with(InferContext& ctx, size_t scales_input, size_t sizes_inpu
     if (!sizes) return ctx.set_output_unknown(0, x.dtype, rank);
     if (sizes->numel() != rank) ctx.fail("sizes has ", sizes->numel(), " values for an input of rank ", rank);
     Shape dims(static_cast<size_t>(rank));
-    for (int64_t i = 0; i < rank; ++i) dims[static_cast<size_t>(i)] = view_int_at(*sizes, i);
+    for (int64_t i = 0; i < rank; ++i) {
+      dims[static_cast<size_t>(i)] = view_int_at(*sizes, i);
+      if (dims[static_cast<size_t>(i)] < 0) ctx.fail("sizes value ", dims[static_cast<size_t>(i)], " for dim ", i, " is negative");
+    }
     return ctx.set_output(0, x.dtype, dims);
   }
   if (!ctx.has_input(scales_input)) ctx.fail("one of scales and sizes must be given");
@@ -51,9 +54,11 @@ void infer_resize_with(InferContext& ctx, size_t scales_input, size_t sizes_inpu
   Shape dims(static_cast<size_t>(rank));
   for (int64_t i = 0; i < rank; ++i) {
     const double scale = view_double_at(*scales, i);
-    if (!(scale > 0)) ctx.fail("scale ", scale, " for dim ", i, " must be positive");
+    if (!(scale > 0) || !std::isfinite(scale)) ctx.fail("scale ", scale, " for dim ", i, " must be positive and finite");
     const int64_t in = x.dims[static_cast<size_t>(i)];
-    dims[static_cast<size_t>(i)] = in < 0 ? -1 : static_cast<int64_t>(std::floor(static_cast<double>(in) * scale));
+    const double size = std::floor(static_cast<double>(in) * scale);
+    // A size past int64 saturates (and the size check rejects it) rather than reaching the cast.
+    dims[static_cast<size_t>(i)] = in < 0 ? -1 : size < 9.2e18 ? static_cast<int64_t>(size) : INT64_MAX;
   }
   ctx.set_output(0, x.dtype, dims);
 }

@@ -75,6 +75,9 @@ void infer_max_unpool(InferContext& ctx) {
     if (static_cast<int64_t>(shape->size()) != x.rank()) {
       ctx.fail("output_shape has ", shape->size(), " values for X of rank ", x.rank());
     }
+    for (int64_t d : *shape) {
+      if (d < 0) ctx.fail("output_shape value ", d, " is negative");
+    }
     return ctx.set_output(0, x.dtype, *shape);
   }
   ctx.set_output(0, x.dtype, max_unpool_default_shape(ctx.node(), x.dims));
@@ -105,7 +108,10 @@ Shape max_unpool_default_shape(const Node& node, const Shape& input) {
   Shape out = {input[0], input[1]};
   for (size_t d = 0; d < spatial; ++d) {
     const int64_t in = input[d + 2];
-    out.push_back(in < 0 ? -1 : (in - 1) * strides[d] - pads[d] - pads[d + spatial] + kernel[d]);
+    // In 128 bits: attributes may be hostile; a size past int64 saturates and the size check rejects it.
+    const __int128 size = static_cast<__int128>(in - 1) * strides[d] - pads[d] - pads[d + spatial] + kernel[d];
+    if (in >= 0 && size < 0) throw_user_error(node.describe(), ": the output would have a negative size along spatial dim ", d);
+    out.push_back(in < 0 ? -1 : size > INT64_MAX ? INT64_MAX : static_cast<int64_t>(size));
   }
   return out;
 }

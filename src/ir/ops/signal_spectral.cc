@@ -104,7 +104,11 @@ void infer_mel_weight_matrix(InferContext& ctx) {
 void infer_random(InferContext& ctx) {
   const DType dtype = output_datatype(ctx, "dtype", 1);
   if (!dtype_is_float(dtype)) ctx.fail("dtype ", dtype_name(dtype), " is not a floating type");
-  ctx.set_output(0, dtype, ctx.attrs().get_ints_or("shape", {}));
+  const std::vector<int64_t> shape = ctx.attrs().get_ints_or("shape", {});
+  for (int64_t d : shape) {
+    if (d < 0) ctx.fail("shape value ", d, " is negative");
+  }
+  ctx.set_output(0, dtype, shape);
 }
 
 void infer_random_like(InferContext& ctx) {

@@ -106,13 +106,16 @@ SliceSpec resolve_slice(const Node& node, const Shape& input, const std::vector<
     } else if (step > 0) {
       start = std::clamp<int64_t>(start, 0, dim);
       end = std::clamp<int64_t>(end, 0, dim);
-      length = end > start ? (end - start + step - 1) / step : 0;
+      length = end > start ? 1 + (end - start - 1) / step : 0;  // no overflow with step = INT64_MAX
     } else {
       start = std::clamp<int64_t>(start, 0, dim - 1);
       end = std::clamp<int64_t>(end, -1, dim - 1);
-      length = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+      // step may be INT64_MIN, whose negation does not fit in int64.
+      length = start > end ? static_cast<int64_t>(1 + static_cast<__int128>(start - end - 1) / -static_cast<__int128>(step)) : 0;
     }
     spec.starts[a] = length > 0 ? start : 0;
+    // A step matters only between two elements; then |step| < dim, so step * stride cannot overflow.
+    if (length <= 1) spec.steps[a] = 1;
     spec.output[a] = length;
   }
   return spec;

@@ -82,7 +82,14 @@ void infer_one_hot(InferContext& ctx) {
   if (axis < 0) axis += out_rank;
   int64_t n = -1;
   if (depth) {
-    n = static_cast<int64_t>(view_double_at(*depth, 0));
+    // A float depth is checked before it is converted: NaN or 1e30 must not reach the cast.
+    if (dtype_is_float(depth->dtype)) {
+      const double value = view_double_at(*depth, 0);
+      if (!(value >= 1 && value < 9.2e18)) ctx.fail("depth ", value, " must be a finite positive count");
+      n = static_cast<int64_t>(value);
+    } else {
+      n = view_int_at(*depth, 0);
+    }
     if (n < 1) ctx.fail("depth ", n, " must be positive");
   }
   Shape out = indices.dims;

@@ -19,12 +19,16 @@ void infer_transpose(InferContext& ctx) {
   ctx.set_output(0, in.dtype, out);
 }
 
+/// Concat-1 made axis optional with default 1; from Concat-4 it is required.
+/// The default is written into the node here, so every backend reads one axis.
+void normalize_concat(Graph&, Node& node) {
+  if (node.attrs.has("axis")) return;
+  if (node.opset >= 4) throw_user_error(node.describe(), ": attribute 'axis' is required (opset ", node.opset, ")");
+  node.attrs.set("axis", Attribute::of_int(1));
+}
+
 int64_t concat_axis(const InferContext& ctx) {
-  // Opset 1 made axis optional with default 1; from opset 4 it is required.
-  if (!ctx.attrs().has("axis")) {
-    if (ctx.opset() < 4) return 1;
-    ctx.fail("attribute 'axis' is required");
-  }
+  if (!ctx.attrs().has("axis")) ctx.fail("attribute 'axis' is required");  // normalize_concat gives opset 1-3 theirs
   return ctx.attrs().get_int("axis");
 }
 
@@ -120,7 +124,7 @@ void infer_tile(InferContext& ctx) {
   Shape out = in.dims;
   for (size_t i = 0; i < out.size(); ++i) {
     if ((*repeats)[i] < 0) ctx.fail("repeats value ", (*repeats)[i], " is negative");
-    if (out[i] >= 0) out[i] *= (*repeats)[i];
+    if (out[i] >= 0) out[i] = saturating_mul(out[i], (*repeats)[i]);  // too large: the size check says so
   }
   ctx.set_output(0, in.dtype, out);
 }
@@ -148,8 +152,12 @@ void infer_pad(InferContext& ctx) {
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] < 0) continue;
     const int64_t begin = full[i], end = full[i + out.size()];
-    out[i] += begin + end;
-    if (out[i] < 0) ctx.fail("pads ", begin, ", ", end, " remove more than the ", in.dims[i], " elements of axis ", i);
+    // Exact, in 128 bits: hostile pads must not wrap into a small size.
+    const __int128 size = static_cast<__int128>(out[i]) + begin + end;
+    if (size < 0 || begin < -in.dims[i] || end < -in.dims[i]) {
+      ctx.fail("pads ", begin, ", ", end, " remove more than the ", in.dims[i], " elements of axis ", i);
+    }
+    out[i] = size > INT64_MAX ? INT64_MAX : static_cast<int64_t>(size);
     if (mode != "constant" && in.dims[i] == 0 && out[i] > 0) ctx.fail(mode, " padding of the empty axis ", i);
   }
   ctx.set_output(0, in.dtype, out);
@@ -164,8 +172,10 @@ void infer_depth_to_space(InferContext& ctx) {
   if (!in.rank_known) return ctx.set_output_unknown(0, in.dtype, 4);
   if (in.rank() != 4) ctx.fail("input must be 4-D, it has rank ", in.rank());
   const Shape& d = in.dims;
-  if (d[1] >= 0 && d[1] % (b * b) != 0) ctx.fail("channels ", d[1], " are not divisible by blocksize^2 = ", b * b);
-  ctx.set_output(0, in.dtype, {d[0], d[1] < 0 ? -1 : d[1] / (b * b), d[2] < 0 ? -1 : d[2] * b, d[3] < 0 ? -1 : d[3] * b});
+  const int64_t b2 = saturating_mul(b, b);
+  if (d[1] >= 0 && d[1] % b2 != 0) ctx.fail("channels ", d[1], " are not divisible by blocksize^2 = ", b2);
+  ctx.set_output(0, in.dtype, {d[0], d[1] < 0 ? -1 : d[1] / b2, d[2] < 0 ? -1 : saturating_mul(d[2], b),
+                               d[3] < 0 ? -1 : saturating_mul(d[3], b)});
 }
 
 void infer_space_to_depth(InferContext& ctx) {
@@ -178,7 +188,8 @@ void infer_space_to_depth(InferContext& ctx) {
   for (size_t i = 2; i < 4; ++i) {
     if (d[i] >= 0 && d[i] % b != 0) ctx.fail("spatial dim ", d[i], " is not divisible by blocksize ", b);
   }
-  ctx.set_output(0, in.dtype, {d[0], d[1] < 0 ? -1 : d[1] * b * b, d[2] < 0 ? -1 : d[2] / b, d[3] < 0 ? -1 : d[3] / b});
+  ctx.set_output(0, in.dtype, {d[0], d[1] < 0 ? -1 : saturating_mul(d[1], saturating_mul(b, b)), d[2] < 0 ? -1 : d[2] / b,
+                               d[3] < 0 ? -1 : d[3] / b});
 }
 
 void infer_trilu(InferContext& ctx) {
@@ -224,7 +235,7 @@ std::vector<int64_t> transpose_perm(const Node& node, int64_t rank) {
 void register_tensor_layout_ops(OpRegistry& registry) {
   registry.add({.op_type = "Transpose", .min_opset = 1, .attributes = {{"perm", Kind::kInts}}, .infer = infer_transpose});
   registry.add({.op_type = "Concat", .min_opset = 1, .min_inputs = 1, .max_inputs = kManyValues,
-                .attributes = {{"axis", Kind::kInt}}, .infer = infer_concat});
+                .attributes = {{"axis", Kind::kInt}}, .normalize = normalize_concat, .infer = infer_concat});
   registry.add({.op_type = "Split", .min_opset = 1, .min_inputs = 1, .max_inputs = 2, .min_outputs = 1,
                 .max_outputs = kManyValues,
                 .attributes = {{"axis", Kind::kInt, Attribute::of_int(0)}, {"split", Kind::kInts}},

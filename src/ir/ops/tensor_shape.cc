@@ -201,6 +201,35 @@ void infer_size(InferContext& ctx) {
 
 // --- Range, Expand, EyeLike -------------------------------------------------
 
+/// Range's element count, exactly: max(ceil((limit - start) / delta), 0).
+/// Integers are computed in 128 bits, so Range(-2^63, 2^63-1, 2^62) has 4
+/// values; a count past INT64_MAX saturates there (and the size check then
+/// rejects it). Non-finite float bounds are a user error.
+int64_t range_count(const InferContext& ctx, DType dtype, const TensorView& start, const TensorView& limit,
+                    const TensorView& delta) {
+  if (dtype_is_float(dtype)) {
+    const double s = view_double_at(start, 0), l = view_double_at(limit, 0), d = view_double_at(delta, 0);
+    const char* names[] = {"start", "limit", "delta"};
+    const double values[] = {s, l, d};
+    for (int i = 0; i < 3; ++i) {
+      if (!std::isfinite(values[i])) ctx.fail(names[i], " is ", values[i], "; start, limit and delta must be finite");
+    }
+    if (d == 0) ctx.fail("delta is 0");
+    const double count = std::ceil((l - s) / d);  // l - s may overflow to inf: then the count is too large
+    if (!(count > 0)) return 0;
+    if (!(count < 9.2e18)) return INT64_MAX;
+    return static_cast<int64_t>(count);
+  }
+  const int64_t s = view_int_at(start, 0), l = view_int_at(limit, 0), d = view_int_at(delta, 0);
+  if (d == 0) ctx.fail("delta is 0");
+  const __int128 diff = static_cast<__int128>(l) - s;
+  if (diff == 0 || (diff > 0) != (d > 0)) return 0;
+  const __int128 magnitude = diff < 0 ? -diff : diff;
+  const __int128 step = d < 0 ? -static_cast<__int128>(d) : d;
+  const __int128 count = (magnitude + step - 1) / step;
+  return count > INT64_MAX ? INT64_MAX : static_cast<int64_t>(count);
+}
+
 void infer_range(InferContext& ctx) {
   DType dtype = ctx.input_dtype(0);
   for (size_t i = 1; i < 3; ++i) {
@@ -213,19 +242,7 @@ void infer_range(InferContext& ctx) {
   for (const TensorView* v : {start, limit, delta}) {
     if (v->numel() != 1) ctx.fail("start, limit and delta must be scalars");
   }
-  int64_t n;
-  if (dtype_is_float(dtype)) {
-    double s = view_double_at(*start, 0), l = view_double_at(*limit, 0), d = view_double_at(*delta, 0);
-    if (d == 0) ctx.fail("delta is 0");
-    n = static_cast<int64_t>(std::max(std::ceil((l - s) / d), 0.0));
-  } else {
-    int64_t s = view_int_at(*start, 0), l = view_int_at(*limit, 0), d = view_int_at(*delta, 0);
-    if (d == 0) ctx.fail("delta is 0");
-    int64_t diff = l - s;
-    n = diff / d + ((diff % d != 0 && ((diff > 0) == (d > 0))) ? 1 : 0);
-    n = std::max<int64_t>(n, 0);
-  }
-  ctx.set_output(0, dtype, {n});
+  ctx.set_output(0, dtype, {range_count(ctx, dtype, *start, *limit, *delta)});
 }
 
 void infer_expand(InferContext& ctx) {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "backends/native/kernels/controlflow_internal.h"
+#include "ir/shape_util.h"
 
 namespace tessera::native {
 namespace {
@@ -123,7 +124,14 @@ void loop_kernel(KernelContext& ctx) {
     cond = scalar_bool(ctx, results[0].view(), "the body's cond output");
     values.assign(results.begin() + 1, results.begin() + 1 + static_cast<ptrdiff_t>(carried));
     for (size_t i = 0; i < carried; ++i) views[i] = values[i].view();
-    for (size_t k = 0; k < scans; ++k) scan_parts[k].push_back(results[1 + carried + k]);
+    for (size_t k = 0; k < scans; ++k) {
+      // The stacked scan output grows with every trip (M comes from a value): stop as soon as it would be too large.
+      const Tensor& part = results[1 + carried + k];
+      Shape stacked = part.shape();
+      stacked.insert(stacked.begin(), trip + 1);
+      check_tensor_size(ctx.node().describe() + ": scan output " + std::to_string(k), stacked, part.dtype());
+      scan_parts[k].push_back(part);
+    }
   }
   for (size_t i = 0; i < carried; ++i) write_output(ctx, i, views[i]);
   for (size_t k = 0; k < scans; ++k) {

@@ -204,7 +204,9 @@ void one_hot_kernel(KernelContext& ctx) {
   auto* y = static_cast<uint8_t*>(out.data);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
-      int64_t v = static_cast<int64_t>(view_double_at(indices, o * inner + i));
+      const double index = view_double_at(indices, o * inner + i);
+      if (!(index > -9.2e18 && index < 9.2e18)) continue;  // NaN or far out of range: all "off", before the cast
+      int64_t v = static_cast<int64_t>(index);
       if (v < 0) v += depth;
       if (v < 0 || v >= depth) continue;  // out of range: all "off", as ONNX specifies
       std::memcpy(y + ((o * depth + v) * inner + i) * static_cast<int64_t>(es), off_on + es, es);

@@ -1,6 +1,7 @@
 // Native kernels of shape ops: Constant, ConstantOfShape, Reshape, Flatten,
 // Squeeze, Unsqueeze (copies for now), Shape, Size, Range, Expand, EyeLike.
 #include <cstring>
+#include <type_traits>
 
 #include "backends/native/dispatch.h"
 #include "backends/native/kernels/tensor_internal.h"
@@ -45,7 +46,12 @@ void range_kernel(KernelContext& ctx) {
     const T start = ctx.input(0).as<T>()[0];
     const T delta = ctx.input(2).as<T>()[0];
     T* y = out.as<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) y[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+    if constexpr (std::is_integral_v<T>) {
+      // Every value lies in [start, limit), but i * delta alone may not fit in T (Range(-2^63, 2^63-1, 2^62)).
+      for (int64_t i = 0; i < out.numel(); ++i) y[i] = static_cast<T>(static_cast<__int128>(start) + static_cast<__int128>(i) * delta);
+    } else {
+      for (int64_t i = 0; i < out.numel(); ++i) y[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+    }
   });
 }
 
