@@ -203,6 +203,16 @@ SupportDecision float32_static_value(const Graph& graph, const std::string& what
   for (int64_t d : v.type.dims) {
     if (d == 0) return refuse(named + " is empty");
   }
+  // The payload's own limits (slots in dnnl_region.cc, constants in dnnl_constants.cc): a value past
+  // them runs elsewhere instead of failing when the payload loads. The core has already checked that
+  // the size fits kMaxTensorBytes, so the product cannot overflow.
+  const int64_t max_elements = v.constant ? int64_t{1} << 32 : int64_t{1} << 34;
+  int64_t elements = 1;
+  for (int64_t d : v.type.dims) elements *= d;
+  if (elements > max_elements) {
+    return refuse(named + " has " + std::to_string(elements) + " elements; oneDNN payloads hold at most " +
+                  std::to_string(max_elements) + " per " + (v.constant ? "constant" : "value"));
+  }
   return kYes;
 }
 

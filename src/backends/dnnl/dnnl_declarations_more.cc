@@ -91,7 +91,9 @@ SupportDecision check_concat(const Graph& graph, const Node& node) {
   SupportDecision d = float32_static(graph, node);
   if (!d.supported) return d;
   const int64_t rank = graph.value(node.outputs[0]).type.rank();
-  int64_t axis = node.attrs.get_int_or("axis", 0);
+  // Concat's definition (normalize_concat) writes opset 1's default axis into the node.
+  if (!node.attrs.has("axis")) return refuse("no axis attribute");
+  int64_t axis = node.attrs.get_int("axis");
   if (axis < 0) axis += rank;
   if (rank == 0 || axis < 0 || axis >= rank) return refuse("axis out of range");
   for (ValueId input : node.inputs) {
