@@ -248,6 +248,19 @@ std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTen
   return views;
 }
 
+/// A caller's tsr_run_profile: big enough, with arrays (where given) of the model's node and region counts.
+void check_profile(const tsr_run_profile& profile, const tsr_model* model) {
+  if (profile.struct_size < sizeof(tsr_run_profile)) tessera::throw_user_error("profile->struct_size is too small");
+  if (profile.node_milliseconds && profile.num_nodes != model->compiled->placement().size()) {
+    tessera::throw_user_error("the model has ", model->compiled->placement().size(), " nodes but room for ",
+                              profile.num_nodes, " times was given");
+  }
+  if (profile.region_milliseconds && profile.num_regions != model->compiled->regions().size()) {
+    tessera::throw_user_error("the model has ", model->compiled->regions().size(), " regions but room for ",
+                              profile.num_regions, " times was given");
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -264,17 +277,7 @@ tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num
                                 num_outputs, " was given");
     }
     tessera::RunProfile measured;
-    if (profile) {
-      if (profile->struct_size < sizeof(tsr_run_profile)) tessera::throw_user_error("profile->struct_size is too small");
-      if (profile->node_milliseconds && profile->num_nodes != model->compiled->placement().size()) {
-        tessera::throw_user_error("the model has ", model->compiled->placement().size(), " nodes but room for ",
-                                  profile->num_nodes, " times was given");
-      }
-      if (profile->region_milliseconds && profile->num_regions != model->compiled->regions().size()) {
-        tessera::throw_user_error("the model has ", model->compiled->regions().size(), " regions but room for ",
-                                  profile->num_regions, " times was given");
-      }
-    }
+    if (profile) check_profile(*profile, model);
     std::vector<tessera::Tensor> results = model->compiled->run(in, {}, profile ? &measured : nullptr);
     if (profile) {
       if (profile->node_milliseconds) {
@@ -604,7 +607,7 @@ tsr_status* tsr_model_report(const tsr_model* model, const char* format, const c
   return guarded([&] {
     tessera::RunProfile measured;
     if (profile) {
-      if (profile->struct_size < sizeof(tsr_run_profile)) tessera::throw_user_error("profile->struct_size is too small");
+      check_profile(*profile, model);  // a short array would have been read past its end
       if (profile->node_milliseconds) measured.node_milliseconds.assign(profile->node_milliseconds, profile->node_milliseconds + profile->num_nodes);
       if (profile->region_milliseconds) {
         measured.region_milliseconds.assign(profile->region_milliseconds, profile->region_milliseconds + profile->num_regions);

@@ -512,6 +512,28 @@ TEST_F(ErrorTest, TwoOutputsInOneBufferAreAnError) {
   tsr_model_free(m);
 }
 
+TEST_F(ErrorTest, ReportProfileArraysMustFitTheModel) {
+  tsr_model* m = nullptr;
+  ASSERT_EQ(tsr_model_load(write_model(unary_model("Relu")).c_str(), nullptr, &m), nullptr);
+  double node_ms[1] = {1.5};  // the model has 1 node; claiming 1000 would read past the array
+  tsr_run_profile profile{};
+  profile.struct_size = sizeof(profile);
+  profile.node_milliseconds = node_ms;
+  profile.num_nodes = 1000;
+  char* text = nullptr;
+  tsr_status* status = tsr_model_report(m, "json", "m", &profile, &text);
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(text, nullptr);
+  EXPECT_NE(std::string(tsr_status_message(status)).find("1 nodes but room for 1000"), std::string::npos)
+      << tsr_status_message(status);
+  tsr_status_free(status);
+  profile.num_nodes = 1;
+  ASSERT_EQ(tsr_model_report(m, "json", "m", &profile, &text), nullptr);
+  EXPECT_NE(std::string(text).find("1.5"), std::string::npos) << text;
+  tsr_string_free(text);
+  tsr_model_free(m);
+}
+
 // --- Options: shapes are sizes; a data shape only binds inputs the model has. ---
 
 TEST_F(ErrorTest, NegativeInputShapesAreRefusedWhenSet) {
