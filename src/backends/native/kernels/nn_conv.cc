@@ -83,7 +83,9 @@ ConvShape conv_shape(const Node& node, const Shape& x, const Shape& w, bool tran
   return s;
 }
 
-/// Writes a stream of values into NR-column panels of a packed B row.
+/// Writes a stream of values into NR-column panels of a packed B row. Runs
+/// are short (an output row, split at panel edges), so plain loops the
+/// compiler vectorises beat memcpy/memset calls here.
 struct PanelWriter {
   float* panel;   // start of the current row inside the current panel
   int64_t lane;   // column within the panel
@@ -100,7 +102,8 @@ struct PanelWriter {
   void zeros(int64_t count) {
     while (count > 0) {
       const int64_t chunk = std::min(count, nr - lane);
-      std::memset(panel + lane, 0, static_cast<size_t>(chunk) * sizeof(float));
+      float* out = panel + lane;
+      for (int64_t t = 0; t < chunk; ++t) out[t] = 0.0f;
       advance(chunk);
       count -= chunk;
     }
@@ -108,16 +111,21 @@ struct PanelWriter {
   void copy(const float* src, int64_t count) {
     while (count > 0) {
       const int64_t chunk = std::min(count, nr - lane);
-      std::memcpy(panel + lane, src, static_cast<size_t>(chunk) * sizeof(float));
+      float* out = panel + lane;
+      for (int64_t t = 0; t < chunk; ++t) out[t] = src[t];
       advance(chunk);
       src += chunk;
       count -= chunk;
     }
   }
   void gather(const float* src, int64_t stride, int64_t count) {
-    for (int64_t t = 0; t < count; ++t) {
-      panel[lane] = src[t * stride];
-      advance(1);
+    while (count > 0) {
+      const int64_t chunk = std::min(count, nr - lane);
+      float* out = panel + lane;
+      for (int64_t t = 0; t < chunk; ++t) out[t] = src[t * stride];
+      advance(chunk);
+      src += chunk * stride;
+      count -= chunk;
     }
   }
 };
@@ -141,6 +149,10 @@ void pack_im2col(const ConvShape& s, const float* x, int64_t k0, int64_t kc, int
     int64_t oh = (pos / s.out[2]) % s.out[1];
     int64_t od = pos / (s.out[2] * s.out[1]);
     const int64_t w_offset = kw * s.dilation[2] - s.pad[2];
+    // Output columns ow in [ow_lo, ow_hi) read inside the input row: iw = ow * stride + w_offset in [0, W).
+    const int64_t sw = s.stride[2];
+    const int64_t ow_lo = w_offset >= 0 ? 0 : (-w_offset + sw - 1) / sw;
+    const int64_t ow_hi = s.in[2] - w_offset <= 0 ? 0 : (s.in[2] - w_offset + sw - 1) / sw;
     for (int64_t j = 0; j < nc;) {
       const int64_t seg = std::min(s.out[2] - ow, nc - j);
       const int64_t id = od * s.stride[0] - s.pad[0] + kd * s.dilation[0];
@@ -149,12 +161,8 @@ void pack_im2col(const ConvShape& s, const float* x, int64_t k0, int64_t kc, int
         writer.zeros(seg);
       } else {
         const float* xrow = xc + (id * s.in[1] + ih) * s.in[2];
-        // Columns ow in [lo, hi) read inside the row: iw = ow * stride + w_offset in [0, W).
-        const int64_t sw = s.stride[2];
-        int64_t lo = w_offset >= 0 ? 0 : (-w_offset + sw - 1) / sw;
-        int64_t hi = s.in[2] - w_offset <= 0 ? 0 : (s.in[2] - w_offset + sw - 1) / sw;
-        lo = std::clamp(lo, ow, ow + seg);
-        hi = std::clamp(hi, lo, ow + seg);
+        const int64_t lo = std::clamp(ow_lo, ow, ow + seg);
+        const int64_t hi = std::clamp(ow_hi, lo, ow + seg);
         writer.zeros(lo - ow);
         if (sw == 1) {
           writer.copy(xrow + lo + w_offset, hi - lo);

@@ -30,18 +30,28 @@ void pack_a_block(MatrixRef a, int64_t m0, int64_t mc, int64_t k0, int64_t kc, i
 }
 
 /// Packs depth [k0, k0+kc) x columns [n0, n0+nc) of B into NR-column panels.
+/// Row by row when B's rows are contiguous (each source row read once, in
+/// order: large B has rows pages apart), else panel by panel, column by column.
 void pack_b_block(MatrixRef b, int64_t k0, int64_t kc, int64_t n0, int64_t nc, int nr, float* dst) {
+  if (b.col_stride == 1) {
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = b.data + (k0 + p) * b.row_stride + n0;
+      for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+        const int64_t cols = std::min<int64_t>(nr, nc - j0);
+        float* out = dst + (j0 / nr) * kc * nr + p * nr;
+        std::memcpy(out, src + j0, static_cast<size_t>(cols) * sizeof(float));
+        for (int64_t j = cols; j < nr; ++j) out[j] = 0.0f;
+      }
+    }
+    return;
+  }
   for (int64_t j0 = 0; j0 < nc; j0 += nr) {
     const int64_t cols = std::min<int64_t>(nr, nc - j0);
     float* panel = dst + (j0 / nr) * kc * nr;
     for (int64_t p = 0; p < kc; ++p) {
       const float* src = b.data + (k0 + p) * b.row_stride + (n0 + j0) * b.col_stride;
       float* out = panel + p * nr;
-      if (b.col_stride == 1) {
-        std::memcpy(out, src, static_cast<size_t>(cols) * sizeof(float));
-      } else {
-        for (int64_t j = 0; j < cols; ++j) out[j] = src[j * b.col_stride];
-      }
+      for (int64_t j = 0; j < cols; ++j) out[j] = src[j * b.col_stride];
       for (int64_t j = cols; j < nr; ++j) out[j] = 0.0f;
     }
   }
@@ -51,12 +61,14 @@ void pack_b_block(MatrixRef b, int64_t k0, int64_t kc, int64_t n0, int64_t nc, i
 constexpr int kPortableMr = 4;
 constexpr int kPortableNr = 16;
 
-void portable_microkernel(int64_t k, const float* a, const float* b, float* c, int64_t ldc, int64_t m, int64_t n,
-                          bool accumulate, const float* row_bias, const GemmClamp* clamp) {
+void portable_microkernel(int64_t k, const float* a, int64_t a_row_stride, const float* b, float* c, int64_t ldc,
+                          int64_t m, int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp) {
+  // A packed (a[p*MR + i]) or in place (a[i*a_row_stride + p]).
+  const int64_t a_depth = a_row_stride == 0 ? kPortableMr : 1, a_row = a_row_stride == 0 ? 1 : a_row_stride;
   float acc[kPortableMr][kPortableNr] = {};
   for (int64_t p = 0; p < k; ++p) {
     for (int i = 0; i < kPortableMr; ++i) {
-      const float av = a[p * kPortableMr + i];
+      const float av = a[p * a_depth + i * a_row];
       for (int j = 0; j < kPortableNr; ++j) acc[i][j] += av * b[p * kPortableNr + j];
     }
   }
@@ -164,8 +176,13 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
       const int64_t i = panel * mr;
       const int64_t rows = std::min<int64_t>(mr, m - i);
       const float* a_panel;
+      int64_t a_row_stride = 0;
       if (a.packed) {
         a_panel = a.packed->data.data() + k0 * a_padded + panel * kc * mr;
+      } else if (a.ref.col_stride == 1 && rows == mr) {
+        // Row-major A, full panel: the microkernel reads the rows in place.
+        a_panel = a.ref.data + i * a.ref.row_stride + k0;
+        a_row_stride = a.ref.row_stride;
       } else {
         a_buffer.resize(static_cast<size_t>(mr * kc));
         pack_a_block(a.ref, i, rows, k0, kc, mr, a_buffer.data());
@@ -174,7 +191,7 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
       const float* bias = last_block && row_bias ? row_bias + i : nullptr;
       for (int64_t p = first; p < last; ++p) {
         const int64_t j = p * nr;
-        kernel.run(kc, a_panel, b_block + p * kc * nr, c + i * ldc + n0 + j, ldc, rows,
+        kernel.run(kc, a_panel, a_row_stride, b_block + p * kc * nr, c + i * ldc + n0 + j, ldc, rows,
                    std::min<int64_t>(nr, nlen - j), acc, bias, last_block ? clamp : nullptr);
       }
     }
@@ -190,8 +207,11 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
 
   const int64_t total_panels = (n + nr - 1) / nr;
   if (threads > 1 && total_panels >= 8 * threads) {
-    // Wide B: column chunks of at most nc_max, at least two per thread.
-    const int64_t chunk_panels = std::min<int64_t>(nc_max / nr, (total_panels + 2 * threads - 1) / (2 * threads));
+    // Wide B: column chunks of at most nc_max, at least two per thread, and a
+    // multiple of the thread count so that no thread is left with one more.
+    const int64_t max_panels = std::min<int64_t>(nc_max / nr, (total_panels + 2 * threads - 1) / (2 * threads));
+    const int64_t wanted = round_up((total_panels + max_panels - 1) / max_panels, threads);
+    const int64_t chunk_panels = (total_panels + wanted - 1) / wanted;
     const int64_t chunks = (total_panels + chunk_panels - 1) / chunk_panels;
     pool->parallel_for(chunks, 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<float> a_buffer, b_buffer;

@@ -10,8 +10,10 @@ namespace {
 constexpr int kMr = 6;
 constexpr int kNr = 16;
 
-void microkernel(int64_t k, const float* a, const float* b, float* c, int64_t ldc, int64_t m, int64_t n,
-                 bool accumulate, const float* row_bias, const GemmClamp* clamp) {
+void microkernel(int64_t k, const float* a, int64_t a_row_stride, const float* b, float* c, int64_t ldc, int64_t m,
+                 int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp) {
+  // A packed (a[p*kMr + i]) or in place (a[i*a_row_stride + p]).
+  const int64_t a_step = a_row_stride == 0 ? kMr : 1, a_row = a_row_stride == 0 ? 1 : a_row_stride;
   __m256 acc0[kMr], acc1[kMr];
 #pragma GCC unroll 6
   for (int i = 0; i < kMr; ++i) {
@@ -23,11 +25,11 @@ void microkernel(int64_t k, const float* a, const float* b, float* c, int64_t ld
     const __m256 b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
     for (int i = 0; i < kMr; ++i) {
-      const __m256 av = _mm256_broadcast_ss(a + i);
+      const __m256 av = _mm256_broadcast_ss(a + i * a_row);
       acc0[i] = _mm256_fmadd_ps(av, b0, acc0[i]);
       acc1[i] = _mm256_fmadd_ps(av, b1, acc1[i]);
     }
-    a += kMr;
+    a += a_step;
     b += kNr;
   }
   const bool full = n == kNr;

@@ -1,7 +1,15 @@
 // AVX-512 GEMM microkernel: a 12 x 32 tile of C held in 24 zmm accumulators;
-// per depth step two B vectors are loaded and each A value is broadcast.
-// Partial tiles use masked loads/stores. Compiled with AVX-512 flags only.
+// per depth step two B vectors are loaded and each A value is broadcast, so
+// 24 independent FMAs are in flight (FMA latency 4 x 2 ports needs 8) and 14
+// loads feed 24 FMAs. A is read from a packed panel or, for full tiles of a
+// row-major A, in place (no packing pass). The C tile is prefetched before the
+// depth loop, so its cache misses overlap the FMAs. Edge tiles run a copy of
+// the loop specialised to their rows and column vectors (a 1-row tail does 2
+// FMAs a step, not 24) and store through masks. Compiled with AVX-512 flags only.
 #include <immintrin.h>
+
+#include <array>
+#include <utility>
 
 #include "backends/native/kernels/nn_internal.h"
 
@@ -11,51 +19,95 @@ namespace {
 constexpr int kMr = 12;
 constexpr int kNr = 32;
 
-void microkernel(int64_t k, const float* a, const float* b, float* c, int64_t ldc, int64_t m, int64_t n,
+/// Rows x (vectors x 16) tile: the depth loop, then bias, accumulate, clamp
+/// and masked stores. A packed (kPacked) or in place with a_row_stride, as in
+/// GemmMicrokernel::run.
+template <int kRows, int kVectors, bool kPacked>
+void tile_kernel(int64_t k, const float* a, int64_t a_row_stride, const float* b, float* c, int64_t ldc, int64_t n,
                  bool accumulate, const float* row_bias, const GemmClamp* clamp) {
-  __m512 acc0[kMr], acc1[kMr];
 #pragma GCC unroll 12
-  for (int i = 0; i < kMr; ++i) {
-    acc0[i] = _mm512_setzero_ps();
-    acc1[i] = _mm512_setzero_ps();
+  for (int i = 0; i < kRows; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    if (kVectors == 2) _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16), _MM_HINT_T0);
   }
-  for (int64_t p = 0; p < k; ++p) {
-    const __m512 b0 = _mm512_loadu_ps(b);
-    const __m512 b1 = _mm512_loadu_ps(b + 16);
-    _mm_prefetch(reinterpret_cast<const char*>(b + 8 * kNr), _MM_HINT_T0);
+  __m512 acc[kRows][kVectors];
 #pragma GCC unroll 12
-    for (int i = 0; i < kMr; ++i) {
-      const __m512 av = _mm512_set1_ps(a[i]);
-      acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
-      acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+  for (int i = 0; i < kRows; ++i) {
+#pragma GCC unroll 2
+    for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm512_setzero_ps();
+  }
+  // A(i, p) packed: a[p*kMr + i]; in place: a[i*a_row_stride + p], addressed
+  // from four row pointers three rows apart plus one and two row strides, so
+  // every row is a base + scaled index address (no spilled pointers).
+  const float* r0 = a;
+  const float* r3 = a + 3 * a_row_stride;
+  const float* r6 = a + 6 * a_row_stride;
+  const float* r9 = a + 9 * a_row_stride;
+  const int64_t s1 = a_row_stride, s2 = 2 * a_row_stride;
+  constexpr int64_t a_step = kPacked ? kMr : 1;
+  for (int64_t p = 0; p < k; ++p) {
+    __m512 bv[kVectors];
+#pragma GCC unroll 2
+    for (int v = 0; v < kVectors; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
+    // B streams from L2: fetch 16 steps (2 KB) ahead, both of its cache lines.
+    _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kNr), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kNr + 16), _MM_HINT_T0);
+#pragma GCC unroll 12
+    for (int i = 0; i < kRows; ++i) {
+      float value;
+      if constexpr (kPacked) {
+        value = r0[i];
+      } else {
+        const float* base = i < 3 ? r0 : i < 6 ? r3 : i < 9 ? r6 : r9;
+        value = base[i % 3 == 0 ? 0 : i % 3 == 1 ? s1 : s2];
+      }
+      const __m512 av = _mm512_set1_ps(value);
+#pragma GCC unroll 2
+      for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
-    a += kMr;
+    r0 += a_step, r3 += a_step, r6 += a_step, r9 += a_step;
     b += kNr;
   }
-  const __mmask16 mask0 = n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-  const __mmask16 mask1 = n >= 32 ? __mmask16(0xFFFF) : n <= 16 ? __mmask16(0) : __mmask16((1u << (n - 16)) - 1);
-#pragma GCC unroll 12
-  for (int i = 0; i < kMr; ++i) {
-    if (i >= m) break;
-    float* row = c + i * ldc;
-    __m512 r0 = acc0[i], r1 = acc1[i];
-    if (row_bias) {
-      const __m512 bias = _mm512_set1_ps(row_bias[i]);
-      r0 = _mm512_add_ps(r0, bias);
-      r1 = _mm512_add_ps(r1, bias);
-    }
-    if (accumulate) {
-      r0 = _mm512_add_ps(r0, _mm512_maskz_loadu_ps(mask0, row));
-      r1 = _mm512_add_ps(r1, _mm512_maskz_loadu_ps(mask1, row + 16));
-    }
-    if (clamp) {
-      const __m512 lo = _mm512_set1_ps(clamp->lo), hi = _mm512_set1_ps(clamp->hi);
-      r0 = _mm512_min_ps(hi, _mm512_max_ps(lo, r0));  // NaN in r0 propagates
-      r1 = _mm512_min_ps(hi, _mm512_max_ps(lo, r1));  // NaN in r1 propagates
-    }
-    _mm512_mask_storeu_ps(row, mask0, r0);
-    _mm512_mask_storeu_ps(row + 16, mask1, r1);
+  __mmask16 mask[kVectors];
+#pragma GCC unroll 2
+  for (int v = 0; v < kVectors; ++v) {
+    const int64_t cols = n - 16 * v;
+    mask[v] = cols >= 16 ? __mmask16(0xFFFF) : cols <= 0 ? __mmask16(0) : __mmask16((1u << cols) - 1);
   }
+#pragma GCC unroll 12
+  for (int i = 0; i < kRows; ++i) {
+    float* row = c + i * ldc;
+#pragma GCC unroll 2
+    for (int v = 0; v < kVectors; ++v) {
+      __m512 r = acc[i][v];
+      if (row_bias) r = _mm512_add_ps(r, _mm512_set1_ps(row_bias[i]));
+      if (accumulate) r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask[v], row + 16 * v));
+      if (clamp) r = _mm512_min_ps(_mm512_set1_ps(clamp->hi), _mm512_max_ps(_mm512_set1_ps(clamp->lo), r));  // NaN propagates
+      _mm512_mask_storeu_ps(row + 16 * v, mask[v], r);
+    }
+  }
+}
+
+using TileFn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, bool, const float*,
+                        const GemmClamp*);
+
+template <int kVectors, bool kPacked, int... kRows>
+constexpr std::array<TileFn, sizeof...(kRows)> tile_table(std::integer_sequence<int, kRows...>) {
+  return {tile_kernel<kRows + 1, kVectors, kPacked>...};
+}
+
+void microkernel(int64_t k, const float* a, int64_t a_row_stride, const float* b, float* c, int64_t ldc, int64_t m,
+                 int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp) {
+  // [in place][two vectors][rows - 1]
+  static constexpr std::array<TileFn, kMr> tiles[2][2] = {
+      {tile_table<1, true>(std::make_integer_sequence<int, kMr>()),
+       tile_table<2, true>(std::make_integer_sequence<int, kMr>())},
+      {tile_table<1, false>(std::make_integer_sequence<int, kMr>()),
+       tile_table<2, false>(std::make_integer_sequence<int, kMr>())}};
+  if (m <= 0 || n <= 0) return;
+  const int rows = static_cast<int>(m < kMr ? m : kMr);
+  const TileFn tile = tiles[a_row_stride != 0][n > 16][rows - 1];
+  tile(k, a, a_row_stride, b, c, ldc, n, accumulate, row_bias, clamp);
 }
 
 }  // namespace

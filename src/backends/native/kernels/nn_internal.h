@@ -47,9 +47,12 @@ struct GemmClamp {
   float hi;
 };
 
-/// A register-blocked microkernel computing one MR x NR tile of C from an A
-/// panel (k rows of MR floats: a[p*MR + i] = A(i, p)) and a B panel (k rows of
-/// NR floats: b[p*NR + j] = B(p, j)). Writes rows < m and columns < n of the
+/// A register-blocked microkernel computing one MR x NR tile of C from A and
+/// a B panel (k rows of NR floats: b[p*NR + j] = B(p, j)). A is a packed panel
+/// (k rows of MR floats: a[p*MR + i] = A(i, p)) when a_row_stride is 0, else
+/// MR full rows read in place: A(i, p) = a[i*a_row_stride + p] (the driver
+/// uses this for row-major A, saving the packing pass; every one of the MR
+/// rows must exist, even when m < MR). Writes rows < m and columns < n of the
 /// tile at c (row stride ldc): c = acc (+ c when accumulate) (+ row_bias[i]
 /// when row_bias is non-null), then clamped to [clamp->lo, clamp->hi] when
 /// clamp is non-null. Pure: no allocation, no globals.
@@ -57,8 +60,8 @@ struct GemmMicrokernel {
   const char* name;
   int mr;
   int nr;
-  void (*run)(int64_t k, const float* a, const float* b, float* c, int64_t ldc, int64_t m, int64_t n,
-              bool accumulate, const float* row_bias, const GemmClamp* clamp);
+  void (*run)(int64_t k, const float* a, int64_t a_row_stride, const float* b, float* c, int64_t ldc, int64_t m,
+              int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp);
 };
 
 // One per ISA file (nn_gemm_avx512.cc, nn_gemm_avx2.cc, nn_gemm.cc).
