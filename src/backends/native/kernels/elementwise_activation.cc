@@ -48,7 +48,8 @@ void hard_sigmoid_kernel(KernelContext& ctx) {
   const float beta = attr(ctx, "beta", 0.5f);
   float_unary(ctx, [=](auto x) {
     using C = decltype(x);
-    return std::max(C(0), std::min(C(1), C(alpha) * x + C(beta)));
+    // std::min/max would turn NaN into a bound; NaN passes through as in torch's hardsigmoid.
+    return x != x ? x : std::max(C(0), std::min(C(1), C(alpha) * x + C(beta)));
   });
 }
 
@@ -121,10 +122,13 @@ void celu_kernel(KernelContext& ctx) {
   if (alpha == 0) ctx.fail("alpha must not be 0");
   float_unary(ctx, [=](auto x) {
     using C = decltype(x);
-    return std::max(C(0), x) + std::min(C(0), C(alpha) * std::expm1(x / C(alpha)));
+    // NaN passes through (std::max/min would give 0), as in torch's celu.
+    return x != x ? x : std::max(C(0), x) + std::min(C(0), C(alpha) * std::expm1(x / C(alpha)));
   });
 }
 
+// ThresholdedRelu and Shrink keep ONNX's explicit "otherwise 0" for NaN (as
+// its numpy reference does); torch's threshold would pass NaN through.
 void thresholded_relu_kernel(KernelContext& ctx) {
   const float alpha = attr(ctx, "alpha", 1.0f);
   float_unary(ctx, [=](auto x) {

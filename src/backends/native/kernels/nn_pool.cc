@@ -118,8 +118,9 @@ void max_pool_plane_2d(const PoolShape& s, const T* x, T* y) {
         const int64_t lo = offset >= 0 ? 0 : std::min(OW, (-offset + sw - 1) / sw);
         const int64_t hi = W - offset <= 0 ? 0 : std::clamp<int64_t>((W - offset + sw - 1) / sw, lo, OW);
         if (first) {
-          // Columns this first offset misses are filled by later offsets (pads < kernel).
-          for (int64_t ow = 0; ow < OW; ++ow) out[ow] = std::numeric_limits<T>::lowest();
+          // Columns this first offset misses are filled by later offsets (pads < kernel);
+          // -inf, not lowest(), so a window of -inf gives -inf.
+          for (int64_t ow = 0; ow < OW; ++ow) out[ow] = -std::numeric_limits<T>::infinity();
           first = false;
         }
         for (int64_t ow = lo; ow < hi; ++ow) {
@@ -242,8 +243,9 @@ void global_average_pool_kernel(KernelContext& ctx) {
 void global_max_pool_kernel(KernelContext& ctx) {
   global_pool(ctx, [](const auto* x, int64_t n) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
-    T best = std::numeric_limits<T>::lowest();
-    for (int64_t i = 0; i < n; ++i) best = std::max(best, x[i]);
+    // From -inf, with NaN winning (std::max would drop a NaN that is not first).
+    T best = -std::numeric_limits<T>::infinity();
+    for (int64_t i = 0; i < n; ++i) best = (x[i] > best || x[i] != x[i]) && best == best ? x[i] : best;
     return best;
   });
 }

@@ -86,14 +86,16 @@ struct MaxReduce : SumReduce<T> {
   static T init() {
     return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
   }
-  static T combine(T a, T b) { return a < b ? b : a; }
+  // NaN wins (numpy's max and torch.amax propagate it): b replaces a when it is larger or NaN,
+  // and a NaN a is never replaced. Written as selects so the lane loops still vectorise.
+  static T combine(T a, T b) { return (a < b || b != b) && a == a ? b : a; }
 };
 template <typename T>
 struct MinReduce : SumReduce<T> {
   static T init() {
     return std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity() : std::numeric_limits<T>::max();
   }
-  static T combine(T a, T b) { return b < a ? b : a; }
+  static T combine(T a, T b) { return (b < a || b != b) && a == a ? b : a; }
 };
 
 /// The shift LogSumExp subtracts: the max, or 0 when the max is not finite.

@@ -1,6 +1,7 @@
 // Native kernels that select elements along one axis: ArgMax, ArgMin, TopK.
 // Ties go to the lowest index (ArgMax/ArgMin unless select_last_index, and
-// TopK always), as ONNX's reference does.
+// TopK always), as ONNX's reference does. NaN ranks above every number, as in
+// numpy and PyTorch.
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -30,7 +31,11 @@ void arg_extreme_kernel(KernelContext& ctx) {
     using T = decltype(tag);
     const T* in = x.as<T>();
     // Is candidate better than current? Strictly for the first index, or-equal for the last.
+    // NaN beats every number for both ArgMax and ArgMin (numpy's argmax/argmin and torch's
+    // pick the first NaN, ONNX's reference uses numpy); among NaNs the index rule holds.
     auto better = [&](T candidate, T current) {
+      if (candidate != candidate) return last || current == current;
+      if (current != current) return false;
       if (last) return kMax ? candidate >= current : candidate <= current;
       return kMax ? candidate > current : candidate < current;
     };
@@ -83,9 +88,13 @@ void topk_kernel(KernelContext& ctx) {
         const T* base = in + o * s.extent * s.inner + j;
         std::iota(order.begin(), order.end(), int64_t{0});
         // Results are always sorted (sorted=0 leaves the order unspecified); ties by index.
+        // NaN counts as larger than +inf (as torch.topk does): first when largest, last
+        // otherwise. This also keeps the order strict and weak, which partial_sort needs.
         auto before = [&](int64_t a, int64_t b) {
           const T va = base[a * s.inner], vb = base[b * s.inner];
-          if (va != vb) return largest ? va > vb : va < vb;
+          const bool nan_a = va != va, nan_b = vb != vb;
+          if (nan_a != nan_b) return largest ? nan_a : nan_b;
+          if (!nan_a && va != vb) return largest ? va > vb : va < vb;
           return a < b;
         };
         std::partial_sort(order.begin(), order.begin() + k, order.end(), before);

@@ -74,7 +74,8 @@ void normalize_rows(const T* x, T* y, int64_t rows, int64_t n, Normalization kin
     const T* in = x + r * n;
     T* out = y + r * n;
     int64_t best = 0;
-    for (int64_t i = 1; i < n; ++i) best = in[i] > in[best] ? i : best;
+    // The first NaN wins, as in ArgMax (Hardmax's ONNX reference is numpy's argmax).
+    for (int64_t i = 1; i < n; ++i) best = in[i] > in[best] || (in[i] != in[i] && in[best] == in[best]) ? i : best;
     if (kind == Normalization::kHardmax) {
       for (int64_t i = 0; i < n; ++i) out[i] = T(i == best ? 1 : 0);
       continue;
@@ -125,7 +126,8 @@ void normalize_columns(const T* x, T* y, int64_t outer, int64_t extent, int64_t 
       }
       for (int64_t r = 1; r < extent; ++r) {
         for (int64_t j = 0; j < width; ++j) {
-          const bool greater = in[r * inner + j] > best[j];
+          const T v = in[r * inner + j];
+          const bool greater = v > best[j] || (v != v && best[j] == best[j]);
           best[j] = greater ? in[r * inner + j] : best[j];
           best_index[j] = greater ? r : best_index[j];
         }

@@ -69,8 +69,8 @@ inline void softmax_rows(const float* x, float* y, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = x + r * n;
     float* out = y + r * n;
-    const float m = row_max(in, n);
-    const float shift = m == -__builtin_inff() ? 0.0f : m;
+    // A row of -Inf gives NaN (-Inf - -Inf), as numpy's and torch's softmax do.
+    const float shift = row_max(in, n);
     const float inv = 1.0f / exp_shifted_and_sum(in, out, n, shift);
     for (int64_t i = 0; i < n; ++i) out[i] *= inv;
   }
@@ -80,8 +80,7 @@ inline void log_softmax_rows(const float* x, float* y, int64_t rows, int64_t n) 
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = x + r * n;
     float* out = y + r * n;
-    const float m = row_max(in, n);
-    const float shift = m == -__builtin_inff() ? 0.0f : m;
+    const float shift = row_max(in, n);
     // log is called once per row, so the libm one is fine here.
     const float offset = shift + __builtin_logf(sum_exp_shifted(in, n, shift));
     for (int64_t i = 0; i < n; ++i) out[i] = in[i] - offset;
@@ -102,7 +101,6 @@ inline void normalize_column_block(const float* in, float* out, int64_t extent, 
   for (int64_t r = 1; r < extent; ++r) {
     for (int64_t j = 0; j < width; ++j) best[j] = best[j] < in[r * inner + j] ? in[r * inner + j] : best[j];
   }
-  for (int64_t j = 0; j < width; ++j) best[j] = best[j] == -__builtin_inff() ? 0.0f : best[j];
   if (log) {
     for (int64_t r = 0; r < extent; ++r) {
       for (int64_t j = 0; j < width; ++j) sum[j] += exp_vectorizable(in[r * inner + j] - best[j]);
