@@ -1,0 +1,610 @@
+// NaN and ±Inf through every op family the oneDNN backend claims (and the
+// native kernels they fall back to): eltwise activations, Conv with fused
+// post-ops, pooling, MatMul/Gemm with bias and activation, softmax,
+// normalisation, binary ops, GELU's erf pattern and the reductions. Each
+// graph gets NaN, +Inf and -Inf planted at a few positions and runs with the
+// default backends (dnnl,native) and native alone; both must give NaN and
+// ±Inf exactly where an independent scalar reference written here (in double,
+// numpy's and PyTorch's semantics: NaN propagates through max, min, clip,
+// relu and pooling) does, and the finite values within tolerance. Each case
+// also pins where its ops ran: the ones oneDNN computes with NaN semantics
+// must run on dnnl, the ones it cannot (its max-based pooling, clip, binary
+// max/min, exp and softmax drop NaN) must be refused and run on native.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/op_schema.h"
+#include "partition/declarations.h"
+#include "runtime/backend_registry.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+namespace tessera::testing {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+/// Builds graphs node by node, filling attribute defaults from the op
+/// schemas as the ONNX importer does (as in dnnl_backend_test.cc).
+struct Builder {
+  Graph graph;
+  int counter = 0;
+  int opset = 17;
+
+  ValueId input(Shape shape) {
+    const ValueId id = graph.add_value("x" + std::to_string(counter++), TensorType::make(DType::kFloat32, std::move(shape)));
+    graph.inputs.push_back(id);
+    return id;
+  }
+  ValueId constant(Tensor tensor) { return graph.add_constant("c" + std::to_string(counter++), std::move(tensor)); }
+  ValueId scalar(float value) { return constant(make_float({}, {value})); }
+  ValueId node(const std::string& op_type, std::vector<ValueId> inputs, AttributeMap attrs = {}) {
+    Node node;
+    node.name = op_type + "_" + std::to_string(counter++);
+    node.op_type = op_type;
+    node.opset = opset;
+    node.inputs = std::move(inputs);
+    node.attrs = std::move(attrs);
+    if (const OpSchema* schema = OpRegistry::instance().find("", op_type)) {
+      for (const AttributeSpec& spec : schema->attributes) {
+        if (!node.attrs.has(spec.name) && spec.default_value) node.attrs.set(spec.name, *spec.default_value);
+      }
+    }
+    const ValueId out = graph.add_value(node.name + "_out");
+    node.outputs = {out};
+    graph.nodes.push_back(std::move(node));
+    return out;
+  }
+  void output(ValueId id) { graph.outputs.push_back(id); }
+};
+
+AttributeMap attributes(std::initializer_list<std::pair<const char*, Attribute>> entries) {
+  AttributeMap map;
+  for (const auto& [name, value] : entries) map.set(name, value);
+  return map;
+}
+
+/// Values in [low, high) with NaN, +Inf and -Inf planted at fixed fractions
+/// of the tensor (near the first and last elements), so vector bodies and
+/// tails both see them.
+Tensor with_specials(Shape shape, uint32_t seed, float low = -2, float high = 2) {
+  Tensor t = random_float(shape, seed);
+  float* p = t.as<float>();
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = low + (high - low) * (p[i] + 1) / 2;
+  const float specials[] = {NAN, INFINITY, -INFINITY};
+  const double at[] = {0.0, 0.13, 0.29, 0.41, 0.58, 0.77, 0.9, 1.0};
+  for (size_t k = 0; k < std::size(at); ++k) {
+    // Shifted by the seed, so two operands made with different seeds have their specials apart.
+    const int64_t i = std::min(n - 1, static_cast<int64_t>(at[k] * static_cast<double>(n)) + static_cast<int64_t>(seed % 5));
+    p[i] = specials[k % 3];
+  }
+  return t;
+}
+
+std::vector<double> to_doubles(const Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = t.double_at(i);
+  return v;
+}
+
+const char* kind_of(double v) { return std::isnan(v) ? "NaN" : std::isinf(v) ? (v > 0 ? "+Inf" : "-Inf") : "finite"; }
+
+/// NaN and ±Inf exactly where `expected` has them; finite values within
+/// `tolerance` relative to the larger of 1 and |expected|.
+void expect_same_values(const Tensor& actual, const std::vector<double>& expected, const std::string& what,
+                        double tolerance = 1e-4) {
+  ASSERT_EQ(actual.numel(), static_cast<int64_t>(expected.size())) << what;
+  int failures = 0;
+  for (size_t i = 0; i < expected.size() && failures < 6; ++i) {
+    const double a = actual.double_at(static_cast<int64_t>(i)), e = expected[i];
+    const bool same_kind = std::string(kind_of(a)) == kind_of(e);
+    if (!same_kind || (std::isfinite(e) && !(std::fabs(a - e) <= tolerance * std::max(1.0, std::fabs(e))))) {
+      ADD_FAILURE() << what << " element " << i << ": got " << a << " (" << kind_of(a) << "), expected " << e << " ("
+                    << kind_of(e) << ")";
+      ++failures;
+    }
+  }
+}
+
+std::unique_ptr<CompiledModel> compile_on(const Graph& graph, std::vector<std::string> backends) {
+  CompileOptions options;
+  options.backends = std::move(backends);
+  options.strict = options.backends.size() == 1;
+  return CompiledModel::compile(graph, options);
+}
+
+std::string dnnl_refusal(const CompiledModel& model, const std::string& name) {
+  std::unique_ptr<Backend> dnnl = find_backend("dnnl")->make();
+  for (const Node& node : model.graph().nodes) {
+    if (node.name == name) return dnnl->declarations().supports(model.graph(), node).reason;
+  }
+  return "(node not found)";
+}
+
+/// Where the ops of a case must run with the default backends.
+struct Placement {
+  std::set<std::string> on_dnnl;    // op types that must run on dnnl
+  std::set<std::string> on_native;  // op types oneDNN must refuse (they run on native)
+};
+
+/// Runs `graph` with the default backends and with native alone; both must
+/// match `expected` (one vector per output).
+void expect_matches_reference(const Graph& graph, const std::vector<Tensor>& feeds,
+                              const std::vector<std::vector<double>>& expected, const Placement& placement,
+                              const std::string& what, double tolerance = 1e-4) {
+  SCOPED_TRACE(what);
+  std::vector<TensorView> views;
+  for (const Tensor& t : feeds) views.push_back(t.view());
+  for (const std::vector<std::string>& backends : {std::vector<std::string>{"dnnl", "native"}, std::vector<std::string>{"native"}}) {
+    const bool defaults = backends.size() == 2;
+    std::unique_ptr<CompiledModel> model = compile_on(graph, backends);
+    if (defaults) {
+      std::set<std::string> seen;
+      for (const NodePlacement& p : model->placement()) {
+        if (p.region < 0) continue;
+        seen.insert(p.op_type);
+        if (placement.on_dnnl.count(p.op_type)) {
+          EXPECT_EQ(p.backend, "dnnl") << p.node_name << " (" << p.op_type << ") ran on " << p.backend << ": "
+                                       << dnnl_refusal(*model, p.node_name);
+        }
+        if (placement.on_native.count(p.op_type)) {
+          EXPECT_EQ(p.backend, "native") << p.node_name << " (" << p.op_type << ") should be refused by dnnl";
+        }
+      }
+      for (const std::string& op : placement.on_dnnl) EXPECT_TRUE(seen.count(op)) << op << " did not run";
+      for (const std::string& op : placement.on_native) EXPECT_TRUE(seen.count(op)) << op << " did not run";
+    }
+    const std::vector<Tensor> outputs = model->run(views);
+    ASSERT_EQ(outputs.size(), expected.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      expect_same_values(outputs[i], expected[i], (defaults ? "dnnl,native" : "native") + std::string(" output ") + std::to_string(i),
+                         tolerance);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Scalar references (double; NaN propagates as in numpy and PyTorch).
+
+double relu(double x) { return std::isnan(x) ? x : (x < 0 ? 0.0 : x); }
+double clip(double x, double low, double high) { return std::isnan(x) ? x : std::min(std::max(x, low), high); }
+double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+double hard_swish(double x) { return std::isnan(x) ? x : x * clip(x / 6 + 0.5, 0, 1); }
+double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+/// numpy's maximum / minimum: NaN if either is NaN.
+double maximum(double a, double b) { return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b); }
+double minimum(double a, double b) { return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b); }
+
+std::vector<double> map(const std::vector<double>& x, const std::function<double(double)>& f) {
+  std::vector<double> y(x.size());
+  std::transform(x.begin(), x.end(), y.begin(), f);
+  return y;
+}
+
+// ---------------------------------------------------------------------------
+// Activations (eltwise) on their own.
+
+struct ActivationCase {
+  std::string op;
+  std::function<double(double)> reference;
+  std::vector<float> bounds;  // Clip's min and max inputs (NaN: omitted)
+  AttributeMap attrs;
+  bool on_dnnl = true;
+};
+
+TEST(DnnlNan, ActivationsPropagateNanAndInf) {
+  const std::vector<ActivationCase> cases = {
+      {"Relu", relu, {}, {}, true},
+      {"LeakyRelu", [](double x) { return x < 0 ? 0.1 * x : x; }, {}, attributes({{"alpha", Attribute::of_float(0.1f)}}), true},
+      // alpha = 0 is oneDNN's max form (NaN gives 0): refused. (-Inf * 0 is NaN, as in torch.)
+      {"LeakyRelu", [](double x) { return x < 0 ? 0.0 * x : x; }, {}, attributes({{"alpha", Attribute::of_float(0.0f)}}), false},
+      {"Sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }, {}, {}, true},
+      {"Tanh", [](double x) { return std::tanh(x); }, {}, {}, true},
+      {"Elu", [](double x) { return x < 0 ? std::expm1(x) : x; }, {}, {}, true},
+      {"Sqrt", [](double x) { return std::sqrt(x); }, {}, {}, true},
+      {"Abs", [](double x) { return std::fabs(x); }, {}, {}, true},
+      {"Neg", [](double x) { return -x; }, {}, {}, true},
+      {"Softplus", softplus, {}, {}, true},
+      {"HardSwish", hard_swish, {}, {}, true},
+      // oneDNN's exp gives +Inf for NaN: refused.
+      {"Exp", [](double x) { return std::exp(x); }, {}, {}, false},
+      // Clip(0, +Inf) is Relu; other bounds are refused (oneDNN's clip is max-then-min,
+      // which turns NaN into the lower bound).
+      {"Clip", relu, {0.0f, INFINITY}, {}, true},
+      // An omitted max is FLT_MAX in ONNX (it clips +Inf), so Clip(0) is not Relu: refused.
+      {"Clip", [](double x) { return clip(x, 0, FLT_MAX); }, {0.0f, NAN}, {}, false},
+      {"Clip", [](double x) { return clip(x, 0, 6); }, {0.0f, 6.0f}, {}, false},
+      {"Clip", [](double x) { return clip(x, -1, 1); }, {-1.0f, 1.0f}, {}, false},
+      {"Clip", [](double x) { return clip(x, -FLT_MAX, 0.5); }, {NAN, 0.5f}, {}, false},
+  };
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const ActivationCase& c = cases[k];
+    const Shape shape = {2, 7, 5, 9};  // 630 elements: vector bodies and tails
+    Builder b;
+    std::vector<ValueId> inputs = {b.input(shape)};
+    if (!c.bounds.empty()) {
+      inputs.push_back(std::isnan(c.bounds[0]) ? kNoValue : b.scalar(c.bounds[0]));
+      if (!std::isnan(c.bounds[1])) inputs.push_back(b.scalar(c.bounds[1]));
+    }
+    b.output(b.node(c.op, inputs, c.attrs));
+    const Tensor x = with_specials(shape, 100 + static_cast<uint32_t>(k), -4, 4);
+    Placement placement;
+    (c.on_dnnl ? placement.on_dnnl : placement.on_native).insert(c.op);
+    expect_matches_reference(b.graph, {x}, {map(to_doubles(x), c.reference)}, placement, c.op + " case " + std::to_string(k));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Convolution with fused post-ops (the hot path of every CNN).
+
+/// Direct 2-D convolution in double (pads symmetric, stride 1): NaN and Inf
+/// reach exactly the outputs whose window holds them.
+std::vector<double> conv2d(const std::vector<double>& x, const Shape& xs, const std::vector<double>& w, const Shape& ws,
+                           const std::vector<double>& bias, int64_t pad) {
+  const int64_t n = xs[0], c = xs[1], h = xs[2], wd = xs[3], k = ws[0], kh = ws[2], kw = ws[3];
+  const int64_t oh = h + 2 * pad - kh + 1, ow = wd + 2 * pad - kw + 1;
+  std::vector<double> y(static_cast<size_t>(n * k * oh * ow));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < k; ++o)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double sum = bias.empty() ? 0.0 : bias[static_cast<size_t>(o)];
+          for (int64_t ci = 0; ci < c; ++ci)
+            for (int64_t a = 0; a < kh; ++a)
+              for (int64_t e = 0; e < kw; ++e) {
+                const int64_t yi = i + a - pad, xj = j + e - pad;
+                if (yi < 0 || yi >= h || xj < 0 || xj >= wd) continue;
+                sum += x[static_cast<size_t>(((b * c + ci) * h + yi) * wd + xj)] *
+                       w[static_cast<size_t>(((o * c + ci) * kh + a) * kw + e)];
+              }
+          y[static_cast<size_t>(((b * k + o) * oh + i) * ow + j)] = sum;
+        }
+  return y;
+}
+
+/// A few isolated specials (so that Inf and -Inf rarely meet in one window).
+Tensor image_with_specials(Shape shape, uint32_t seed) {
+  Tensor t = random_float(shape, seed);
+  float* p = t.as<float>();
+  const int64_t hw = shape[2] * shape[3];
+  p[0 * hw + 2 * shape[3] + 3] = NAN;
+  p[1 * hw + 9 * shape[3] + 12] = INFINITY;
+  p[2 * hw + 5 * shape[3] + 1] = -INFINITY;
+  p[(shape[1] - 1) * hw + hw - 1] = NAN;  // the last element
+  return t;
+}
+
+TEST(DnnlNan, ConvolutionWithFusedPostOpsPropagatesNanAndInf) {
+  // 3x3 (where Winograd could be chosen), and 1x1; 5 and 32 output channels (blocked layouts).
+  for (int64_t kernel : {3, 1}) {
+    for (int64_t channels : {5, 32}) {
+      for (const std::string& tail : {std::string("Relu"), std::string("BatchNormAddRelu"), std::string("Clip6")}) {
+        const Shape xs = {1, 4, 12, 16};
+        const Shape ws = {channels, 4, kernel, kernel};
+        const int64_t pad = kernel / 2;
+        const Tensor x = image_with_specials(xs, 7);
+        const Tensor w = random_float(ws, 8);
+        const Tensor bias = random_float({channels}, 9);
+        Builder b;
+        const ValueId in = b.input(xs);
+        ValueId y = b.node("Conv", {in, b.constant(w), b.constant(bias)},
+                           attributes({{"pads", Attribute::of_ints({pad, pad, pad, pad})},
+                                       {"kernel_shape", Attribute::of_ints({kernel, kernel})}}));
+        std::vector<double> expected = conv2d(to_doubles(x), xs, to_doubles(w), ws, to_doubles(bias), pad);
+        Placement placement{{"Conv"}, {}};
+        if (tail == "BatchNormAddRelu") {
+          const Tensor scale = random_float({channels}, 10), shift = random_float({channels}, 11);
+          const Tensor mean = random_float({channels}, 12);
+          Tensor var = random_float({channels}, 13);
+          for (int64_t i = 0; i < channels; ++i) var.as<float>()[i] = 0.5f + std::fabs(var.as<float>()[i]);
+          y = b.node("BatchNormalization", {y, b.constant(scale), b.constant(shift), b.constant(mean), b.constant(var)});
+          // The residual: a second Conv of the same input (same shape), summed in.
+          const Tensor w2 = random_float(ws, 14);
+          const ValueId other = b.node("Conv", {in, b.constant(w2)}, attributes({{"pads", Attribute::of_ints({pad, pad, pad, pad})},
+                                                                                {"kernel_shape", Attribute::of_ints({kernel, kernel})}}));
+          y = b.node("Relu", {b.node("Add", {y, other})});
+          const std::vector<double> residual = conv2d(to_doubles(x), xs, to_doubles(w2), ws, {}, pad);
+          const int64_t plane = static_cast<int64_t>(expected.size()) / channels;
+          for (size_t i = 0; i < expected.size(); ++i) {
+            const size_t ch = (i / static_cast<size_t>(plane)) % static_cast<size_t>(channels);
+            const double normalised = (expected[i] - mean.as<float>()[ch]) / std::sqrt(double(var.as<float>()[ch]) + 1e-5) *
+                                          scale.as<float>()[ch] + shift.as<float>()[ch];
+            expected[i] = relu(normalised + residual[i]);
+          }
+          placement.on_dnnl = {"Conv", "BatchNormalization", "Add", "Relu"};
+        } else if (tail == "Relu") {
+          y = b.node("Relu", {y});
+          expected = map(expected, relu);
+          placement.on_dnnl = {"Conv", "Relu"};
+        } else {
+          y = b.node("Clip", {y, b.scalar(0), b.scalar(6)});
+          expected = map(expected, [](double v) { return clip(v, 0, 6); });
+          placement = {{"Conv"}, {"Clip"}};
+        }
+        b.output(y);
+        expect_matches_reference(b.graph, {x}, {expected}, placement,
+                                 "Conv " + std::to_string(kernel) + "x" + std::to_string(kernel) + " to " +
+                                     std::to_string(channels) + " channels + " + tail);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Pooling.
+
+TEST(DnnlNan, PoolingPropagatesNanAndInf) {
+  const Shape xs = {1, 3, 9, 11};
+  Tensor x = with_specials(xs, 21);
+  // A whole 3x3 window of -Inf (channel 1, rows 3..5, columns 3..5): max pooling gives -Inf there.
+  for (int64_t i = 3; i < 6; ++i)
+    for (int64_t j = 3; j < 6; ++j) x.as<float>()[(1 * 9 + i) * 11 + j] = -INFINITY;
+  const std::vector<double> xv = to_doubles(x);
+  const int64_t oh = 5, ow = 6;  // 3x3, stride 2, pads 1
+  std::vector<double> max_ref, average_ref;
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        double best = -kInf, sum = 0;
+        int64_t count = 0;
+        for (int64_t a = 0; a < 3; ++a)
+          for (int64_t e = 0; e < 3; ++e) {
+            const int64_t yi = i * 2 - 1 + a, xj = j * 2 - 1 + e;
+            if (yi < 0 || yi >= 9 || xj < 0 || xj >= 11) continue;
+            const double v = xv[static_cast<size_t>((c * 9 + yi) * 11 + xj)];
+            best = maximum(best, v);
+            sum += v;
+            ++count;
+          }
+        max_ref.push_back(best);
+        average_ref.push_back(sum / static_cast<double>(count));
+      }
+  std::vector<double> global_max, global_average;
+  for (int64_t c = 0; c < 3; ++c) {
+    double best = -kInf, sum = 0;
+    for (int64_t i = 0; i < 99; ++i) {
+      best = maximum(best, xv[static_cast<size_t>(c * 99 + i)]);
+      sum += xv[static_cast<size_t>(c * 99 + i)];
+    }
+    global_max.push_back(best);
+    global_average.push_back(sum / 99);
+  }
+  const AttributeMap window = attributes({{"kernel_shape", Attribute::of_ints({3, 3})},
+                                          {"strides", Attribute::of_ints({2, 2})},
+                                          {"pads", Attribute::of_ints({1, 1, 1, 1})}});
+  struct Case {
+    std::string op;
+    std::vector<double> expected;
+    bool on_dnnl;
+  };
+  // oneDNN's max pooling drops NaN and gives -FLT_MAX for a window of -Inf: refused.
+  for (const Case& c : {Case{"MaxPool", max_ref, false}, Case{"AveragePool", average_ref, true},
+                        Case{"GlobalMaxPool", global_max, false}, Case{"GlobalAveragePool", global_average, true}}) {
+    Builder b;
+    b.output(b.node(c.op, {b.input(xs)}, c.op.rfind("Global", 0) == 0 ? AttributeMap{} : window));
+    Placement placement;
+    (c.on_dnnl ? placement.on_dnnl : placement.on_native).insert(c.op);
+    expect_matches_reference(b.graph, {x}, {c.expected}, placement, c.op);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// MatMul / Gemm with bias and activation.
+
+TEST(DnnlNan, MatMulWithBiasAndReluPropagatesNanAndInf) {
+  const int64_t batch = 3, m = 6, k = 20, n = 24;
+  const Tensor a = with_specials({batch, m, k}, 31);
+  const Tensor w = random_float({k, n}, 32);
+  const Tensor bias = random_float({n}, 33);
+  std::vector<double> expected;
+  const std::vector<double> av = to_doubles(a), wv = to_doubles(w), bv = to_doubles(bias);
+  for (int64_t r = 0; r < batch * m; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t i = 0; i < k; ++i) sum += av[static_cast<size_t>(r * k + i)] * wv[static_cast<size_t>(i * n + j)];
+      expected.push_back(relu(sum + bv[static_cast<size_t>(j)]));
+    }
+  Builder b;
+  b.output(b.node("Relu", {b.node("Add", {b.node("MatMul", {b.input({batch, m, k}), b.constant(w)}), b.constant(bias)})}));
+  expect_matches_reference(b.graph, {a}, {expected}, {{"MatMul", "Add", "Relu"}, {}}, "MatMul + bias + Relu");
+
+  // Gemm (transB) + Relu on a 2-D input.
+  const Tensor a2 = with_specials({m, k}, 34);
+  const Tensor wt = random_float({n, k}, 35);
+  std::vector<double> expected2;
+  const std::vector<double> a2v = to_doubles(a2), wtv = to_doubles(wt);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = bv[static_cast<size_t>(j)];
+      for (int64_t i = 0; i < k; ++i) sum += a2v[static_cast<size_t>(r * k + i)] * wtv[static_cast<size_t>(j * k + i)];
+      expected2.push_back(relu(sum));
+    }
+  Builder g;
+  g.output(g.node("Relu", {g.node("Gemm", {g.input({m, k}), g.constant(wt), g.constant(bias)},
+                                  attributes({{"transB", Attribute::of_int(1)}}))}));
+  expect_matches_reference(g.graph, {a2}, {expected2}, {{"Gemm", "Relu"}, {}}, "Gemm + Relu");
+}
+
+// ---------------------------------------------------------------------------
+// Softmax and normalisation.
+
+/// Rows of 40 along the last axis: one with a NaN, one with +Inf, one with
+/// -Inf, one all -Inf, the rest finite.
+Tensor softmax_rows(int64_t rows) {
+  Tensor t = random_float({rows, 40}, 41);
+  float* p = t.as<float>();
+  p[0 * 40 + 37] = NAN;
+  p[1 * 40 + 3] = INFINITY;
+  p[2 * 40 + 17] = -INFINITY;
+  for (int64_t j = 0; j < 40; ++j) p[3 * 40 + j] = -INFINITY;
+  return t;
+}
+
+TEST(DnnlNan, SoftmaxAndLayerNormPropagateNanAndInf) {
+  const int64_t rows = 6;
+  const Tensor x = softmax_rows(rows);
+  const std::vector<double> xv = to_doubles(x);
+  std::vector<double> softmax, log_softmax, layer_norm;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* row = xv.data() + r * 40;
+    // numpy: x - max(x) (NaN if any NaN; Inf - Inf is NaN), then exp and normalise.
+    double m = -kInf;
+    for (int64_t j = 0; j < 40; ++j) m = maximum(m, row[j]);
+    double sum = 0, mean = 0, var = 0;
+    for (int64_t j = 0; j < 40; ++j) sum += std::exp(row[j] - m);
+    for (int64_t j = 0; j < 40; ++j) mean += row[j] / 40;
+    for (int64_t j = 0; j < 40; ++j) var += (row[j] - mean) * (row[j] - mean) / 40;
+    for (int64_t j = 0; j < 40; ++j) {
+      softmax.push_back(std::exp(row[j] - m) / sum);
+      log_softmax.push_back(row[j] - m - std::log(sum));
+      layer_norm.push_back((row[j] - mean) / std::sqrt(var + 1e-5));
+    }
+  }
+  for (const std::string op : {"Softmax", "LogSoftmax"}) {
+    Builder b;
+    b.output(b.node(op, {b.input({rows, 40})}, attributes({{"axis", Attribute::of_int(-1)}})));
+    // oneDNN's softmax drops NaN from its max and gives +Inf for exp(NaN): refused.
+    expect_matches_reference(b.graph, {x}, {op == "Softmax" ? softmax : log_softmax}, {{}, {op}}, op);
+  }
+  Builder b;
+  b.output(b.node("LayerNormalization", {b.input({rows, 40}), b.constant(make_float({40}, std::vector<float>(40, 1.0f))),
+                                         b.constant(make_float({40}, std::vector<float>(40, 0.0f)))},
+                  attributes({{"axis", Attribute::of_int(-1)}, {"epsilon", Attribute::of_float(1e-5f)}})));
+  expect_matches_reference(b.graph, {x}, {layer_norm}, {{"LayerNormalization"}, {}}, "LayerNormalization");
+}
+
+TEST(DnnlNan, BatchNormalizationPropagatesNanAndInf) {
+  const Shape xs = {2, 6, 5, 7};
+  const Tensor x = with_specials(xs, 51);
+  const Tensor scale = random_float({6}, 52), shift = random_float({6}, 53), mean = random_float({6}, 54);
+  Tensor var = random_float({6}, 55);
+  for (int64_t i = 0; i < 6; ++i) var.as<float>()[i] = 0.5f + std::fabs(var.as<float>()[i]);
+  std::vector<double> expected = to_doubles(x);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const size_t c = (i / 35) % 6;
+    expected[i] = (expected[i] - mean.as<float>()[c]) / std::sqrt(double(var.as<float>()[c]) + 1e-5) * scale.as<float>()[c] +
+                  shift.as<float>()[c];
+  }
+  Builder b;
+  b.output(b.node("BatchNormalization", {b.input(xs), b.constant(scale), b.constant(shift), b.constant(mean), b.constant(var)}));
+  expect_matches_reference(b.graph, {x}, {expected}, {{"BatchNormalization"}, {}}, "BatchNormalization");
+}
+
+// ---------------------------------------------------------------------------
+// Binary ops (NaN and Inf in both operands, Inf - Inf, 0 * Inf, x / 0).
+
+TEST(DnnlNan, BinaryOpsPropagateNanAndInf) {
+  const Shape shape = {3, 5, 41};
+  const Tensor a = with_specials(shape, 61);
+  Tensor bt = with_specials(shape, 62);
+  // Some exact zeros in the divisor and the other factor.
+  for (int64_t i = 5; i < bt.numel(); i += 37) bt.as<float>()[i] = 0.0f;
+  const std::vector<double> av = to_doubles(a), bv = to_doubles(bt);
+  struct Case {
+    std::string op;
+    std::function<double(double, double)> f;
+    bool on_dnnl;
+  };
+  const std::vector<Case> cases = {
+      {"Add", [](double p, double q) { return p + q; }, true},
+      {"Sub", [](double p, double q) { return p - q; }, true},
+      {"Mul", [](double p, double q) { return p * q; }, true},
+      {"Div", [](double p, double q) { return double(float(p) / float(q)); }, true},
+      // oneDNN's binary max/min return the second operand when the first is NaN: refused.
+      {"Max", maximum, false},
+      {"Min", minimum, false},
+  };
+  for (const Case& c : cases) {
+    std::vector<double> expected(av.size());
+    for (size_t i = 0; i < av.size(); ++i) expected[i] = c.f(av[i], bv[i]);
+    Builder b;
+    b.output(b.node(c.op, {b.input(shape), b.input(shape)}));
+    Placement placement;
+    (c.on_dnnl ? placement.on_dnnl : placement.on_native).insert(c.op);
+    expect_matches_reference(b.graph, {a, bt}, {expected}, placement, c.op);
+    // The same op followed by Relu (BinaryActivation on dnnl where the op is claimed).
+    Builder r;
+    r.output(r.node("Relu", {r.node(c.op, {r.input(shape), r.input(shape)})}));
+    Placement fused = placement;
+    if (c.on_dnnl) fused.on_dnnl.insert("Relu");
+    expect_matches_reference(r.graph, {a, bt}, {map(expected, relu)}, fused, c.op + " + Relu");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// GELU's erf form (one eltwise_gelu_erf on dnnl).
+
+TEST(DnnlNan, GeluPatternPropagatesNanAndInf) {
+  const Shape shape = {4, 50};
+  const Tensor x = with_specials(shape, 71, -5, 5);
+  Builder b;
+  const ValueId in = b.input(shape);
+  const ValueId erf = b.node("Erf", {b.node("Div", {in, b.scalar(1.41421356f)})});
+  b.output(b.node("Mul", {b.node("Mul", {in, b.node("Add", {erf, b.scalar(1.0f)})}), b.scalar(0.5f)}));
+  expect_matches_reference(b.graph, {x}, {map(to_doubles(x), gelu)}, {{"Erf"}, {}}, "GELU (erf form)");
+}
+
+// ---------------------------------------------------------------------------
+// Reductions (native with the default backends too: oneDNN claims none).
+
+TEST(DnnlNan, ReductionsPropagateNan) {
+  // Axis 1 of [3, 37, 20] reduces columns, axis 2 rows (16 lanes and a tail), axes {0, 2} a permuted copy.
+  const Shape shape = {3, 37, 20};
+  const Tensor x = with_specials(shape, 81);
+  const std::vector<double> xv = to_doubles(x);
+  for (const std::vector<int64_t>& axes : {std::vector<int64_t>{1}, std::vector<int64_t>{2}, std::vector<int64_t>{0, 2}}) {
+    for (const std::string op : {"ReduceMax", "ReduceMin", "ReduceSum", "ArgMax", "ArgMin"}) {
+      const bool arg = op.rfind("Arg", 0) == 0;
+      if (arg && axes.size() != 1) continue;
+      std::map<std::vector<int64_t>, std::vector<double>> groups;  // kept index -> values in order
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 37; ++j)
+          for (int64_t l = 0; l < 20; ++l) {
+            std::vector<int64_t> key = {i, j, l};
+            for (int64_t a : axes) key[static_cast<size_t>(a)] = 0;
+            groups[key].push_back(xv[static_cast<size_t>((i * 37 + j) * 20 + l)]);
+          }
+      std::vector<double> expected;
+      for (const auto& [key, values] : groups) {
+        double acc = op == "ReduceMax" ? -kInf : op == "ReduceMin" ? kInf : 0.0;
+        int64_t best = 0;
+        for (size_t v = 0; v < values.size(); ++v) {
+          if (op == "ReduceMax") acc = maximum(acc, values[v]);
+          if (op == "ReduceMin") acc = minimum(acc, values[v]);
+          if (op == "ReduceSum") acc += values[v];
+          // numpy's argmax/argmin: the first NaN, else the first extreme.
+          const double cur = values[static_cast<size_t>(best)], cand = values[v];
+          if (!std::isnan(cur) && (std::isnan(cand) || (op == "ArgMax" ? cand > cur : cand < cur))) best = static_cast<int64_t>(v);
+        }
+        expected.push_back(arg ? static_cast<double>(best) : acc);
+      }
+      Builder b;
+      b.opset = 18;
+      const ValueId in = b.input(shape);
+      ValueId y;
+      if (arg) {
+        y = b.node(op, {in}, attributes({{"axis", Attribute::of_int(axes[0])}, {"keepdims", Attribute::of_int(1)}}));
+      } else {
+        y = b.node(op, {in, b.constant(make_int64({static_cast<int64_t>(axes.size())}, axes))});
+      }
+      b.output(y);
+      std::string axes_text;
+      for (int64_t a : axes) axes_text += " " + std::to_string(a);
+      expect_matches_reference(b.graph, {x}, {expected}, {}, op + " over axes" + axes_text, 1e-5);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::testing
