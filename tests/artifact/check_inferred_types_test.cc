@@ -10,6 +10,7 @@
 #include "artifact/artifact.h"
 #include "ir/error.h"
 #include "passes/check_inferred_types.h"
+#include "unit/expect_error.h"
 
 namespace tessera {
 namespace {
@@ -42,13 +43,7 @@ SmallGraph make_graph(int64_t batch = 1, std::vector<int64_t> reshape_to = {8, 1
 }
 
 void expect_user_error(const Graph& graph, const std::string& expected) {
-  try {
-    check_inferred_types(graph);
-    ADD_FAILURE() << "no error; expected: " << expected;
-  } catch (const Error& error) {
-    EXPECT_EQ(error.kind(), ErrorKind::kUser) << error.what();
-    EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << "message: " << error.what();
-  }
+  EXPECT_USER_ERROR(check_inferred_types(graph), expected);
 }
 
 TEST(CheckInferredTypes, ConsistentGraphPasses) {

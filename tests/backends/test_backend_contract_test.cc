@@ -14,6 +14,7 @@
 #include "ir/error.h"
 #include "partition/declarations.h"
 #include "partition/pattern.h"
+#include "unit/expect_error.h"
 
 namespace tessera::testing {
 namespace {
@@ -240,13 +241,7 @@ TEST(TestBackendPayload, PayloadForAnotherRegionIsAUserError) {
   CompiledRegion compiled = backend->compile(small_region(), RegionOptions{});
   GraphBuilder other;
   other.output(other.node("Relu", {other.input("x", {2})}, {2}));
-  try {
-    backend->load(other.graph(), compiled.payload, RegionOptions{});
-    FAIL() << "loaded a payload built for another region";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kUser);
-    EXPECT_EQ(std::string(e.what()).rfind("test backend payload: ", 0), 0u) << e.what();
-  }
+  EXPECT_USER_ERROR(backend->load(other.graph(), compiled.payload, RegionOptions{}), "test backend payload: ");
 }
 
 /// Loads `payload`; a refusal must be a user error naming the payload, and a
@@ -408,13 +403,7 @@ TEST(TestBackendRun, WrongViewFromTheRuntimeIsAnInternalError) {
   CompiledRegion compiled = backend->compile(b.graph(), RegionOptions{});
   DeviceStore store(b.graph(), *backend->memory_space(), {random_tensor({8}, 70)});
   const_cast<TensorView&>(store.get(x)).shape = {4};
-  try {
-    compiled.executable->run(store);
-    FAIL() << "ran on a view of the wrong shape";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
-    EXPECT_NE(std::string(e.what()).find("'x'"), std::string::npos) << e.what();
-  }
+  EXPECT_INTERNAL_ERROR(compiled.executable->run(store), "'x'");
 }
 
 }  // namespace

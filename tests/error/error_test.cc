@@ -271,11 +271,13 @@ TEST_F(ErrorTest, RunTimeInputErrors) {
   DLTensor good_in{x, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, good, nullptr, 0};
   tsr_status* status = tsr_model_run(m, &good_in, 2, &out, 1);
   ASSERT_NE(status, nullptr);
+  EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT) << tsr_status_message(status);
   EXPECT_NE(std::string(tsr_status_message(status)).find("1 inputs but 2"), std::string::npos);
   tsr_status_free(status);
   DLTensor bad_out{y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, bad, nullptr, 0};
   status = tsr_model_run(m, &good_in, 1, &bad_out, 1);
   ASSERT_NE(status, nullptr);
+  EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT) << tsr_status_message(status);
   EXPECT_NE(std::string(tsr_status_message(status)).find("output 'y'"), std::string::npos);
   tsr_status_free(status);
   EXPECT_EQ(tsr_model_run(m, &good_in, 1, &out, 1), nullptr);
@@ -330,6 +332,7 @@ TEST_F(ErrorTest, NullArgumentsAreErrorsNotCrashes) {
   tsr_status_free(status);
   status = tsr_model_run(nullptr, nullptr, 0, nullptr, 0);
   ASSERT_NE(status, nullptr);
+  EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT) << tsr_status_message(status);
   tsr_status_free(status);
 }
 
@@ -370,6 +373,7 @@ TEST_F(ErrorTest, UnboundSymbolicDimension) {
   status = tsr_model_load(write_model(model).c_str(), options, &m);
   ASSERT_NE(status, nullptr);
   EXPECT_EQ(m, nullptr);
+  EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT) << tsr_status_message(status);
   EXPECT_NE(std::string(tsr_status_message(status)).find("('batch') is bound to 4"), std::string::npos)
       << tsr_status_message(status);
   tsr_status_free(status);
@@ -506,6 +510,7 @@ TEST_F(ErrorTest, TwoOutputsInOneBufferAreAnError) {
   DLManagedTensor* allocated[2] = {reinterpret_cast<DLManagedTensor*>(&y[0]), reinterpret_cast<DLManagedTensor*>(&y[1])};
   tsr_status* status = tsr_model_run_alloc(m, &in, 2, allocated, 2);
   ASSERT_NE(status, nullptr);
+  EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT) << tsr_status_message(status);
   tsr_status_free(status);
   EXPECT_EQ(allocated[0], nullptr);
   EXPECT_EQ(allocated[1], nullptr);
@@ -524,6 +529,7 @@ TEST_F(ErrorTest, ReportProfileArraysMustFitTheModel) {
   tsr_status* status = tsr_model_report(m, "json", "m", &profile, &text);
   ASSERT_NE(status, nullptr);
   EXPECT_EQ(text, nullptr);
+  EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT) << tsr_status_message(status);
   EXPECT_NE(std::string(tsr_status_message(status)).find("1 nodes but room for 1000"), std::string::npos)
       << tsr_status_message(status);
   tsr_status_free(status);
@@ -549,6 +555,7 @@ TEST_F(ErrorTest, NegativeInputShapesAreRefusedWhenSet) {
     tsr_status_free(status);
     status = set(options, "batch", dims + 1, 1);  // a symbolic dimension
     ASSERT_NE(status, nullptr);
+    EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT) << tsr_status_message(status);
     tsr_status_free(status);
   }
   tsr_options_free(options);

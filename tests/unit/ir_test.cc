@@ -1,8 +1,10 @@
 // IR: dtypes, shapes, verifier, printer.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "expect_error.h"
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "ir/graph.h"
@@ -33,9 +35,9 @@ TEST(DType, NamesRoundTrip) {
 TEST(Shape, Broadcast) {
   EXPECT_EQ(broadcast_shapes({2, 1, 4}, {3, 1}), (Shape{2, 3, 4}));
   EXPECT_EQ(broadcast_shapes({}, {5}), (Shape{5}));
-  EXPECT_THROW(broadcast_shapes({2, 3}, {4, 3}), Error);
+  EXPECT_USER_ERROR(broadcast_shapes({2, 3}, {4, 3}), "cannot be broadcast");
   EXPECT_EQ(normalize_axis(-1, 4), 3);
-  EXPECT_THROW(normalize_axis(4, 4), Error);
+  EXPECT_USER_ERROR(normalize_axis(4, 4), "out of range");
 }
 
 Graph two_node_graph() {
@@ -56,19 +58,33 @@ TEST(Verifier, AcceptsValidGraph) { EXPECT_NO_THROW(verify_graph(two_node_graph(
 TEST(Verifier, RejectsOutOfOrderNodes) {
   Graph g = two_node_graph();
   std::swap(g.nodes[0], g.nodes[1]);
-  EXPECT_THROW(verify_graph(g), Error);
+  EXPECT_INTERNAL_ERROR(verify_graph(g), "reads 's'");
 }
 
 TEST(Verifier, RejectsDoubleDefinition) {
   Graph g = two_node_graph();
   g.nodes[1].outputs = {g.nodes[0].outputs[0]};
-  EXPECT_THROW(verify_graph(g), Error);
+  EXPECT_INTERNAL_ERROR(verify_graph(g), "defined more than once");
 }
 
 TEST(Verifier, RejectsUndefinedOutput) {
   Graph g = two_node_graph();
   g.outputs.push_back(g.add_value("dangling"));
-  EXPECT_THROW(verify_graph(g), Error);
+  EXPECT_INTERNAL_ERROR(verify_graph(g), "'dangling' is never defined");
+}
+
+// The error expectations (expect_error.h) fail on the wrong kind, the wrong
+// message, another exception and no exception at all.
+TEST(ErrorExpectations, FailUnlessKindAndMessageMatch) {
+  EXPECT_USER_ERROR(throw_user_error("node 'a' (Add): bad"), "node 'a'");
+  EXPECT_UNSUPPORTED_ERROR(throw_unsupported("op X"), "X");
+  EXPECT_INTERNAL_ERROR(throw_internal_error("bug"), "");
+  EXPECT_NONFATAL_FAILURE(EXPECT_USER_ERROR(throw_internal_error("bug"), ""), "kind internal, expected kind user");
+  EXPECT_NONFATAL_FAILURE(EXPECT_INTERNAL_ERROR(throw_user_error("bad"), ""), "kind user, expected kind internal");
+  EXPECT_NONFATAL_FAILURE(EXPECT_USER_ERROR(throw_unsupported("op X"), ""), "kind unsupported, expected kind user");
+  EXPECT_NONFATAL_FAILURE(EXPECT_USER_ERROR(throw_user_error("bad"), "node"), "does not mention 'node'");
+  EXPECT_NONFATAL_FAILURE(EXPECT_USER_ERROR(throw std::out_of_range("at"), ""), "non-tessera exception");
+  EXPECT_NONFATAL_FAILURE(EXPECT_USER_ERROR((void)0, ""), "threw nothing");
 }
 
 TEST(Printer, IsReadableAndStable) {

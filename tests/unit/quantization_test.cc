@@ -132,22 +132,17 @@ TEST(DequantizeLinear, MatchesReference) {
 }
 
 TEST(DequantizeLinear, Int32WithNonZeroZeroPointIsUserError) {
-  try {
-    run_one_op({.op_type = "DequantizeLinear",
-                .inputs = {random_integers(DType::kInt32, {4}, 1), make_float({}, {1.0f}), scalar_of(DType::kInt32, 3)}});
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kUser) << e.what();
-  }
+  EXPECT_USER_ERROR(run_one_op({.op_type = "DequantizeLinear",
+                                 .inputs = {random_integers(DType::kInt32, {4}, 1), make_float({}, {1.0f}),
+                                            scalar_of(DType::kInt32, 3)}}),
+                    "DequantizeLinear_0");
 }
 
 TEST(QuantizeLinear, PerAxisScaleOfWrongLengthIsUserError) {
-  try {
-    run_one_op({.op_type = "QuantizeLinear", .inputs = {random_float({2, 3}, 1), make_float({2}, {1.0f, 2.0f})}, .attrs = axis_attr(1)});
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kUser) << e.what();
-  }
+  EXPECT_USER_ERROR(run_one_op({.op_type = "QuantizeLinear",
+                                 .inputs = {random_float({2, 3}, 1), make_float({2}, {1.0f, 2.0f})},
+                                 .attrs = axis_attr(1)}),
+                    "QuantizeLinear_0");
 }
 
 TEST(DynamicQuantizeLinear, MatchesReferenceAndSpecExample) {

@@ -154,12 +154,7 @@ TEST(Reduction, IntegerSumAndMax) {
 
 TEST(Reduction, OutOfRangeAxisIsUserError) {
   OneOpGraph g = reduce_graph("ReduceSum", random_float({2, 3}, 1), {5}, 13);
-  try {
-    run_one_op(g);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kUser);
-  }
+  EXPECT_USER_ERROR(run_one_op(g), "ReduceSum_0");
 }
 
 /// Reference softmax of every [outer, extent, inner] column; log selects LogSoftmax.
@@ -290,7 +285,7 @@ TEST(TopK, LegacyAttributeFormAndTies) {
   smallest.num_outputs = 2;
   smallest.attrs.set("largest", Attribute::of_int(0));
   smallest.attrs.set("axis", Attribute::of_int(0));
-  EXPECT_THROW(run_one_op(smallest), Error);  // k = 3 > 2 rows
+  EXPECT_USER_ERROR(run_one_op(smallest), "TopK_0");  // k = 3 > 2 rows
 }
 
 }  // namespace

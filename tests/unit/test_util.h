@@ -1,11 +1,13 @@
 // Helpers for unit tests: build one-op graphs and run them through the
-// runtime, and a plain comparison of tensors.
+// runtime, a plain comparison of tensors, and (expect_error.h) expectations
+// on the kind of a tessera error.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "ir/graph.h"
 #include "runtime/session.h"
 
