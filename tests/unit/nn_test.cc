@@ -71,21 +71,64 @@ struct ConvCase {
   bool bias;
 };
 
-Tensor reference_conv_output(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor* bias) {
+/// Row-major strides of `shape`, in elements.
+std::vector<int64_t> strides_of(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+/// Conv of any rank straight from the ONNX definition, summed in long double
+/// and written without any Tessera kernel (the float64 kernel is
+/// native::reference_conv itself, so only this can check it):
+///   y[n, m, o] = B[m] + sum over c < C/group and k of x[n, g*C/group + c, o*stride + k*dilation - pad_begin] * W[m, c, k]
+/// with g = m / (M/group) and reads outside x counting as zero.
+Tensor naive_conv(const ConvCase& c, const Tensor& x, const Tensor& w, const Tensor* bias) {
   const size_t r = c.x.size() - 2;
   Shape out = {c.x[0], c.w[0]};
   for (size_t d = 0; d < r; ++d) {
     const int64_t extent = (c.w[d + 2] - 1) * c.dilation[d] + 1;
     out.push_back((c.x[d + 2] + c.pads[d] + c.pads[d + r] - extent) / c.stride[d] + 1);
   }
+  const std::vector<int64_t> x_strides = strides_of(c.x), w_strides = strides_of(c.w), y_strides = strides_of(out);
+  const Shape out_spatial(out.begin() + 2, out.end()), kernel(c.w.begin() + 2, c.w.end());
+  const int64_t channels_per_group = c.w[1], outputs_per_group = c.w[0] / c.group;
   Tensor y(x.dtype(), out);
-  std::vector<int64_t> pad_begin(c.pads.begin(), c.pads.begin() + static_cast<std::ptrdiff_t>(r));
-  if (x.dtype() == DType::kFloat32) {
-    native::reference_conv<float>(x.view(), w.view(), bias ? bias->as<float>() : nullptr, c.group, c.stride, c.dilation, pad_begin,
-                                  y.view());
-  } else {
-    native::reference_conv<double>(x.view(), w.view(), bias ? bias->as<double>() : nullptr, c.group, c.stride, c.dilation,
-                                   pad_begin, y.view());
+  std::vector<int64_t> o(r), k(r);
+  for (int64_t n = 0; n < out[0]; ++n) {
+    for (int64_t m = 0; m < out[1]; ++m) {
+      const int64_t g = m / outputs_per_group;
+      for (int64_t oi = 0; oi < shape_numel(out_spatial); ++oi) {
+        for (size_t d = r, rest = static_cast<size_t>(oi); d-- > 0; rest /= static_cast<size_t>(out[d + 2])) {
+          o[d] = static_cast<int64_t>(rest % static_cast<size_t>(out[d + 2]));
+        }
+        long double sum = bias ? bias->double_at(m) : 0.0L;
+        for (int64_t ci = 0; ci < channels_per_group; ++ci) {
+          for (int64_t ki = 0; ki < shape_numel(kernel); ++ki) {
+            for (size_t d = r, rest = static_cast<size_t>(ki); d-- > 0; rest /= static_cast<size_t>(kernel[d])) {
+              k[d] = static_cast<int64_t>(rest % static_cast<size_t>(kernel[d]));
+            }
+            int64_t x_index = n * x_strides[0] + (g * channels_per_group + ci) * x_strides[1];
+            int64_t w_index = m * w_strides[0] + ci * w_strides[1];
+            bool inside = true;
+            for (size_t d = 0; d < r; ++d) {
+              const int64_t position = o[d] * c.stride[d] + k[d] * c.dilation[d] - c.pads[d];
+              inside &= position >= 0 && position < c.x[d + 2];
+              x_index += position * x_strides[d + 2];
+              w_index += k[d] * w_strides[d + 2];
+            }
+            if (inside) sum += static_cast<long double>(x.double_at(x_index)) * w.double_at(w_index);
+          }
+        }
+        int64_t y_index = n * y_strides[0] + m * y_strides[1];
+        for (size_t d = 0; d < r; ++d) y_index += o[d] * y_strides[d + 2];
+        if (y.dtype() == DType::kFloat32) {
+          y.as<float>()[y_index] = static_cast<float>(sum);
+        } else {
+          y.as<double>()[y_index] = static_cast<double>(sum);
+        }
+      }
+    }
   }
   return y;
 }
@@ -126,8 +169,10 @@ void run_conv_case(const ConvCase& c, DType dtype, bool constant_weights) {
     spec.inputs.push_back(w);
   }
   if (c.bias) spec.constants.push_back({2, b});
-  Tensor expected = reference_conv_output(c, x, w, c.bias ? &b : nullptr);
-  expect_close(run_one_op(spec, 2)[0], expected, 1e-4, 1e-4);
+  Tensor expected = naive_conv(c, x, w, c.bias ? &b : nullptr);
+  // float64 sums in double: far closer to the long double sum than float32's 1e-4.
+  const double tolerance = dtype == DType::kFloat64 ? 1e-12 : 1e-4;
+  expect_close(run_one_op(spec, 2)[0], expected, tolerance, tolerance);
 }
 
 TEST(NnConv, Float32FastPathsMatchReference) {
@@ -139,43 +184,72 @@ TEST(NnConv, Float32FastPathsMatchReference) {
 }
 
 // Every depthwise plane kernel this CPU can run against the portable one, on
-// widths that exercise the vector body, the edges and the tails.
+// widths that exercise the vector body, the edges and the tails. Called
+// directly, so a TESSERA_ISA cap on the dispatch does not skip them.
 TEST(NnConv, DepthwisePlaneKernelsAgree) {
-  std::vector<std::pair<const char*, native::DepthwisePlaneFn>> kernels = {{"best", native::best_depthwise_plane()}};
-  if (!kernels[0].second) GTEST_SKIP() << "no ISA-specific depthwise plane kernel on this CPU";
-  uint32_t seed = 1;
-  for (int64_t stride : {1, 2, 3}) {
-    for (int64_t width : {5, 16, 17, 40, 113}) {
-      for (int64_t dilation : {1, 2}) {
-        Tensor x = random_float({9, width}, seed++), w = random_float({3, 3}, seed++);
-        native::DepthwisePlane p;
-        p.x = x.as<float>();
-        p.in_h = 9;
-        p.in_w = width;
-        p.w = w.as<float>();
-        p.kernel_h = p.kernel_w = 3;
-        p.stride_h = p.stride_w = stride;
-        p.pad_top = 1;
-        p.pad_left = 2;
-        p.dilation_h = p.dilation_w = dilation;
-        p.bias = 0.25f;
-        p.out_h = (9 + 2 - 2 * dilation - 1) / stride + 1;
-        p.out_w = (width + 3 - 2 * dilation - 1) / stride + 1;
-        Tensor expected(DType::kFloat32, {p.out_h, p.out_w}), actual(DType::kFloat32, {p.out_h, p.out_w});
-        p.y = expected.as<float>();
-        native::depthwise_plane_portable(p);
-        p.y = actual.as<float>();
-        kernels[0].second(p);
-        SCOPED_TRACE("stride " + std::to_string(stride) + " width " + std::to_string(width) + " dilation " +
-                     std::to_string(dilation));
-        expect_close(actual, expected, 1e-5, 1e-5);
+  std::vector<std::pair<const char*, native::DepthwisePlaneFn>> kernels;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl")) {
+    kernels.push_back({"avx512", native::depthwise_plane_avx512});
+  }
+  const native::DepthwisePlaneFn best = native::best_depthwise_plane();
+  EXPECT_TRUE(best == nullptr || best == native::depthwise_plane_avx512);
+  if (kernels.empty()) GTEST_SKIP() << "this CPU has no AVX-512, so no ISA-specific depthwise plane kernel";
+  for (const auto& [name, kernel] : kernels) {
+    SCOPED_TRACE(name);
+    uint32_t seed = 1;
+    for (int64_t stride : {1, 2, 3}) {
+      for (int64_t width : {5, 16, 17, 40, 113}) {
+        for (int64_t dilation : {1, 2}) {
+          Tensor x = random_float({9, width}, seed++), w = random_float({3, 3}, seed++);
+          native::DepthwisePlane p;
+          p.x = x.as<float>();
+          p.in_h = 9;
+          p.in_w = width;
+          p.w = w.as<float>();
+          p.kernel_h = p.kernel_w = 3;
+          p.stride_h = p.stride_w = stride;
+          p.pad_top = 1;
+          p.pad_left = 2;
+          p.dilation_h = p.dilation_w = dilation;
+          p.bias = 0.25f;
+          p.out_h = (9 + 2 - 2 * dilation - 1) / stride + 1;
+          p.out_w = (width + 3 - 2 * dilation - 1) / stride + 1;
+          Tensor expected(DType::kFloat32, {p.out_h, p.out_w}), actual(DType::kFloat32, {p.out_h, p.out_w});
+          p.y = expected.as<float>();
+          native::depthwise_plane_portable(p);
+          p.y = actual.as<float>();
+          kernel(p);
+          SCOPED_TRACE("stride " + std::to_string(stride) + " width " + std::to_string(width) + " dilation " +
+                       std::to_string(dilation));
+          expect_close(actual, expected, 1e-5, 1e-5);
+        }
       }
     }
   }
 }
 
-TEST(NnConv, Float64MatchesReference) {
-  for (const ConvCase& c : kConvCases) run_conv_case(c, DType::kFloat64, true);
+TEST(NnConv, Float64MatchesNaiveConv) {
+  for (const ConvCase& c : kConvCases) {
+    SCOPED_TRACE("x=" + shape_to_string(c.x) + " w=" + shape_to_string(c.w));
+    run_conv_case(c, DType::kFloat64, true);
+    run_conv_case(c, DType::kFloat64, false);
+  }
+}
+
+// native::reference_conv is what the fast paths are developed against and what
+// float64 runs: check it directly too, in float32, on every case.
+TEST(NnConv, ReferenceConvMatchesNaiveConv) {
+  for (const ConvCase& c : kConvCases) {
+    SCOPED_TRACE("x=" + shape_to_string(c.x) + " w=" + shape_to_string(c.w));
+    Tensor x = random_float(c.x, 7), w = random_float(c.w, 8), b = random_float({c.w[0]}, 9);
+    Tensor expected = naive_conv(c, x, w, c.bias ? &b : nullptr);
+    Tensor y(DType::kFloat32, expected.shape());
+    const std::vector<int64_t> pad_begin(c.pads.begin(), c.pads.begin() + static_cast<std::ptrdiff_t>(c.x.size() - 2));
+    native::reference_conv<float>(x.view(), w.view(), c.bias ? b.as<float>() : nullptr, c.group, c.stride, c.dilation, pad_begin,
+                                  y.view());
+    expect_close(y, expected, 1e-5, 1e-5);
+  }
 }
 
 TEST(NnConv, ReferenceConvKnownValue) {
@@ -190,12 +264,7 @@ TEST(NnConv, ReferenceConvKnownValue) {
 TEST(NnConv, ChannelMismatchIsUserError) {
   OneOpGraph spec{.op_type = "Conv"};
   spec.inputs = {random_float({1, 3, 5, 5}, 1), random_float({2, 4, 3, 3}, 2)};
-  try {
-    run_one_op(spec);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kUser);
-  }
+  EXPECT_USER_ERROR(run_one_op(spec), "Conv_0");
 }
 
 TEST(NnConvTranspose, MatchesScatterReference) {
@@ -265,6 +334,59 @@ TEST(NnMatMul, BatchedAndBroadcastMatchReference) {
     }
     expect_close(run_one_op(spec, 3)[0], reference_matmul(a, b, c.y), 1e-4, 1e-4);
   }
+}
+
+/// [.., m, k] x [.., k, n] with equal batch dims, summed in long double straight
+/// from the definition, without any Tessera kernel.
+Tensor naive_batched_matmul(const Tensor& a, const Tensor& b) {
+  Shape out = a.shape();
+  out.back() = b.shape().back();
+  const int64_t m = a.shape()[a.shape().size() - 2], k = a.shape().back(), n = b.shape().back();
+  Tensor y(a.dtype(), out);
+  for (int64_t t = 0; t < y.numel() / (m * n); ++t) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        long double sum = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          sum += static_cast<long double>(a.double_at((t * m + i) * k + p)) * b.double_at((t * k + p) * n + j);
+        }
+        if (y.dtype() == DType::kFloat32) {
+          y.as<float>()[(t * m + i) * n + j] = static_cast<float>(sum);
+        } else {
+          y.as<double>()[(t * m + i) * n + j] = static_cast<double>(sum);
+        }
+      }
+    }
+  }
+  return y;
+}
+
+Tensor to_float64(const Tensor& t) {
+  Tensor d(DType::kFloat64, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) d.as<double>()[i] = t.as<float>()[i];
+  return d;
+}
+
+// float64 MatMul runs native::reference_gemm, the reference of the float32
+// tests above: both against the definition.
+TEST(NnMatMul, Float64AndReferenceGemmMatchNaiveLoops) {
+  Tensor a = random_float({3, 17, 33}, 31), b = random_float({3, 33, 19}, 32);
+  OneOpGraph spec{.op_type = "MatMul", .inputs = {to_float64(a), to_float64(b)}};
+  expect_close(run_one_op(spec)[0], naive_batched_matmul(to_float64(a), to_float64(b)), 1e-12, 1e-12);
+  expect_close(reference_matmul(a, b, {3, 17, 19}), naive_batched_matmul(a, b), 1e-5, 1e-5);
+  // Transposed operands (strides), accumulation into the output.
+  const int64_t m = 7, n = 5, k = 9;
+  Tensor at = random_float({k, m}, 33), bt = random_float({n, k}, 34), c = random_float({m, n}, 35);
+  Tensor expected = c.clone();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      long double sum = c.as<float>()[i * n + j];
+      for (int64_t p = 0; p < k; ++p) sum += static_cast<long double>(at.as<float>()[p * m + i]) * bt.as<float>()[j * k + p];
+      expected.as<float>()[i * n + j] = static_cast<float>(sum);
+    }
+  }
+  native::reference_gemm<float>(m, n, k, at.as<float>(), 1, m, bt.as<float>(), 1, k, c.as<float>(), n, true);
+  expect_close(c, expected, 1e-5, 1e-5);
 }
 
 TEST(NnMatMul, VectorOperands) {

@@ -45,13 +45,7 @@ void expect_int64(const Tensor& t, Shape shape, std::vector<int64_t> values) {
 
 /// Runs `spec` and expects a user error whose message contains `needle`.
 void expect_user_error(const OneOpGraph& spec, const std::string& needle) {
-  try {
-    run_one_op(spec);
-    ADD_FAILURE() << "expected an error containing '" << needle << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kUser) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
+  EXPECT_USER_ERROR(run_one_op(spec), needle);
 }
 
 // --- Copy engine and Transpose ------------------------------------------------
@@ -85,6 +79,45 @@ TEST(TensorCopy, TransposeReferenceIsATranspose) {
   for (int64_t i = 0; i < 3; ++i) {
     for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(out.as<float>()[j * 3 + i], in.as<float>()[i * 4 + j]);
   }
+}
+
+// The reference and the Transpose op, against the definition in 3-D, where a
+// permutation can be neither the identity nor a reversal of axes:
+// out[o0][o1][o2] = in[i] with i[perm[k]] = o[k].
+TEST(TensorCopy, TransposeReferenceAndOpMatchTheDefinitionIn3D) {
+  const Shape shape = {2, 3, 4};
+  const Tensor in = iota_float(shape);
+  std::vector<int64_t> perm = {0, 1, 2};
+  int permutations = 0;
+  do {
+    const Shape out_shape = {shape[static_cast<size_t>(perm[0])], shape[static_cast<size_t>(perm[1])],
+                             shape[static_cast<size_t>(perm[2])]};
+    Tensor expected(DType::kFloat32, out_shape);
+    for (int64_t o0 = 0; o0 < out_shape[0]; ++o0) {
+      for (int64_t o1 = 0; o1 < out_shape[1]; ++o1) {
+        for (int64_t o2 = 0; o2 < out_shape[2]; ++o2) {
+          int64_t i[3];
+          i[perm[0]] = o0;
+          i[perm[1]] = o1;
+          i[perm[2]] = o2;
+          expected.as<float>()[(o0 * out_shape[1] + o1) * out_shape[2] + o2] = in.as<float>()[(i[0] * 3 + i[1]) * 4 + i[2]];
+        }
+      }
+    }
+    SCOPED_TRACE("perm " + std::to_string(perm[0]) + std::to_string(perm[1]) + std::to_string(perm[2]));
+    Tensor reference(DType::kFloat32, out_shape);
+    native::transpose_reference(in.view(), perm, reference.view());
+    expect_close(reference, expected, 0, 0);
+    OneOpGraph spec{.op_type = "Transpose", .inputs = {in}};
+    spec.attrs.set("perm", Attribute::of_ints(perm));
+    expect_close(run_one_op(spec)[0], expected, 0, 0);
+    if (perm == std::vector<int64_t>{2, 1, 0}) {  // ONNX's default perm reverses the axes
+      OneOpGraph default_perm{.op_type = "Transpose", .inputs = {in}};
+      expect_close(run_one_op(default_perm)[0], expected, 0, 0);
+    }
+    ++permutations;
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  EXPECT_EQ(permutations, 6);
 }
 
 TEST(TensorCopy, StridedCopyMatchesReferenceWithNegativeAndZeroStrides) {
