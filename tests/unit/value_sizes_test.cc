@@ -150,7 +150,10 @@ TEST(ValueSizes, RangeWithANonFiniteFloatIsAUserError) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<std::pair<std::array<float, 3>, std::string>> cases = {
       {{0, inf, 1}, "limit"}, {{-inf, 0, 1}, "start"}, {{0, 1, nan}, "delta"}, {{0, 1, inf}, "delta"}};
-  for (const auto& [values, which] : cases) {
+  for (const auto& test_case : cases) {
+    // Not a structured binding: clang 14 (the sanitizer build's compiler) cannot capture one in a lambda.
+    const auto& values = test_case.first;
+    const auto& which = test_case.second;
     expect_user_error([&] { run_node({.op_type = "Range", .inputs = {scalar_float(values[0]), scalar_float(values[1]), scalar_float(values[2])}}); },
                       {"node 'the_node' (Range)", which, "finite"});
   }
