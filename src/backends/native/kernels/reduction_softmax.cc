@@ -88,8 +88,9 @@ void normalize_rows(const T* x, T* y, int64_t rows, int64_t n, Normalization kin
       const T inv = T(1) / sum;
       for (int64_t i = 0; i < n; ++i) out[i] = std::exp(in[i] - shift) * inv;
     } else {
-      const T offset = shift + std::log(sum);
-      for (int64_t i = 0; i < n; ++i) out[i] = in[i] - offset;
+      // (x - shift) - log(sum): shift + log(sum) would round to ulp(shift) (see log_softmax_rows).
+      const T log_sum = std::log(sum);
+      for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - shift) - log_sum;
     }
   }
 }
@@ -159,9 +160,9 @@ void normalize_columns(const T* x, T* y, int64_t outer, int64_t extent, int64_t 
           for (int64_t j = 0; j < width; ++j) out[r * inner + j] *= sum[j];
         }
       } else {
-        for (int64_t j = 0; j < width; ++j) sum[j] = best[j] + std::log(sum[j]);
+        for (int64_t j = 0; j < width; ++j) sum[j] = std::log(sum[j]);
         for (int64_t r = 0; r < extent; ++r) {
-          for (int64_t j = 0; j < width; ++j) out[r * inner + j] = in[r * inner + j] - sum[j];
+          for (int64_t j = 0; j < width; ++j) out[r * inner + j] = (in[r * inner + j] - best[j]) - sum[j];
         }
       }
     }

@@ -82,8 +82,11 @@ inline void log_softmax_rows(const float* x, float* y, int64_t rows, int64_t n) 
     float* out = y + r * n;
     const float shift = row_max(in, n);
     // log is called once per row, so the libm one is fine here.
-    const float offset = shift + __builtin_logf(sum_exp_shifted(in, n, shift));
-    for (int64_t i = 0; i < n; ++i) out[i] = in[i] - offset;
+    const float log_sum = __builtin_logf(sum_exp_shifted(in, n, shift));
+    // (x - max) - log(sum), not x - (max + log(sum)): max + log(sum) rounds to ulp(max), which is
+    // ~1e-3 for max ~ 1e4, while x - max is exact near the max (Sterbenz) and the result's rounding
+    // is only its own ulp. -Inf and NaN rows give NaN either way.
+    for (int64_t i = 0; i < n; ++i) out[i] = (in[i] - shift) - log_sum;
   }
 }
 
@@ -105,9 +108,10 @@ inline void normalize_column_block(const float* in, float* out, int64_t extent, 
     for (int64_t r = 0; r < extent; ++r) {
       for (int64_t j = 0; j < width; ++j) sum[j] += exp_vectorizable(in[r * inner + j] - best[j]);
     }
-    for (int64_t j = 0; j < width; ++j) sum[j] = best[j] + __builtin_logf(sum[j]);
+    for (int64_t j = 0; j < width; ++j) sum[j] = __builtin_logf(sum[j]);
+    // (x - max) - log(sum), as in log_softmax_rows.
     for (int64_t r = 0; r < extent; ++r) {
-      for (int64_t j = 0; j < width; ++j) out[r * inner + j] = in[r * inner + j] - sum[j];
+      for (int64_t j = 0; j < width; ++j) out[r * inner + j] = (in[r * inner + j] - best[j]) - sum[j];
     }
     return;
   }
