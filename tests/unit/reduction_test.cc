@@ -231,6 +231,166 @@ TEST(Softmax, EveryIsaMicrokernelMatchesReference) {
   }
 }
 
+/// LogSoftmax of every row of a [rows, n] tensor (float32 or float64) in long double,
+/// from the definition: (x - max) - log(sum(exp(x - max))). Written as (x - max) - log(sum)
+/// because long double's max + log(sum) would also round to its ulp (2^36 for max ~ 1e30).
+Tensor reference_log_softmax_long_double(const Tensor& x) {
+  const int64_t rows = x.shape()[0], n = x.shape()[1];
+  Tensor y(x.dtype(), x.shape());
+  for (int64_t r = 0; r < rows; ++r) {
+    long double m = -std::numeric_limits<long double>::infinity();
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<long double>(x.double_at(r * n + i)));
+    long double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<long double>(x.double_at(r * n + i)) - m);
+    for (int64_t i = 0; i < n; ++i) {
+      const long double v = (static_cast<long double>(x.double_at(r * n + i)) - m) - std::log(s);
+      if (x.dtype() == DType::kFloat32) {
+        y.as<float>()[r * n + i] = static_cast<float>(v);
+      } else {
+        y.as<double>()[r * n + i] = static_cast<double>(v);
+      }
+    }
+  }
+  return y;
+}
+
+/// Rows of 67 (four 16-lane blocks and a tail) with large values: around 1e4 (ONNX's
+/// test_logsoftmax_large_number), around -1e4, and around 1e30 with ties at the maximum, where
+/// max + log(sum) rounds to max and x - (max + log(sum)) gives 0 instead of -log(ties).
+Tensor large_log_softmax_rows(DType dtype) {
+  const int64_t rows = 8, n = 67;
+  const Tensor noise = random_float({rows, n}, 17);
+  Tensor x(dtype, {rows, n});
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double u = noise.as<float>()[r * n + i];
+      double v = 0;
+      switch (r) {
+        case 0: v = i < 4 ? 10000 + i : 10000 - 3 * (i - 4); break;  // ONNX's row, then further below
+        case 1: v = 1e4 + 8 * u; break;
+        case 2: v = 1.2345e4 + 20 * u; break;
+        case 3: v = -1e4 + 8 * u; break;
+        case 4: v = i % 3 == 0 ? 1e30 : 1e30 * (0.5 + 0.4 * u); break;  // 23 ties at 1e30
+        case 5: v = i % 5 == 0 ? 1e30 : -1e30 * (1 + 0.5 * u); break;
+        case 6: v = 1e30; break;  // all ties: -log(67) everywhere
+        default: v = 3e4 + 2 * u; break;
+      }
+      if (dtype == DType::kFloat32) {
+        x.as<float>()[r * n + i] = static_cast<float>(v);
+      } else {
+        x.as<double>()[r * n + i] = v;
+      }
+    }
+  }
+  return x;
+}
+
+/// The transpose of a 2-D float32 or float64 tensor (so that LogSoftmax along axis 0 runs the column kernels).
+Tensor transpose_2d(const Tensor& x) {
+  const int64_t rows = x.shape()[0], n = x.shape()[1];
+  Tensor t(x.dtype(), {n, rows});
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (x.dtype() == DType::kFloat32) {
+        t.as<float>()[i * rows + r] = x.as<float>()[r * n + i];
+      } else {
+        t.as<double>()[i * rows + r] = x.as<double>()[r * n + i];
+      }
+    }
+  }
+  return t;
+}
+
+TEST(Softmax, LogSoftmaxOfLargeValuesKeepsFloatPrecision) {
+  // Float32 tolerance (the conformance default) for both dtypes; x - (max + log(sum)) was off by
+  // up to ulp(1e4) / 2 ~ 5e-4 in float32 rows near 1e4, and by log(ties) ~ 1-4 in either dtype
+  // for ties at 1e30.
+  const double atol = 1e-6, rtol = 1e-5;
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE(dtype == DType::kFloat32 ? "float32" : "float64");
+    const Tensor x = large_log_softmax_rows(dtype);
+    const Tensor expected = reference_log_softmax_long_double(x);
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(threads);
+      OneOpGraph g;
+      g.op_type = "LogSoftmax";
+      g.inputs = {x};
+      expect_close(run_one_op(g, threads)[0], expected, atol, rtol);  // rows
+      g.inputs = {transpose_2d(x)};
+      g.attrs.set("axis", Attribute::of_int(0));
+      expect_close(run_one_op(g, threads)[0], transpose_2d(expected), atol, rtol);  // columns
+    }
+  }
+  // Each ISA build of the float32 microkernels, called directly (the session picks one).
+  const Tensor x = large_log_softmax_rows(DType::kFloat32);
+  const Tensor expected = reference_log_softmax_long_double(x);
+  const Tensor x_columns = transpose_2d(x);
+  struct Isa {
+    const char* name;
+    bool supported;
+    void (*log_rows)(const float*, float*, int64_t, int64_t);
+    void (*columns)(const float*, float*, int64_t, int64_t, int64_t, bool);
+  };
+  const Isa isas[] = {
+      {"avx2", __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), native::log_softmax_rows_avx2,
+       native::normalize_column_block_avx2},
+      {"avx512", static_cast<bool>(__builtin_cpu_supports("avx512f")), native::log_softmax_rows_avx512,
+       native::normalize_column_block_avx512},
+  };
+  for (const Isa& isa : isas) {
+    if (!isa.supported) continue;
+    SCOPED_TRACE(isa.name);
+    Tensor y(DType::kFloat32, x.shape());
+    isa.log_rows(x.as<float>(), y.as<float>(), 8, 67);
+    expect_close(y, expected, atol, rtol);
+    Tensor y_columns(DType::kFloat32, x_columns.shape());
+    isa.columns(x_columns.as<float>(), y_columns.as<float>(), 67, 8, 8, true);
+    expect_close(y_columns, transpose_2d(expected), atol, rtol);
+  }
+}
+
+TEST(Softmax, LogSoftmaxOfInfiniteAndNanRows) {
+  // Row 0 all -Inf: NaN (-Inf - -Inf). Row 1 has a NaN: all NaN. Row 2 has one -Inf among
+  // finite values: -Inf there, finite elsewhere. As before the (x - max) - log(sum) rewrite.
+  const int64_t rows = 3, n = 37;
+  const Tensor noise = random_float({rows, n}, 19);
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE(dtype == DType::kFloat32 ? "float32" : "float64");
+    Tensor x(dtype, {rows, n});
+    for (int64_t k = 0; k < rows * n; ++k) {
+      double v = k < n ? -inf : 1e4 + 5.0 * noise.as<float>()[k];
+      if (k == n + 20) v = std::numeric_limits<double>::quiet_NaN();
+      if (k == 2 * n + 7) v = -inf;
+      if (dtype == DType::kFloat32) {
+        x.as<float>()[k] = static_cast<float>(v);
+      } else {
+        x.as<double>()[k] = v;
+      }
+    }
+    for (int threads : {1, 2}) {
+      OneOpGraph g;
+      g.op_type = "LogSoftmax";
+      g.inputs = {x};
+      const Tensor y_rows = run_one_op(g, threads)[0];
+      g.inputs = {transpose_2d(x)};
+      g.attrs.set("axis", Attribute::of_int(0));
+      const Tensor y_columns = transpose_2d(run_one_op(g, threads)[0]);
+      for (const Tensor* result : {&y_rows, &y_columns}) {
+        const Tensor& y = *result;
+        for (int64_t i = 0; i < 2 * n; ++i) EXPECT_TRUE(std::isnan(y.double_at(i))) << "element " << i;
+        for (int64_t i = 2 * n; i < 3 * n; ++i) {
+          if (i == 2 * n + 7) {
+            EXPECT_EQ(y.double_at(i), -inf);
+          } else {
+            EXPECT_TRUE(std::isfinite(y.double_at(i))) << "element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Softmax, HardmaxPicksFirstMaximum) {
   Tensor x = make_float({2, 3}, {1, 3, 3, 5, 2, 5});
   OneOpGraph g;
