@@ -89,8 +89,9 @@ void softmax_cross_entropy_loss_kernel(KernelContext& ctx) {
         for (int64_t c = 1; c < classes; ++c) max = std::max(max, column[c * d]);
         T sum = 0;
         for (int64_t c = 0; c < classes; ++c) sum += std::exp(column[c * d] - max);
-        const T offset = max + std::log(sum);
-        for (int64_t c = 0; c < classes; ++c) log_prob[(i * classes + c) * d + j] = column[c * d] - offset;
+        // (x - max) - log(sum), not x - (max + log(sum)): the latter rounds to ulp(max).
+        const T log_sum = std::log(sum);
+        for (int64_t c = 0; c < classes; ++c) log_prob[(i * classes + c) * d + j] = (column[c * d] - max) - log_sum;
       }
     }
     negative_log_likelihood<T>(ctx, log_prob, x.shape);
