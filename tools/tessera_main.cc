@@ -475,14 +475,17 @@ void print_profile(const tsr_model* model, const std::vector<double>& node_ms, i
 /// A tsr_run_profile with its arrays, sized for the model.
 struct RunProfile {
   explicit RunProfile(const tsr_model* model)
-      : node_ms(tsr_model_node_count(model), 0.0), region_ms(tsr_model_region_count(model), 0.0) {
+      : node_ms(tsr_model_node_count(model), 0.0), region_ms(tsr_model_region_count(model), 0.0),
+        region_fallbacks(region_ms.size(), 0) {
     c.struct_size = sizeof(c);
     c.node_milliseconds = node_ms.data();
     c.num_nodes = node_ms.size();
     c.region_milliseconds = region_ms.data();
     c.num_regions = region_ms.size();
+    c.region_fallbacks = region_fallbacks.data();
   }
   std::vector<double> node_ms, region_ms;
+  std::vector<int64_t> region_fallbacks;
   tsr_run_profile c{};
 };
 
@@ -504,6 +507,10 @@ void print_region_profile(const tsr_model* model, const RunProfile& profile, int
     tsr_region_info info = region_info(model, r);
     std::printf("  region %-3zu %-8s %-12s %5zu nodes %4zu in %4zu out %9.3f ms\n", r, info.backend, info.memory_space,
                 info.node_count, info.input_count, info.output_count, profile.region_ms[r] / runs);
+    if (profile.region_fallbacks[r]) {
+      std::printf("  region %zu: non-finite input, ran on native (%lld of %d run%s)\n", r,
+                  static_cast<long long>(profile.region_fallbacks[r]), runs, runs == 1 ? "" : "s");
+    }
   }
 }
 

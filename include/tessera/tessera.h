@@ -186,6 +186,11 @@ typedef struct tsr_run_profile {
   size_t num_regions;
   int64_t copies; /* tensor copies between memory spaces (added) */
   int64_t copy_bytes;
+  /* Per region (num_regions of them; may be NULL; added): runs on the native
+   * backend because an input held NaN or +-Inf and the region's backend is
+   * exact only for finite inputs. Absent from callers built before it (a
+   * smaller struct_size). */
+  int64_t* region_fallbacks;
 } tsr_run_profile;
 
 /* Same as tsr_model_run_alloc, and fills profile. */

@@ -70,6 +70,13 @@ class ExecutableRegion {
   virtual ~ExecutableRegion() = default;
   /// Runs the region once. May be called from several threads at once.
   virtual void run(ValueStore& store) const = 0;
+  /// True when the region computes NaN and ±Inf as numpy and PyTorch do only
+  /// while its inputs are finite: some step drops or invents them (a max that
+  /// turns NaN into its other operand, an exp that turns NaN into +Inf, ...).
+  /// Before running such a host region the runtime scans its floating-point
+  /// inputs (its constants once, at compile or load) and runs the same region
+  /// graph on the native backend instead when one holds NaN or ±Inf.
+  virtual bool exact_only_for_finite_inputs() const { return false; }
 };
 
 struct CompiledRegion {

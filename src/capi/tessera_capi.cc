@@ -250,12 +250,14 @@ std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTen
 
 /// A caller's tsr_run_profile: big enough, with arrays (where given) of the model's node and region counts.
 void check_profile(const tsr_run_profile& profile, const tsr_model* model) {
-  if (profile.struct_size < sizeof(tsr_run_profile)) tessera::throw_user_error("profile->struct_size is too small");
+  // region_fallbacks was appended: a profile without it is still whole.
+  if (profile.struct_size < offsetof(tsr_run_profile, region_fallbacks)) tessera::throw_user_error("profile->struct_size is too small");
   if (profile.node_milliseconds && profile.num_nodes != model->compiled->placement().size()) {
     tessera::throw_user_error("the model has ", model->compiled->placement().size(), " nodes but room for ",
                               profile.num_nodes, " times was given");
   }
-  if (profile.region_milliseconds && profile.num_regions != model->compiled->regions().size()) {
+  const bool fallbacks = profile.struct_size >= sizeof(tsr_run_profile) && profile.region_fallbacks;
+  if ((profile.region_milliseconds || fallbacks) && profile.num_regions != model->compiled->regions().size()) {
     tessera::throw_user_error("the model has ", model->compiled->regions().size(), " regions but room for ",
                               profile.num_regions, " times was given");
   }
@@ -288,6 +290,9 @@ tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num
       }
       profile->copies += measured.copies;
       profile->copy_bytes += measured.copy_bytes;
+      if (profile->struct_size >= sizeof(tsr_run_profile) && profile->region_fallbacks) {
+        for (size_t i = 0; i < measured.region_fallbacks.size(); ++i) profile->region_fallbacks[i] += measured.region_fallbacks[i];
+      }
     }
     // Built in full before any is handed out: on a failure the caller owns nothing.
     std::vector<std::unique_ptr<ManagedOutput>> holders;

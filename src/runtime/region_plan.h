@@ -2,6 +2,7 @@
 // its backend reads and writes values through.
 #pragma once
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -26,6 +27,17 @@ struct RegionPlan {
   std::vector<char> input_keep;       // copied in here and kept in the space for later regions of it
   std::vector<char> output_to_host;   // a host copy is needed (graph output, or read by another space)
   std::vector<char> output_resident;  // kept in this space for later regions of the same space
+  // The non-finite guard (host regions whose executable is exact only for
+  // finite inputs, ExecutableRegion::exact_only_for_finite_inputs): before each
+  // run the region's inputs are scanned, and when one holds NaN or ±Inf the
+  // same nodes run on native instead, compiled on first need.
+  bool guarded = false;
+  bool constants_not_finite = false;  // a constant of the region holds NaN or ±Inf: always native
+  const Backend* fallback_backend = nullptr;
+  RegionOptions fallback_options;  // the session's, as for `executable`
+  RegionGraph fallback_region;  // the region's nodes without composites (native fuses none of them)
+  mutable std::once_flag fallback_compiled;
+  mutable std::unique_ptr<ExecutableRegion> fallback;
 };
 
 /// Values of one run in host memory, by global value id: inputs point at the
@@ -70,7 +82,8 @@ class ResidentValues {
 
 /// Runs one region against the run's values: host regions read and write the
 /// RunStore directly; device regions get their inputs copied in (unless
-/// resident) and their outputs copied out where the plan says so.
+/// resident) and their outputs copied out where the plan says so. A guarded
+/// region whose inputs or constants are not all finite runs on native.
 void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& resident, RunProfile* profile,
                 size_t region_index);
 

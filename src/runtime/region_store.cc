@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ir/error.h"
+#include "runtime/finite_scan.h"
 #include "runtime/region_plan.h"
 
 namespace tessera {
@@ -193,12 +194,99 @@ class DeviceRegionStore : public ValueStore {
   std::vector<char> owned_;
 };
 
+/// A guarded region run on native (fallback_region): its inputs are read from
+/// the run's values, everything it computes lives in tensors of its own (the
+/// memory plan's offsets follow the original region's steps, not native's
+/// node by node order), and its outputs are copied into the run's values.
+class FallbackRegionStore : public ValueStore {
+ public:
+  FallbackRegionStore(const RegionPlan& plan, RunStore& store, RunProfile* profile)
+      : plan_(plan), graph_(plan.fallback_region.graph), store_(store), profile_(profile),
+        views_(graph_.values.size()), owned_(graph_.values.size()) {
+    for (size_t i = 0; i < graph_.values.size(); ++i) {
+      const Value& v = graph_.values[i];
+      if (v.constant) {
+        views_[i] = v.constant->view();
+      } else {
+        views_[i].dtype = v.type.dtype;
+        if (v.type.is_static()) views_[i].shape = v.type.dims;
+      }
+    }
+    for (ValueId local : graph_.inputs) views_[static_cast<size_t>(local)] = store.get(global(local));
+  }
+  const TensorView& get(ValueId id) override { return views_[static_cast<size_t>(id)]; }
+  TensorView& output(ValueId id) override {
+    TensorView& v = views_[static_cast<size_t>(id)];
+    if (!v.data && graph_.value(id).type.is_static()) allocate(id);
+    return v;
+  }
+  void allocate(ValueId id) override {
+    TensorView& v = views_[static_cast<size_t>(id)];
+    owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
+    v.data = owned_[static_cast<size_t>(id)].data();
+  }
+  bool profiling() const override { return profile_ != nullptr; }
+  void node_finished(size_t node_index, double milliseconds) override {
+    if (profile_ && node_index < graph_.nodes.size()) {
+      profile_->node_milliseconds[plan_.fallback_region.global_nodes[node_index].front()] += milliseconds;
+    }
+  }
+  /// Copies the region's outputs into the run's values.
+  void finish() {
+    for (ValueId local : graph_.outputs) {
+      const TensorView& made = views_[static_cast<size_t>(local)];
+      if (!made.data && made.numel() != 0) {
+        throw_internal_error("native did not write region output '", graph_.value(local).name, "'");
+      }
+      TensorView& target = store_.output(global(local));
+      if (!target.data) {
+        target.dtype = made.dtype;
+        target.shape = made.shape;
+        store_.allocate(global(local));
+      }
+      if (target.nbytes() != made.nbytes()) throw_internal_error("region output '", graph_.value(local).name, "' changed size");
+      if (made.nbytes()) std::memcpy(target.data, made.data, made.nbytes());
+    }
+  }
+
+ private:
+  ValueId global(ValueId local) const { return plan_.fallback_region.global_value[static_cast<size_t>(local)]; }
+  const RegionPlan& plan_;
+  const Graph& graph_;
+  RunStore& store_;
+  RunProfile* profile_;
+  std::vector<TensorView> views_;
+  std::vector<Tensor> owned_;
+};
+
+/// True when every floating-point input of the region is finite.
+bool inputs_finite(const RegionPlan& plan, RunStore& store) {
+  for (ValueId local : plan.region.graph.inputs) {
+    if (!all_finite(store.get(plan.region.global_value[static_cast<size_t>(local)]))) return false;
+  }
+  return true;
+}
+
+/// Runs a guarded region's nodes on native, compiling them on first need
+/// (once, whichever thread gets there first).
+void run_on_native(const RegionPlan& plan, RunStore& store, RunProfile* profile) {
+  std::call_once(plan.fallback_compiled, [&] {
+    plan.fallback = plan.fallback_backend->compile(plan.fallback_region.graph, plan.fallback_options).executable;
+  });
+  FallbackRegionStore region_store(plan, store, profile);
+  plan.fallback->run(region_store);
+  region_store.finish();
+}
+
 }  // namespace
 
 void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& resident, RunProfile* profile,
                 size_t region_index) {
   const auto start = std::chrono::steady_clock::now();
-  if (!plan.space) {
+  if (plan.guarded && (plan.constants_not_finite || !inputs_finite(plan, store))) {
+    run_on_native(plan, store, profile);
+    if (profile) ++profile->region_fallbacks[region_index];
+  } else if (!plan.space) {
     HostRegionStore region_store(plan, store, profile);
     plan.executable->run(region_store);
   } else {

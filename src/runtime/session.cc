@@ -16,6 +16,7 @@
 #include "passes/check_inferred_types.h"
 #include "passes/infer_and_fold.h"
 #include "runtime/backend_registry.h"
+#include "runtime/finite_scan.h"
 #include "runtime/region_plan.h"
 
 namespace tessera {
@@ -160,6 +161,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
     plan->backend_index = region.backend;
     plan->backend = model->backends_[region.backend].get();
     plan->region = extract_region(model->graph_, region);
+    plan->fallback_options = region_options;
     CompiledRegion compiled = plan->backend->compile(plan->region.graph, region_options);
     plan->payload_owned = std::move(compiled.payload);
     plan->payload = plan->payload_owned;
@@ -266,6 +268,7 @@ std::unique_ptr<CompiledModel> CompiledModel::load(const std::string& path, cons
     plan->backend_index = region.backend;
     plan->backend = backend;
     plan->region = extract_region(g, region);
+    plan->fallback_options = region_options;
     plan->payload = stored.payload;
     try {
       plan->executable = backend->load(plan->region.graph, plan->payload, region_options);
@@ -403,6 +406,24 @@ void CompiledModel::finish() {
   }
   memory_plan_ = plan_memory(g, on_host, node_step);
 
+  // The non-finite guard: host regions exact only for finite inputs get the
+  // same nodes, without composites, to run on native when an input (scanned
+  // per run) or a constant (scanned here, once) holds NaN or ±Inf.
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    RegionPlan& plan = *regions_[r];
+    plan.guarded = !plan.space && plan.backend->name() != "native" && plan.executable->exact_only_for_finite_inputs();
+    if (!plan.guarded) continue;
+    if (!fallback_backend_) fallback_backend_ = find_backend("native")->make();
+    plan.fallback_backend = fallback_backend_.get();
+    Region plain = partition_.regions[r];
+    plain.composites.clear();
+    plan.fallback_region = extract_region(g, plain);
+    plan.constants_not_finite = false;
+    for (const Value& v : plan.region.graph.values) {
+      if (v.constant && !all_finite(v.constant->view())) plan.constants_not_finite = true;
+    }
+  }
+
   region_summaries_.clear();
   for (size_t r = 0; r < regions_.size(); ++r) {
     const RegionPlan& plan = *regions_[r];
@@ -460,6 +481,7 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
   if (profile) {
     profile->node_milliseconds.resize(placement_.size(), 0.0);
     profile->region_milliseconds.resize(regions_.size(), 0.0);
+    profile->region_fallbacks.resize(regions_.size(), 0);
   }
   for (size_t i = 0; i < inputs.size(); ++i) store.bind(graph_.inputs[i], inputs[i]);
   // Outputs computed by a node are written straight into the caller's buffer.

@@ -63,6 +63,9 @@ struct RunProfile {
   std::vector<double> node_milliseconds;    // per placement() row (folded nodes: 0)
   std::vector<double> region_milliseconds;  // per region, copies into and out of it included
   int64_t copies = 0;                       // tensor copies between memory spaces
+  /// Per region: runs on native because an input or constant held NaN or ±Inf
+  /// and the region's backend is exact only for finite inputs.
+  std::vector<int64_t> region_fallbacks;
   int64_t copy_bytes = 0;
 };
 
@@ -118,6 +121,7 @@ class CompiledModel {
   std::vector<ValueDesc> outputs_;
   PartitionResult partition_;
   std::vector<std::unique_ptr<Backend>> backends_;  // per partition_.backends (null when not built in; loads only)
+  std::unique_ptr<Backend> fallback_backend_;  // native, for guarded regions (run_region)
   std::vector<std::unique_ptr<RegionPlan>> regions_;
   std::vector<RegionSummary> region_summaries_;
   MemoryPlan memory_plan_;

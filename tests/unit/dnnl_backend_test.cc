@@ -26,7 +26,6 @@
 #include "runtime/session.h"
 #include "test_util.h"
 
-#include "backends/dnnl/dnnl_declarations.h"
 #include "backends/dnnl/dnnl_internal.h"
 
 namespace tessera::testing {
@@ -138,19 +137,9 @@ std::string dnnl_refusal(const CompiledModel& model, const std::string& name) {
 /// executed node whose op type is in `on_dnnl` must have run on dnnl, and
 /// every one in `on_native` on native (the declarations refuse it); each op
 /// named must have run at least once, so neither check passes on nothing.
-/// An op of `on_dnnl` that oneDNN cannot run with NaN semantics
-/// (nan_semantics_refusal: max pooling, softmax) is expected on native.
-void expect_dnnl_matches_native(const Graph& graph, const std::vector<Tensor>& feeds, std::set<std::string> on_dnnl,
-                                const std::string& what, Tolerance tolerance = {}, std::set<std::string> on_native = {}) {
+void expect_dnnl_matches_native(const Graph& graph, const std::vector<Tensor>& feeds, const std::set<std::string>& on_dnnl,
+                                const std::string& what, Tolerance tolerance = {}, const std::set<std::string>& on_native = {}) {
   SCOPED_TRACE(what);
-  for (auto it = on_dnnl.begin(); it != on_dnnl.end();) {
-    if (dnnl_backend::nan_semantics_refusal(*it)) {
-      on_native.insert(*it);
-      it = on_dnnl.erase(it);
-    } else {
-      ++it;
-    }
-  }
   std::unique_ptr<CompiledModel> reference = compile_on(graph, {"native"});
   std::unique_ptr<CompiledModel> model = compile_on(graph, {"dnnl", "native"});
   std::set<std::string> seen;
@@ -343,8 +332,7 @@ TEST(DnnlBackend, SoftmaxBeforeOpset13RunsOnDnnlOnlyOverTheLastAxis) {
     Builder b;
     b.opset = 11;
     b.output(b.node("Softmax", {b.input(shape)}, attributes({{"axis", Attribute::of_int(axis)}})));
-    // Before opset 13 Softmax flattens at the axis: only the last axis means the same to oneDNN
-    // (and none runs there while oneDNN's softmax drops NaN: see expect_dnnl_matches_native).
+    // Before opset 13 Softmax flattens at the axis: only the last axis means the same to oneDNN.
     const bool last = axis == 2 || axis == -1;
     const std::set<std::string> softmax = {"Softmax"}, none;
     expect_dnnl_matches_native(b.graph, {random.floats(shape, -4, 4)}, last ? softmax : none, "axis " + std::to_string(axis),
@@ -608,8 +596,7 @@ bool has_composite(const CompiledModel& model, const std::string& pattern) {
   return false;
 }
 
-/// Conv → BatchNorm → Add(residual) → Relu, then Conv → Relu → AveragePool
-/// (not MaxPool: oneDNN's drops NaN, so native runs it and the block would be two regions).
+/// Conv → BatchNorm → Add(residual) → Relu, then Conv → Relu → MaxPool.
 Graph residual_block(Random& random, const Shape& shape) {
   Builder b;
   const int64_t c = shape[1];
@@ -622,8 +609,8 @@ Graph residual_block(Random& random, const Shape& shape) {
   const ValueId relu = b.node("Relu", {sum});
   const ValueId conv2 = b.node("Conv", {relu, b.constant(random.floats({c, c, 1, 1}))});
   const ValueId relu2 = b.node("Relu", {conv2});
-  b.output(b.node("AveragePool", {relu2}, attributes({{"kernel_shape", Attribute::of_ints({2, 2})},
-                                                      {"strides", Attribute::of_ints({2, 2})}})));
+  b.output(b.node("MaxPool", {relu2}, attributes({{"kernel_shape", Attribute::of_ints({2, 2})},
+                                                  {"strides", Attribute::of_ints({2, 2})}})));
   return b.graph;
 }
 
@@ -632,7 +619,7 @@ TEST(DnnlBackend, ConvBatchNormAddReluFusesAndMatchesNative) {
   for (int64_t c : {3, 16, 24}) {
     const Shape shape = {2, c, 7, 6};
     const Graph graph = residual_block(random, shape);
-    expect_dnnl_matches_native(graph, {random.floats(shape)}, {"Conv", "BatchNormalization", "Add", "Relu", "AveragePool"},
+    expect_dnnl_matches_native(graph, {random.floats(shape)}, {"Conv", "BatchNormalization", "Add", "Relu", "MaxPool"},
                                std::to_string(c) + " channels", kSumsOfProducts);
     std::unique_ptr<CompiledModel> model = compile_on(graph, {"dnnl", "native"});
     EXPECT_TRUE(has_composite(*model, "ConvBatchNormAddActivation"));

@@ -7,9 +7,11 @@
 // ±Inf exactly where an independent scalar reference written here (in double,
 // numpy's and PyTorch's semantics: NaN propagates through max, min, clip,
 // relu and pooling) does, and the finite values within tolerance. Each case
-// also pins where its ops ran: the ones oneDNN computes with NaN semantics
-// must run on dnnl, the ones it cannot (its max-based pooling, clip, binary
-// max/min, exp and softmax drop NaN) must be refused and run on native.
+// also pins where its ops ran: every op oneDNN claims must run on dnnl. Where
+// oneDNN's kernel drops or invents NaN/Inf (max-based relu, pooling, clip,
+// binary max/min, exp, softmax) the region is exact only for finite inputs,
+// and the runtime's guard runs it on native for these inputs (GuardTest below
+// shows both sides of the guard).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ir/op_schema.h"
@@ -207,8 +210,8 @@ TEST(DnnlNan, ActivationsPropagateNanAndInf) {
   const std::vector<ActivationCase> cases = {
       {"Relu", relu, {}, {}, true},
       {"LeakyRelu", [](double x) { return x < 0 ? 0.1 * x : x; }, {}, attributes({{"alpha", Attribute::of_float(0.1f)}}), true},
-      // alpha = 0 is oneDNN's max form (NaN gives 0): refused. (-Inf * 0 is NaN, as in torch.)
-      {"LeakyRelu", [](double x) { return x < 0 ? 0.0 * x : x; }, {}, attributes({{"alpha", Attribute::of_float(0.0f)}}), false},
+      // alpha = 0 is oneDNN's max form (NaN gives 0): the guard runs it on native. (-Inf * 0 is NaN, as in torch.)
+      {"LeakyRelu", [](double x) { return x < 0 ? 0.0 * x : x; }, {}, attributes({{"alpha", Attribute::of_float(0.0f)}}), true},
       {"Sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }, {}, {}, true},
       {"Tanh", [](double x) { return std::tanh(x); }, {}, {}, true},
       {"Elu", [](double x) { return x < 0 ? std::expm1(x) : x; }, {}, {}, true},
@@ -217,16 +220,14 @@ TEST(DnnlNan, ActivationsPropagateNanAndInf) {
       {"Neg", [](double x) { return -x; }, {}, {}, true},
       {"Softplus", softplus, {}, {}, true},
       {"HardSwish", hard_swish, {}, {}, true},
-      // oneDNN's exp gives +Inf for NaN: refused.
-      {"Exp", [](double x) { return std::exp(x); }, {}, {}, false},
-      // Clip(0, +Inf) is Relu; other bounds are refused (oneDNN's clip is max-then-min,
-      // which turns NaN into the lower bound).
+      // oneDNN's exp gives +Inf for NaN, its clip (max then min) the lower bound: the guard runs them on native.
+      {"Exp", [](double x) { return std::exp(x); }, {}, {}, true},
       {"Clip", relu, {0.0f, INFINITY}, {}, true},
-      // An omitted max is FLT_MAX in ONNX (it clips +Inf), so Clip(0) is not Relu: refused.
-      {"Clip", [](double x) { return clip(x, 0, FLT_MAX); }, {0.0f, NAN}, {}, false},
-      {"Clip", [](double x) { return clip(x, 0, 6); }, {0.0f, 6.0f}, {}, false},
-      {"Clip", [](double x) { return clip(x, -1, 1); }, {-1.0f, 1.0f}, {}, false},
-      {"Clip", [](double x) { return clip(x, -FLT_MAX, 0.5); }, {NAN, 0.5f}, {}, false},
+      // An omitted max is FLT_MAX in ONNX (it clips +Inf).
+      {"Clip", [](double x) { return clip(x, 0, FLT_MAX); }, {0.0f, NAN}, {}, true},
+      {"Clip", [](double x) { return clip(x, 0, 6); }, {0.0f, 6.0f}, {}, true},
+      {"Clip", [](double x) { return clip(x, -1, 1); }, {-1.0f, 1.0f}, {}, true},
+      {"Clip", [](double x) { return clip(x, -FLT_MAX, 0.5); }, {NAN, 0.5f}, {}, true},
   };
   for (size_t k = 0; k < cases.size(); ++k) {
     const ActivationCase& c = cases[k];
@@ -330,7 +331,7 @@ TEST(DnnlNan, ConvolutionWithFusedPostOpsPropagatesNanAndInf) {
         } else {
           y = b.node("Clip", {y, b.scalar(0), b.scalar(6)});
           expected = map(expected, [](double v) { return clip(v, 0, 6); });
-          placement = {{"Conv"}, {"Clip"}};
+          placement.on_dnnl = {"Conv", "Clip"};
         }
         b.output(y);
         expect_matches_reference(b.graph, {x}, {expected}, placement,
@@ -388,9 +389,9 @@ TEST(DnnlNan, PoolingPropagatesNanAndInf) {
     std::vector<double> expected;
     bool on_dnnl;
   };
-  // oneDNN's max pooling drops NaN and gives -FLT_MAX for a window of -Inf: refused.
-  for (const Case& c : {Case{"MaxPool", max_ref, false}, Case{"AveragePool", average_ref, true},
-                        Case{"GlobalMaxPool", global_max, false}, Case{"GlobalAveragePool", global_average, true}}) {
+  // oneDNN's max pooling drops NaN and gives -FLT_MAX for a window of -Inf: the guard runs it on native.
+  for (const Case& c : {Case{"MaxPool", max_ref, true}, Case{"AveragePool", average_ref, true},
+                        Case{"GlobalMaxPool", global_max, true}, Case{"GlobalAveragePool", global_average, true}}) {
     Builder b;
     b.output(b.node(c.op, {b.input(xs)}, c.op.rfind("Global", 0) == 0 ? AttributeMap{} : window));
     Placement placement;
@@ -474,8 +475,8 @@ TEST(DnnlNan, SoftmaxAndLayerNormPropagateNanAndInf) {
   for (const std::string op : {"Softmax", "LogSoftmax"}) {
     Builder b;
     b.output(b.node(op, {b.input({rows, 40})}, attributes({{"axis", Attribute::of_int(-1)}})));
-    // oneDNN's softmax drops NaN from its max and gives +Inf for exp(NaN): refused.
-    expect_matches_reference(b.graph, {x}, {op == "Softmax" ? softmax : log_softmax}, {{}, {op}}, op);
+    // oneDNN's softmax drops NaN from its max and gives +Inf for exp(NaN): the guard runs it on native.
+    expect_matches_reference(b.graph, {x}, {op == "Softmax" ? softmax : log_softmax}, {{op}, {}}, op);
   }
   Builder b;
   b.output(b.node("LayerNormalization", {b.input({rows, 40}), b.constant(make_float({40}, std::vector<float>(40, 1.0f))),
@@ -521,9 +522,9 @@ TEST(DnnlNan, BinaryOpsPropagateNanAndInf) {
       {"Sub", [](double p, double q) { return p - q; }, true},
       {"Mul", [](double p, double q) { return p * q; }, true},
       {"Div", [](double p, double q) { return double(float(p) / float(q)); }, true},
-      // oneDNN's binary max/min return the second operand when the first is NaN: refused.
-      {"Max", maximum, false},
-      {"Min", minimum, false},
+      // oneDNN's binary max/min return the second operand when the first is NaN: the guard runs them on native.
+      {"Max", maximum, true},
+      {"Min", minimum, true},
   };
   for (const Case& c : cases) {
     std::vector<double> expected(av.size());
@@ -604,6 +605,155 @@ TEST(DnnlNan, ReductionsPropagateNan) {
       expect_matches_reference(b.graph, {x}, {expected}, {}, op + " over axes" + axes_text, 1e-5);
     }
   }
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// ---------------------------------------------------------------------------
+// The runtime's non-finite guard: a oneDNN region holding steps that are
+// exact only for finite inputs (fused Clip(0, 6), max pooling, softmax) runs
+// on dnnl while its inputs are finite and on native when one holds NaN or Inf.
+
+/// Conv 3x3 (pads 1, bias) → Clip(0, 6) → MaxPool 2x2 / 2 → Softmax over the last axis.
+std::vector<double> guard_reference(const Tensor& x, const Shape& xs, const Tensor& w, const Shape& ws, const Tensor& bias) {
+  const std::vector<double> conv = map(conv2d(to_doubles(x), xs, to_doubles(w), ws, to_doubles(bias), 1),
+                                       [](double v) { return clip(v, 0, 6); });
+  const int64_t c = ws[0], h = xs[2], wd = xs[3], oh = h / 2, ow = wd / 2;
+  std::vector<double> pooled;
+  for (int64_t k = 0; k < c; ++k)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        double best = -kInf;
+        for (int64_t a = 0; a < 2; ++a)
+          for (int64_t e = 0; e < 2; ++e) best = maximum(best, conv[static_cast<size_t>((k * h + 2 * i + a) * wd + 2 * j + e)]);
+        pooled.push_back(best);
+      }
+  std::vector<double> y;
+  for (size_t row = 0; row < pooled.size(); row += static_cast<size_t>(ow)) {
+    double m = -kInf, sum = 0;
+    for (int64_t j = 0; j < ow; ++j) m = maximum(m, pooled[row + static_cast<size_t>(j)]);
+    for (int64_t j = 0; j < ow; ++j) sum += std::exp(pooled[row + static_cast<size_t>(j)] - m);
+    for (int64_t j = 0; j < ow; ++j) y.push_back(std::exp(pooled[row + static_cast<size_t>(j)] - m) / sum);
+  }
+  return y;
+}
+
+int64_t count_kind(const std::vector<double>& v, bool (*pick)(double)) {
+  return static_cast<int64_t>(std::count_if(v.begin(), v.end(), pick));
+}
+
+TEST(DnnlNanGuard, FiniteInputsRunOnDnnlNonFiniteOnNative) {
+  const Shape xs = {1, 3, 12, 16}, ws = {8, 3, 3, 3};
+  const Tensor w = random_float(ws, 91), bias = random_float({8}, 92);
+  Builder b;
+  const ValueId conv = b.node("Conv", {b.input(xs), b.constant(w), b.constant(bias)},
+                              attributes({{"pads", Attribute::of_ints({1, 1, 1, 1})}, {"kernel_shape", Attribute::of_ints({3, 3})}}));
+  const ValueId clipped = b.node("Clip", {conv, b.scalar(0), b.scalar(6)});
+  const ValueId pooled = b.node("MaxPool", {clipped}, attributes({{"kernel_shape", Attribute::of_ints({2, 2})},
+                                                                  {"strides", Attribute::of_ints({2, 2})}}));
+  b.output(b.node("Softmax", {pooled}, attributes({{"axis", Attribute::of_int(-1)}})));
+  std::unique_ptr<CompiledModel> model = compile_on(b.graph, {"dnnl", "native"});
+  ASSERT_EQ(model->regions().size(), 1u);
+  ASSERT_EQ(model->regions()[0].backend, "dnnl");
+  for (const NodePlacement& p : model->placement()) EXPECT_EQ(p.backend, "dnnl") << p.node_name;
+
+  // Scaled up so that the Clip's 0 and 6 and the pooling's maximum all matter.
+  Tensor finite = random_float(xs, 93);
+  for (int64_t i = 0; i < finite.numel(); ++i) finite.as<float>()[i] *= 3;
+  struct Trial {
+    std::string what;
+    std::vector<std::pair<int64_t, float>> plant;  // element, value
+    int64_t fallbacks;
+  };
+  const int64_t hw = xs[2] * xs[3];
+  const std::vector<Trial> trials = {
+      {"finite", {}, 0},
+      {"one NaN pixel", {{1 * hw + 5 * xs[3] + 7, NAN}}, 1},
+      {"one +Inf pixel", {{0 * hw + 2 * xs[3] + 2, INFINITY}}, 1},
+      {"-Inf and NaN", {{2 * hw + 9 * xs[3] + 12, -INFINITY}, {hw - 1, NAN}}, 1},
+  };
+  for (const Trial& trial : trials) {
+    SCOPED_TRACE(trial.what);
+    Tensor x = finite.clone();
+    for (const auto& [at, value] : trial.plant) x.as<float>()[at] = value;
+    const std::vector<double> expected = guard_reference(x, xs, w, ws, bias);
+    // A planted NaN must reach the output (else the trial shows nothing); a lone
+    // +Inf pixel gives ±Inf convolutions that Clip bounds, so finite outputs.
+    if (trial.what.find("NaN") != std::string::npos) {
+      EXPECT_GT(count_kind(expected, [](double v) { return std::isnan(v); }), 0);
+    }
+    RunProfile profile;
+    const std::vector<Tensor> outputs = model->run({x.view()}, {}, &profile);
+    ASSERT_EQ(outputs.size(), 1u);
+    expect_same_values(outputs[0], expected, trial.what);
+    ASSERT_EQ(profile.region_fallbacks.size(), 1u);
+    EXPECT_EQ(profile.region_fallbacks[0], trial.fallbacks);
+  }
+}
+
+TEST(DnnlNanGuard, ConcurrentRunsCompileTheFallbackOnce) {
+  // Several threads hit the lazily compiled native fallback at once; each gets its own values.
+  const Shape xs = {2, 5, 33};
+  Builder b;
+  b.output(b.node("Softmax", {b.node("Max", {b.input(xs), b.input(xs)})}, attributes({{"axis", Attribute::of_int(-1)}})));
+  std::unique_ptr<CompiledModel> model = compile_on(b.graph, {"dnnl", "native"});
+  ASSERT_EQ(model->regions().size(), 1u);
+  ASSERT_EQ(model->regions()[0].backend, "dnnl");
+  constexpr int kThreads = 4;
+  std::vector<Tensor> a, c;
+  std::vector<std::vector<double>> expected;
+  for (int t = 0; t < kThreads; ++t) {
+    a.push_back(t % 2 ? random_float(xs, 200 + t) : with_specials(xs, 200 + static_cast<uint32_t>(t)));
+    c.push_back(random_float(xs, 300 + t));
+    std::vector<double> m(static_cast<size_t>(a[t].numel()));
+    for (size_t i = 0; i < m.size(); ++i) m[i] = maximum(a[t].double_at(static_cast<int64_t>(i)), c[t].double_at(static_cast<int64_t>(i)));
+    std::vector<double> y;
+    for (size_t row = 0; row < m.size(); row += 33) {
+      double top = -kInf, sum = 0;
+      for (size_t j = 0; j < 33; ++j) top = maximum(top, m[row + j]);
+      for (size_t j = 0; j < 33; ++j) sum += std::exp(m[row + j] - top);
+      for (size_t j = 0; j < 33; ++j) y.push_back(std::exp(m[row + j] - top) / sum);
+    }
+    expected.push_back(std::move(y));
+  }
+  std::vector<std::vector<Tensor>> outputs(kThreads);
+  std::vector<RunProfile> profiles(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int repeat = 0; repeat < 3; ++repeat) outputs[t] = model->run({a[t].view(), c[t].view()}, {}, &profiles[t]);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) {
+    ASSERT_EQ(outputs[t].size(), 1u);
+    expect_same_values(outputs[t][0], expected[t], "thread " + std::to_string(t));
+    EXPECT_EQ(profiles[t].region_fallbacks[0], t % 2 ? 0 : 3) << "thread " << t;
+  }
+}
+
+TEST(DnnlNanGuard, NonFiniteConstantAlwaysRunsOnNative) {
+  // Max with a constant holding +Inf and NaN: oneDNN's max would drop them; finite inputs still fall back.
+  const Shape xs = {4, 19};
+  Tensor k = random_float(xs, 401);
+  k.as<float>()[3] = INFINITY;
+  k.as<float>()[40] = NAN;
+  Builder b;
+  b.output(b.node("Max", {b.input(xs), b.constant(k)}));
+  std::unique_ptr<CompiledModel> model = compile_on(b.graph, {"dnnl", "native"});
+  ASSERT_EQ(model->regions().size(), 1u);
+  ASSERT_EQ(model->regions()[0].backend, "dnnl");
+  const Tensor x = random_float(xs, 402);
+  std::vector<double> expected(static_cast<size_t>(x.numel()));
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] = maximum(x.double_at(static_cast<int64_t>(i)), k.double_at(static_cast<int64_t>(i)));
+  RunProfile profile;
+  const std::vector<Tensor> outputs = model->run({x.view()}, {}, &profile);
+  expect_same_values(outputs[0], expected, "Max with a non-finite constant");
+  EXPECT_EQ(profile.region_fallbacks[0], 1);
 }
 
 }  // namespace

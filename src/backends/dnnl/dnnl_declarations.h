@@ -20,15 +20,6 @@ SupportDecision float32_static(const Graph& graph, const Node& node, size_t data
 /// every step 1, resolved (starts are the offsets per axis), or nullopt.
 std::optional<SliceSpec> constant_slice(const Graph& graph, const Node& node);
 
-/// Why oneDNN 2.6 cannot run `op_type` with NaN and Inf semantics (NaN
-/// propagates, as in numpy and PyTorch), or nullopt when it can. Measured on
-/// its JIT kernels (tests/unit/dnnl_nan_test.cc feeds NaN and ±Inf to every
-/// op family claimed): the ops named here are refused, so they run on native.
-/// Relu (and Clip(0, +Inf)) is lowered as eltwise_elu with alpha 0 instead of
-/// oneDNN's relu, and other Clips and LeakyRelu with alpha 0 are refused (see
-/// activation_post_op and check_activation).
-std::optional<std::string> nan_semantics_refusal(const std::string& op_type);
-
 /// Pooling, normalisation, softmax and layout ops (dnnl_declarations_more.cc).
 void register_more_declarations(Declarations& declarations);
 

@@ -24,7 +24,6 @@ SupportDecision only_first_output(const Node& node) {
 }
 
 SupportDecision check_pooling(const Graph& graph, const Node& node) {
-  if (std::optional<std::string> why = nan_semantics_refusal(node.op_type)) return refuse(*why);
   if (node.op_type == "MaxPool") {
     if (node.has_output(1)) return refuse("the Indices output");
     if (node.attrs.get_int_or("storage_order", 0) != 0) return refuse("storage_order = 1");
@@ -76,7 +75,6 @@ SupportDecision check_layer_norm(const Graph& graph, const Node& node) {
 }
 
 SupportDecision check_softmax(const Graph& graph, const Node& node) {
-  if (std::optional<std::string> why = nan_semantics_refusal(node.op_type)) return refuse(*why);
   SupportDecision d = float32_static(graph, node);
   if (!d.supported) return d;
   const int64_t rank = graph.value(node.inputs[0]).type.rank();

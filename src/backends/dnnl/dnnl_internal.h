@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <dnnl.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -123,6 +124,13 @@ std::vector<int> role_args(const Step& step);
 /// Lowers a region graph into a program. Throws a user or unsupported error
 /// naming the node when a node cannot be lowered.
 Program lower_region(const Graph& region, const dnnl::engine& engine);
+
+// --- NaN and Inf semantics (dnnl_nan_semantics.cc) ---
+/// Why `step` (or a post-op fused into it) may drop or invent NaN or ±Inf when
+/// an input is not finite, or nullopt when it computes them as numpy and
+/// PyTorch do. The one table of oneDNN's NaN and Inf behaviour: a region
+/// holding such a step is exact only for finite inputs (DnnlRegion).
+std::optional<std::string> finite_only_reason(const Step& step);
 
 // --- constants ---
 /// The bytes of a constant slot in plain layout, after its transform.

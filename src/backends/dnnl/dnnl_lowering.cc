@@ -261,23 +261,18 @@ std::optional<PostOp> activation_post_op(const Graph& graph, const Node& node) {
   };
   if (!node.domain.empty()) return std::nullopt;
   const std::string& op = node.op_type;
-  // Relu is not oneDNN's eltwise_relu: with alpha 0 its JIT computes max(x, 0)
-  // (vmaxps), which gives 0 for NaN. eltwise_elu with alpha 0 is x where x > 0,
-  // else 0 * (exp(x) - 1): exactly Relu for every finite x and -Inf (a zero,
-  // -0 for x < 0), and NaN for NaN (its exp gives +Inf there, and 0 * Inf is
-  // NaN). relu with alpha != 0 is a compare and blend, where NaN * alpha stays NaN.
-  const PostOp relu = eltwise(algorithm::eltwise_elu, 0.0f);
+  // Relu is eltwise_relu, max(x, 0), which gives 0 for NaN: a region holding
+  // it is exact only for finite inputs (finite_only_reason), and the runtime
+  // runs it on native when an input is not finite. (eltwise_elu with alpha 0
+  // is NaN-exact but measured slower: docs/architecture.md.)
+  const PostOp relu = eltwise(algorithm::eltwise_relu, 0.0f);
   if (op == "Relu") return relu;
-  if (op == "LeakyRelu") {
-    // alpha 0 would be oneDNN's max form (and ONNX's -Inf * 0 is NaN, not Relu's 0).
-    const float alpha = node.attrs.get_float_or("alpha", 0.01f);
-    if (alpha == 0.0f) return std::nullopt;
-    return eltwise(algorithm::eltwise_relu, alpha);
-  }
+  // With alpha 0 this is relu's max form too (finite inputs only, as above).
+  if (op == "LeakyRelu") return eltwise(algorithm::eltwise_relu, node.attrs.get_float_or("alpha", 0.01f));
   if (op == "Sigmoid") return eltwise(algorithm::eltwise_logistic);
   if (op == "Tanh") return eltwise(algorithm::eltwise_tanh);
   if (op == "Elu") return eltwise(algorithm::eltwise_elu, node.attrs.get_float_or("alpha", 1.0f));
-  // Not Exp: oneDNN's exp gives +Inf for NaN (nan_semantics_refusal).
+  if (op == "Exp") return eltwise(algorithm::eltwise_exp);  // +Inf for NaN: finite inputs only
   if (op == "Log") return eltwise(algorithm::eltwise_log);
   if (op == "Sqrt") return eltwise(algorithm::eltwise_sqrt);
   if (op == "Abs") return eltwise(algorithm::eltwise_abs);
@@ -286,9 +281,8 @@ std::optional<PostOp> activation_post_op(const Graph& graph, const Node& node) {
   if (op == "HardSwish") return eltwise(algorithm::eltwise_hardswish);
   if (op == "Mish") return eltwise(algorithm::eltwise_mish);
   if (op == "Clip") {
-    // Only Clip(0, +Inf), which is Relu: oneDNN's clip is max(x, min) then
-    // min(·, max), which turn NaN into the lower bound. (An omitted max is
-    // FLT_MAX in ONNX, which clips +Inf: not Relu.)
+    // oneDNN's clip is max(x, min) then min(·, max), which turn NaN into the
+    // lower bound: finite inputs only (finite_only_reason).
     float bounds[2] = {-FLT_MAX, FLT_MAX};
     for (size_t i = 1; i < 3; ++i) {
       if (!node.has_input(i)) continue;
@@ -297,8 +291,7 @@ std::optional<PostOp> activation_post_op(const Graph& graph, const Node& node) {
       bounds[i - 1] = v.constant->as<float>()[0];
     }
     if (node.attrs.has("min") || node.attrs.has("max")) return std::nullopt;
-    if (bounds[0] == 0.0f && bounds[1] == INFINITY) return relu;
-    return std::nullopt;
+    return eltwise(algorithm::eltwise_clip_v2, bounds[0], bounds[1]);
   }
   return std::nullopt;
 }

@@ -130,6 +130,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
   int64_t scratchpad = 0;
   std::vector<char> layout_resolved(num_slots, 0);
   for (const Step& step : program_.steps) {
+    finite_only_ |= finite_only_reason(step).has_value();
     for (int32_t slot : step.inputs) check_read(slot);
     for (const PostOp& p : step.post_ops) {
       if (p.kind != PostOpKind::kEltwise) check_read(p.slot);

@@ -17,6 +17,8 @@ class DnnlRegion : public ExecutableRegion {
   DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads);
   ~DnnlRegion() override;
   void run(ValueStore& store) const override;
+  /// True when a step of the program is in finite_only_reason's table.
+  bool exact_only_for_finite_inputs() const override { return finite_only_; }
 
  private:
   struct CompiledStep {
@@ -40,6 +42,7 @@ class DnnlRegion : public ExecutableRegion {
   Program program_;
   dnnl::engine engine_;
   int num_threads_;
+  bool finite_only_ = false;
   std::vector<memory::desc> descs_;  // per slot
   std::vector<CompiledStep> steps_;
   std::vector<memory> constants_;    // per slot (constant slots only)
