@@ -141,6 +141,8 @@ Declarations make_declarations() {
   // Max, Min, Exp, Clip, Relu (and MaxPool, Softmax, LogSoftmax) drop or invent NaN/Inf for
   // non-finite inputs: claimed all the same, the runtime runs their region on native when an
   // input is not finite (finite_only_reason in dnnl_nan_semantics.cc, the one table of them).
+  // Not covered: a NaN or Inf made inside a region from finite inputs (an overflow to Inf, then
+  // Inf - Inf) and then met by such a step is still dropped.
   d.op({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Exp", "Sqrt", "Abs", "Neg", "Softplus", "HardSwish", "Mish",
         "Clip"},
        with_float32_static(check_activation));
