@@ -143,7 +143,9 @@ TEST(ValueSizes, RangeCountsExactlyAtTheInt64Limits) {
                                                                      scalar_int32(std::numeric_limits<int32_t>::max()),
                                                                      scalar_int32(1 << 30)}});
   ASSERT_EQ(out[0].shape(), Shape{4});
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[0].as<int32_t>()[i], std::numeric_limits<int32_t>::min() + i * (1 << 30));
+  for (int i = 0; i < 4; ++i) {  // the expected value computed in int64: i * 2^30 overflows int32 from i = 2
+    EXPECT_EQ(out[0].as<int32_t>()[i], static_cast<int32_t>(int64_t{std::numeric_limits<int32_t>::min()} + i * (int64_t{1} << 30)));
+  }
 }
 
 TEST(ValueSizes, RangeWithANonFiniteFloatIsAUserError) {
