@@ -1,53 +1,64 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (address + undefined-behaviour
-# sanitizers, coverage over all of Tessera) into build-fuzz/ and runs each for
-# RUNS inputs (default 20000) from a fixed seed, on a seed corpus: the ONNX
-# node-test models and a few .npy files. A fixed seed and run count make the
-# run repeatable, so CI cannot turn red by chance. The artifact loader is
-# seeded with .tsr files compiled from node-test models by build/tessera
-# (native only, and split across the test and native backends); run longer by hand with a
-# bigger RUNS or another SEED. A crash, leak or sanitizer report fails the
-# script and leaves the reproducer in build-fuzz/.
+# Runs the libFuzzer targets (built with clang, address + undefined-behaviour
+# sanitizers, coverage over all of Tessera) for RUNS inputs each (default
+# 20000) from a fixed seed, on a seed corpus built afresh each time. A fixed
+# seed, run count and corpus make the run repeatable, so CI cannot turn red by
+# chance; run longer by hand with a bigger RUNS or another SEED.
+#
+# The targets live in build-asan/, the sanitizer tree that scripts/sanitize.sh
+# configures (and also runs the tests in); this script configures it when
+# missing and builds only what fuzzing needs.
+#
+# Seed corpus (the script fails when any part of it comes out empty):
+# - onnx: every ONNX node-test model (generated from python3-onnx);
+# - tsr:  node-test models compiled by the sanitized CLI (default backends,
+#         native only, and split across the test and native backends), plus the
+#         hand-built artifacts of tessera_artifact_tests' Artifact.WritesFuzzSeeds;
+# - npy:  a few .npy files.
+# fuzz_onnx_import and fuzz_model_load run the models they manage to compile or
+# load when their sizes are bounded (tests/fuzz/fuzz_run_model.h), so kernels
+# see fuzzed shapes and attributes under the sanitizers. A crash, leak,
+# sanitizer report or internal error fails the script and leaves the
+# reproducer in build-asan/.
 # Usage: scripts/fuzz.sh [RUNS] [SEED]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${1:-20000}"
 SEED="${2:-1}"
+BUILD=build-asan
 
-if ! command -v clang++ >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends clang libclang-rt-14-dev
-fi
+[ -f "$BUILD/build.ninja" ] || scripts/sanitize.sh --configure-only
+nice -n 19 ninja -C "$BUILD" fuzz_onnx_import fuzz_npy fuzz_artifact fuzz_model_load tessera_cli tessera_artifact_tests
 
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTESSERA_FUZZ=ON -DTESSERA_SANITIZE=ON -DTESSERA_BUILD_TESTS=OFF >/dev/null
-ninja -C build-fuzz fuzz_onnx_import fuzz_npy fuzz_artifact fuzz_model_load
+export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export LSAN_OPTIONS="suppressions=$PWD/scripts/sanitizers.supp:print_suppressions=0"
 
-corpus=build-fuzz/corpus
+corpus="$BUILD/corpus"
+rm -rf "$corpus"
 mkdir -p "$corpus/onnx" "$corpus/npy" "$corpus/tsr"
-if [ ! -d build/onnx_cases/node ]; then
-  /usr/bin/python3 tests/conformance/generate_node_tests.py build/onnx_cases >/dev/null 2>&1
-fi
+cases="$BUILD/onnx_cases"
+[ -d "$cases/node" ] || /usr/bin/python3 tests/conformance/generate_node_tests.py "$cases" >/dev/null
 i=0
-for m in build/onnx_cases/node/*/model.onnx; do
+for m in "$cases"/node/*/model.onnx; do
+  [ -f "$m" ] || continue
   cp "$m" "$corpus/onnx/seed_$i.onnx"
   i=$((i + 1))
 done
-if [ -x build/tessera ]; then
-  i=0
-  for case in add relu matmul_2d gemm_default_single_elem_vector_bias softmax_axis_1 conv_with_strides_padding \
-              maxpool_2d_default transpose_default reshape_reduced_dims if loop11 concat_2d_axis_0 \
-              gather_0 slice clip_default_inbounds layer_normalization_2d_axis0 expand_dim_changed; do
-    m=build/onnx_cases/node/test_$case/model.onnx
-    [ -f "$m" ] || continue
-    build/tessera compile "$m" -o "$corpus/tsr/seed_$i.tsr" >/dev/null 2>&1 || true
-    build/tessera compile "$m" --backends test,native -o "$corpus/tsr/seed_${i}_test.tsr" >/dev/null 2>&1 || true
-    build/tessera compile "$m" --backends native -o "$corpus/tsr/seed_${i}_native.tsr" >/dev/null 2>&1 || true
-    i=$((i + 1))
-  done
-fi
+
+# Artifacts of real compiled models; every case listed here compiles today, so a failure is a bug.
+for case in add relu matmul_2d gemm_default_single_elem_vector_bias softmax_axis_1 conv_with_strides_padding \
+            maxpool_2d_default transpose_default reshape_reduced_dims if loop11 concat_2d_axis_0 \
+            gather_0 slice clip_default_inbounds layer_normalization_2d_axis0 expand_dim_changed; do
+  m="$cases/node/test_$case/model.onnx"
+  "$BUILD/tessera" compile "$m" -o "$corpus/tsr/${case}.tsr" >/dev/null
+  "$BUILD/tessera" compile "$m" --backends test,native -o "$corpus/tsr/${case}_test.tsr" >/dev/null
+  "$BUILD/tessera" compile "$m" --backends native -o "$corpus/tsr/${case}_native.tsr" >/dev/null
+done
+# Hand-built artifacts: every attribute kind, nested subgraphs, an empty graph.
+TESSERA_ARTIFACT_SEED_DIR="$PWD/$corpus/tsr" "$BUILD/tests/tessera_artifact_tests" \
+  --gtest_filter=Artifact.WritesFuzzSeeds >/dev/null
+
 /usr/bin/python3 - "$corpus/npy" <<'PY'
 import sys, numpy as np
 out = sys.argv[1]
@@ -56,12 +67,19 @@ for i, a in enumerate([np.zeros((2, 3), np.float32), np.arange(5, dtype=np.int64
     np.save("%s/seed_%d.npy" % (out, i), a)
 PY
 
-cd build-fuzz
-export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+for kind in onnx tsr npy; do
+  count=$(find "$corpus/$kind" -type f | wc -l)
+  if [ "$count" -eq 0 ]; then
+    echo "fuzz: the $kind seed corpus is empty" >&2
+    exit 1
+  fi
+  echo "fuzz: $count $kind seeds"
+done
+
+cd "$BUILD"
 ./fuzz_onnx_import -seed="$SEED" -runs="$RUNS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/onnx
 ./fuzz_npy -seed="$SEED" -runs="$((RUNS * 10))" -rss_limit_mb=2048 corpus/npy
 ./fuzz_artifact -seed="$SEED" -runs="$RUNS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/tsr
-# Whole loads build primitives and pack weights: slower per input, so fewer runs.
+# Whole loads build primitives, pack weights and run: slower per input, so fewer runs.
 ./fuzz_model_load -seed="$SEED" -runs="$((RUNS / 10))" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/tsr
-echo "fuzz: no crash in $RUNS runs of the importer, $RUNS of the artifact loader, $((RUNS / 10)) whole model loads and $((RUNS * 10)) of the npy reader (seed $SEED)"
+echo "fuzz: no finding in $RUNS runs of the importer, $RUNS of the artifact loader, $((RUNS / 10)) whole model loads and $((RUNS * 10)) of the npy reader (seed $SEED)"

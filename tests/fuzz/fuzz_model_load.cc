@@ -1,9 +1,12 @@
 // libFuzzer target: arbitrary bytes as a .tsr file loaded by the runtime, all
 // the way: artifact checks, type re-check, partition check, and every
 // backend's payload (native, test, oneDNN) rebuilt into executable regions.
-// It must load or fail with a tessera::Error; never crash, leak or read out
-// of bounds. As in fuzz_artifact, the checksum is recomputed over the mutated
-// bytes so that mutations reach the payload parsers.
+// It must load or fail with a tessera user error; never crash, leak, read out
+// of bounds or raise an internal error. A model that loads and whose sizes are
+// bounded (fuzz_run_model.h) is then run once, so the kernels of every backend
+// see the mutated shapes, attributes and constants. As in fuzz_artifact, the
+// checksum is recomputed over the mutated bytes so that mutations reach the
+// payload parsers.
 #include <unistd.h>
 
 #include <cstdint>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "artifact/artifact_internal.h"
+#include "fuzz_run_model.h"
 #include "ir/error.h"
 #include "runtime/session.h"
 
@@ -29,10 +33,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!f) return 0;
   std::fwrite(bytes.data(), 1, bytes.size(), f);
   std::fclose(f);
+  std::unique_ptr<tessera::CompiledModel> model;
   try {
     tessera::CompileOptions options;
-    auto model = tessera::CompiledModel::load(path, options);
-  } catch (const tessera::Error&) {
+    model = tessera::CompiledModel::load(path, options);
+  } catch (const tessera::Error& error) {
+    tessera::fuzz::fail_on_internal_error(error);
+    return 0;
   }
+  tessera::fuzz::run_if_bounded(*model, data, size);
   return 0;
 }

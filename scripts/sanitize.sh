@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Builds Tessera, its tests and its libFuzzer targets with clang under
+# AddressSanitizer + UndefinedBehaviorSanitizer (with LeakSanitizer) into ONE
+# tree, build-asan/, runs the unit, conformance, model and error tests there,
+# then the fixed-seed fuzz rounds of scripts/fuzz.sh on the same build. Any
+# sanitizer report fails the test it happens in, and so the script: ASan stops
+# at its first report, and UBSan findings are not recoverable
+# (-fno-sanitize-recover=undefined in CMakeLists.txt, halt_on_error here).
+#
+# The model tests run tests/models/check_models.py with /usr/bin/python3, which
+# is not instrumented: it runs the sanitized build-asan/tessera CLI as a
+# subprocess, and the child inherits ASAN_OPTIONS / UBSAN_OPTIONS from here, so
+# no LD_PRELOAD of the ASan runtime into Python is needed.
+#
+# oneDNN (libdnnl) and its OpenMP runtime are Debian's uninstrumented builds:
+# ASan sees their memory through malloc/free only, and its JIT code is not
+# checked. scripts/sanitizers.supp holds the (commented) leak suppressions for
+# them, if any are needed; nothing else is switched off.
+#
+# The tree is built with `nice -n 19`: on a shared machine other builds come
+# first. It is -O1 with line tables and without NDEBUG, so the IR verifier runs
+# between compile passes too.
+#
+# Usage: scripts/sanitize.sh [FUZZ_RUNS [SEED]]   (defaults 200000 and 1; FUZZ_RUNS=0 skips fuzzing)
+#        scripts/sanitize.sh --configure-only     (install clang/libomp and configure build-asan)
+# Environment: SANITIZE_LABELS (default 'unit|conformance|models|error'),
+#              SANITIZE_EXCLUDE (a ctest -E regex of tests to leave out; default none).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=build-asan
+
+# clang, its sanitizer and libFuzzer runtimes, and LLVM's OpenMP (oneDNN's
+# threads are OpenMP's; clang's -fopenmp needs libomp).
+PACKAGES=(clang libclang-rt-14-dev libomp-14-dev)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "sanitize: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+  -DTESSERA_SANITIZE=ON -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=ON >/dev/null
+[ "${1:-}" = "--configure-only" ] && exit 0
+
+FUZZ_RUNS="${1:-200000}"
+SEED="${2:-1}"
+LABELS="${SANITIZE_LABELS:-unit|conformance|models|error}"
+EXCLUDE="${SANITIZE_EXCLUDE:-}"
+
+start=$(date +%s)
+nice -n 19 ninja -C "$BUILD"
+built=$(date +%s)
+echo "sanitize: build took $((built - start)) s"
+
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export LSAN_OPTIONS="suppressions=$PWD/scripts/sanitizers.supp:print_suppressions=0"
+ctest_args=(--test-dir "$BUILD" --output-on-failure -j2 -L "$LABELS")
+[ -n "$EXCLUDE" ] && ctest_args+=(-E "$EXCLUDE")
+ctest "${ctest_args[@]}"
+tested=$(date +%s)
+echo "sanitize: tests ($LABELS) took $((tested - built)) s"
+
+if [ "$FUZZ_RUNS" != 0 ]; then
+  scripts/fuzz.sh "$FUZZ_RUNS" "$SEED"
+  echo "sanitize: fuzzing took $(($(date +%s) - tested)) s"
+fi
+echo "sanitize: clean (build, tests and fuzzing: $(($(date +%s) - start)) s)"
