@@ -23,7 +23,13 @@
 #
 # Usage: scripts/sanitize.sh [FUZZ_RUNS [SEED]]   (defaults 200000 and 1; FUZZ_RUNS=0 skips fuzzing)
 #        scripts/sanitize.sh --configure-only     (install clang/libomp and configure build-asan)
-# Environment: SANITIZE_LABELS (default 'unit|conformance|models|error'),
+# The ONNX node conformance cases run once here, by the runner directly rather than by the
+# conformance ctest: the runner forks a child per case and records a crash (a sanitizer
+# report is one) without failing for a case that is not on the passing list, so this script
+# fails on any sanitizer report or crash in its output instead. Values are not compared with
+# the passing list here: the gcc build (scripts/test.sh) does that, and 15 listed cases
+# (window functions, RoiAlign, bicubic GridSample) differ by ~1e-5 relative under clang -O1.
+# Environment: SANITIZE_LABELS (default 'unit|models|error'),
 #              SANITIZE_EXCLUDE (a ctest -E regex of tests to leave out; default none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +57,7 @@ CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithD
 
 FUZZ_RUNS="${1:-200000}"
 SEED="${2:-1}"
-LABELS="${SANITIZE_LABELS:-unit|conformance|models|error}"
+LABELS="${SANITIZE_LABELS:-unit|models|error}"
 EXCLUDE="${SANITIZE_EXCLUDE:-}"
 
 start=$(date +%s)
@@ -59,7 +65,8 @@ nice -n 19 ninja -C "$BUILD"
 built=$(date +%s)
 echo "sanitize: build took $((built - start)) s"
 
-export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1"
+# max_allocation_size_mb: the conformance runner sets no address-space limit under ASan (see run_node_tests.cc).
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1:max_allocation_size_mb=8192:allocator_may_return_null=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/sanitizers.supp:print_suppressions=0"
 ctest_args=(--test-dir "$BUILD" --output-on-failure -j2 -L "$LABELS")
@@ -67,6 +74,19 @@ ctest_args=(--test-dir "$BUILD" --output-on-failure -j2 -L "$LABELS")
 ctest "${ctest_args[@]}"
 tested=$(date +%s)
 echo "sanitize: tests ($LABELS) took $((tested - built)) s"
+
+[ -d "$BUILD/onnx_cases/node" ] || /usr/bin/python3 tests/conformance/generate_node_tests.py "$BUILD/onnx_cases" >/dev/null
+log="$BUILD/conformance_sanitize.log"
+TESSERA_POISON=1 "$BUILD/tests/tessera_conformance" "$BUILD/onnx_cases/node" --threads 2 >"$log" 2>&1 || true
+grep -E "^conformance: .* of [0-9]+ cases" "$log" || { echo "sanitize: the conformance runner did not finish (see $log)" >&2; exit 1; }
+if grep -qE "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:| [1-9][0-9]* crashed" "$log"; then
+  grep -E -A20 "ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|^crashed" "$log" | head -100 >&2
+  echo "sanitize: sanitizer report or crash in the conformance cases (see $log)" >&2
+  exit 1
+fi
+conformed=$(date +%s)
+echo "sanitize: conformance cases took $((conformed - tested)) s"
+tested=$conformed
 
 if [ "$FUZZ_RUNS" != 0 ]; then
   scripts/fuzz.sh "$FUZZ_RUNS" "$SEED"
