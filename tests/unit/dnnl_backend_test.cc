@@ -24,6 +24,7 @@
 #include "partition/declarations.h"
 #include "runtime/backend_registry.h"
 #include "runtime/session.h"
+#include "graph_builder.h"
 #include "test_util.h"
 
 #include "backends/dnnl/dnnl_internal.h"
@@ -32,48 +33,7 @@ namespace tessera::testing {
 namespace {
 
 
-/// Builds graphs node by node, filling attribute defaults from the op
-/// schemas as the ONNX importer does. Output types are left to inference.
-struct Builder {
-  Graph graph;
-  int counter = 0;
-  int opset = 17;
-
-  ValueId input(Shape shape) {
-    const ValueId id = graph.add_value("x" + std::to_string(counter++), TensorType::make(DType::kFloat32, std::move(shape)));
-    graph.inputs.push_back(id);
-    return id;
-  }
-  ValueId constant(Tensor tensor) { return graph.add_constant("c" + std::to_string(counter++), std::move(tensor)); }
-  ValueId ints(std::vector<int64_t> values) {
-    const int64_t n = static_cast<int64_t>(values.size());
-    return constant(make_int64({n}, std::move(values)));
-  }
-  ValueId node(const std::string& op_type, std::vector<ValueId> inputs, AttributeMap attrs = {}) {
-    Node node;
-    node.name = op_type + "_" + std::to_string(counter++);
-    node.op_type = op_type;
-    node.opset = opset;
-    node.inputs = std::move(inputs);
-    node.attrs = std::move(attrs);
-    if (const OpSchema* schema = OpRegistry::instance().find("", op_type)) {
-      for (const AttributeSpec& spec : schema->attributes) {
-        if (!node.attrs.has(spec.name) && spec.default_value) node.attrs.set(spec.name, *spec.default_value);
-      }
-    }
-    const ValueId out = graph.add_value(node.name + "_out");
-    node.outputs = {out};
-    graph.nodes.push_back(std::move(node));
-    return out;
-  }
-  void output(ValueId id) { graph.outputs.push_back(id); }
-};
-
-AttributeMap attributes(std::initializer_list<std::pair<const char*, Attribute>> entries) {
-  AttributeMap map;
-  for (const auto& [name, value] : entries) map.set(name, value);
-  return map;
-}
+using Builder = GraphBuilder;
 
 std::unique_ptr<CompiledModel> compile_on(const Graph& graph, std::vector<std::string> backends) {
   CompileOptions options;

@@ -29,6 +29,7 @@
 #include "partition/declarations.h"
 #include "runtime/backend_registry.h"
 #include "runtime/session.h"
+#include "graph_builder.h"
 #include "test_util.h"
 
 namespace tessera::testing {
@@ -37,45 +38,7 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-/// Builds graphs node by node, filling attribute defaults from the op
-/// schemas as the ONNX importer does (as in dnnl_backend_test.cc).
-struct Builder {
-  Graph graph;
-  int counter = 0;
-  int opset = 17;
-
-  ValueId input(Shape shape) {
-    const ValueId id = graph.add_value("x" + std::to_string(counter++), TensorType::make(DType::kFloat32, std::move(shape)));
-    graph.inputs.push_back(id);
-    return id;
-  }
-  ValueId constant(Tensor tensor) { return graph.add_constant("c" + std::to_string(counter++), std::move(tensor)); }
-  ValueId scalar(float value) { return constant(make_float({}, {value})); }
-  ValueId node(const std::string& op_type, std::vector<ValueId> inputs, AttributeMap attrs = {}) {
-    Node node;
-    node.name = op_type + "_" + std::to_string(counter++);
-    node.op_type = op_type;
-    node.opset = opset;
-    node.inputs = std::move(inputs);
-    node.attrs = std::move(attrs);
-    if (const OpSchema* schema = OpRegistry::instance().find("", op_type)) {
-      for (const AttributeSpec& spec : schema->attributes) {
-        if (!node.attrs.has(spec.name) && spec.default_value) node.attrs.set(spec.name, *spec.default_value);
-      }
-    }
-    const ValueId out = graph.add_value(node.name + "_out");
-    node.outputs = {out};
-    graph.nodes.push_back(std::move(node));
-    return out;
-  }
-  void output(ValueId id) { graph.outputs.push_back(id); }
-};
-
-AttributeMap attributes(std::initializer_list<std::pair<const char*, Attribute>> entries) {
-  AttributeMap map;
-  for (const auto& [name, value] : entries) map.set(name, value);
-  return map;
-}
+using Builder = GraphBuilder;
 
 /// Values in [low, high) with NaN, +Inf and -Inf planted at fixed fractions
 /// of the tensor (near the first and last elements), so vector bodies and

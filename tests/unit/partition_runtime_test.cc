@@ -26,6 +26,7 @@
 #include "ir/error.h"
 #include "ir/op_schema.h"
 #include "runtime/session.h"
+#include "graph_builder.h"
 #include "test_util.h"
 
 namespace tessera::testing {
@@ -55,36 +56,7 @@ class TempDir {
   fs::path path_;
 };
 
-/// Builds graphs node by node and fills attribute defaults from the op
-/// schemas, as the ONNX importer does. Output types are left to inference.
-struct Builder {
-  Graph graph;
-  int counter = 0;
-
-  ValueId input(const std::string& name, Shape shape) {
-    const ValueId id = graph.add_value(name, TensorType::make(DType::kFloat32, std::move(shape)));
-    graph.inputs.push_back(id);
-    return id;
-  }
-  ValueId constant(Tensor tensor) { return graph.add_constant("const_" + std::to_string(counter++), std::move(tensor)); }
-  ValueId node(const std::string& op_type, std::vector<ValueId> inputs, AttributeMap attrs = {}) {
-    Node node;
-    node.name = op_type + "_" + std::to_string(counter++);
-    node.op_type = op_type;
-    node.opset = 17;
-    node.inputs = std::move(inputs);
-    node.attrs = std::move(attrs);
-    if (const OpSchema* schema = OpRegistry::instance().find("", op_type)) {
-      for (const AttributeSpec& spec : schema->attributes) {
-        if (!node.attrs.has(spec.name) && spec.default_value) node.attrs.set(spec.name, *spec.default_value);
-      }
-    }
-    const ValueId out = graph.add_value(node.name + "_out");
-    node.outputs = {out};
-    graph.nodes.push_back(std::move(node));
-    return out;
-  }
-};
+using Builder = GraphBuilder;
 
 /// |actual - expected| <= 1e-6 + 1e-5 |expected| element by element. The
 /// absolute part covers outputs near 0 after cancellation, which random graphs
