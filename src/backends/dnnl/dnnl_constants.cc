@@ -34,9 +34,9 @@ void expect_size(const std::vector<float>& data, int64_t count, const char* what
 std::vector<float> constant_plain_data(const Graph& region, const Slot& slot) {
   int64_t count = 1;
   for (int64_t d : slot.dims) {
-    if (d <= 0 || d > (int64_t{1} << 32)) throw_user_error("oneDNN payload: constant slot has dim ", d);
+    if (d <= 0 || d > kMaxSlotDim) throw_user_error("oneDNN payload: constant slot has dim ", d);
     count *= d;
-    if (count > (int64_t{1} << 32)) throw_user_error("oneDNN payload: constant slot too large");
+    if (count > kMaxConstantElements) throw_user_error("oneDNN payload: constant slot too large");
   }
   auto source = [&](size_t i, const char* what) -> const Tensor& {
     if (i >= slot.sources.size()) throw_user_error("oneDNN payload: constant slot misses source ", i);

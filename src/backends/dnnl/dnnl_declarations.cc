@@ -211,10 +211,10 @@ SupportDecision float32_static_value(const Graph& graph, const std::string& what
   for (int64_t d : v.type.dims) {
     if (d == 0) return refuse(named + " is empty");
   }
-  // The payload's own limits (slots in dnnl_region.cc, constants in dnnl_constants.cc): a value past
-  // them runs elsewhere instead of failing when the payload loads. The core has already checked that
-  // the size fits kMaxTensorBytes, so the product cannot overflow.
-  const int64_t max_elements = v.constant ? int64_t{1} << 32 : int64_t{1} << 34;
+  // The payload's own limits (dnnl_internal.h): a value past them runs elsewhere instead of failing
+  // when the payload loads. The core has already checked that the size fits kMaxTensorBytes, so the
+  // product cannot overflow.
+  const int64_t max_elements = v.constant ? kMaxConstantElements : kMaxSlotElements;
   int64_t elements = 1;
   for (int64_t d : v.type.dims) elements *= d;
   if (elements > max_elements) {

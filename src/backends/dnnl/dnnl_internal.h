@@ -64,6 +64,13 @@ enum class ConstantTransform : uint8_t {
 /// format tag names, such as Winograd's.
 constexpr int32_t kLayoutOfReader = -2;
 
+/// The payload's size limits, read by the loader (slots in dnnl_region.cc, constants in
+/// dnnl_constants.cc) and by the declarations, which refuse larger values so that they run
+/// elsewhere instead of failing when the payload loads.
+inline constexpr int64_t kMaxSlotDim = int64_t{1} << 32;
+inline constexpr int64_t kMaxSlotElements = int64_t{1} << 34;
+inline constexpr int64_t kMaxConstantElements = int64_t{1} << 32;
+
 struct Slot {
   enum class Kind : uint8_t { kInput = 1, kOutput, kIntermediate, kConstant };
   Kind kind = Kind::kIntermediate;

@@ -90,9 +90,9 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     if (slot.dims.size() > 6) throw_user_error("oneDNN payload: slot of rank ", slot.dims.size());
     int64_t count = 1;
     for (int64_t d : slot.dims) {
-      if (d <= 0 || d > (int64_t{1} << 32)) throw_user_error("oneDNN payload: slot dim ", d);
+      if (d <= 0 || d > kMaxSlotDim) throw_user_error("oneDNN payload: slot dim ", d);
       count *= d;
-      if (count > (int64_t{1} << 34)) throw_user_error("oneDNN payload: slot too large");
+      if (count > kMaxSlotElements) throw_user_error("oneDNN payload: slot too large");
     }
     const bool of_reader = slot.format_tag == kLayoutOfReader;
     if (of_reader && slot.kind != Slot::Kind::kConstant) throw_user_error("oneDNN payload: only constants take their reader's layout");
