@@ -79,6 +79,23 @@ onnx::ModelProto unary_model(const std::string& op, int opset = 13) {
   return model;
 }
 
+/// unary_model("Add") with w[2,3] as external data at `location`.
+onnx::ModelProto external_model(const std::string& location) {
+  onnx::ModelProto model = unary_model("Add");
+  auto* g = model.mutable_graph();
+  auto* init = g->add_initializer();
+  init->set_name("w");
+  init->set_data_type(onnx::TensorProto::FLOAT);
+  init->add_dims(2);
+  init->add_dims(3);
+  init->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* entry = init->add_external_data();
+  entry->set_key("location");
+  entry->set_value(location);
+  g->mutable_node(0)->add_input("w");
+  return model;
+}
+
 TEST_F(ErrorTest, MissingFile) {
   expect_load_error((dir_ / "nope.onnx").string(), TSR_INVALID_ARGUMENT, {"cannot open", "nope.onnx"});
 }
@@ -181,38 +198,16 @@ TEST_F(ErrorTest, HugeShapesAreUserErrors) {
 }
 
 TEST_F(ErrorTest, ExternalDataCannotLeaveTheModelFolder) {
-  onnx::ModelProto model = unary_model("Add");
-  auto* g = model.mutable_graph();
-  auto* init = g->add_initializer();
-  init->set_name("w");
-  init->set_data_type(onnx::TensorProto::FLOAT);
-  init->add_dims(2);
-  init->add_dims(3);
-  init->set_data_location(onnx::TensorProto::EXTERNAL);
-  auto* entry = init->add_external_data();
-  entry->set_key("location");
-  entry->set_value("../../etc/passwd");
-  g->mutable_node(0)->add_input("w");
-  expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"'w'", "leaves the model's folder"});
+  expect_load_error(write_model(external_model("../../etc/passwd")), TSR_INVALID_ARGUMENT,
+                    {"'w'", "leaves the model's folder"});
 }
 
 TEST_F(ErrorTest, ExternalDataOutOfRange) {
   write("weights.bin", std::string(16, '\0'));
-  onnx::ModelProto model = unary_model("Add");
-  auto* g = model.mutable_graph();
-  auto* init = g->add_initializer();
-  init->set_name("w");
-  init->set_data_type(onnx::TensorProto::FLOAT);
-  init->add_dims(2);
-  init->add_dims(3);
-  init->set_data_location(onnx::TensorProto::EXTERNAL);
-  auto* loc = init->add_external_data();
-  loc->set_key("location");
-  loc->set_value("weights.bin");
-  auto* off = init->add_external_data();
+  onnx::ModelProto model = external_model("weights.bin");
+  auto* off = model.mutable_graph()->mutable_initializer(0)->add_external_data();
   off->set_key("offset");
   off->set_value("8");
-  g->mutable_node(0)->add_input("w");
   expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"'w'", "weights.bin"});
 }
 
@@ -602,23 +597,6 @@ TEST_F(ErrorTest, ModelPathMustBeARegularFile) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_EQ(tsr_file_is_artifact(fifo.c_str()), 0);
   expect_load_error(fifo, TSR_INVALID_ARGUMENT, {"pipe.onnx", "is a FIFO"});
-}
-
-/// unary_model("Add") with w[2,3] as external data at `location`.
-onnx::ModelProto external_model(const std::string& location) {
-  onnx::ModelProto model = unary_model("Add");
-  auto* g = model.mutable_graph();
-  auto* init = g->add_initializer();
-  init->set_name("w");
-  init->set_data_type(onnx::TensorProto::FLOAT);
-  init->add_dims(2);
-  init->add_dims(3);
-  init->set_data_location(onnx::TensorProto::EXTERNAL);
-  auto* entry = init->add_external_data();
-  entry->set_key("location");
-  entry->set_value(location);
-  g->mutable_node(0)->add_input("w");
-  return model;
 }
 
 TEST_F(ErrorTest, ExternalDataIsOnlyRegularFilesInsideTheFolder) {
