@@ -22,7 +22,8 @@
 // 784x128x1152, 196x256x2304, 49x512x4608) and BERT's projections and
 // feed-forward (128x768x768, 128x3072x768, 128x768x3072).
 // Conv: one Conv node compiled and run by the native backend (constant weights
-// packed at compile time, im2col fused into packing), ResNet-50's convolutions.
+// packed at compile time; 3x3 and 7x7 read im2col in place from padded phase
+// images, 1x1 read X as B), ResNet-50's convolutions.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

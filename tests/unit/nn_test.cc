@@ -1,6 +1,7 @@
 // Tests of the nn family: the packed GEMM (every microkernel this CPU runs)
 // and the Conv / MatMul / Gemm fast paths against plain references on random
 // shapes with odd sizes, groups, strides, dilations and padding.
+#include <random>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -145,6 +146,17 @@ const ConvCase kConvCases[] = {
     {{2, 5, 23, 57}, {5, 1, 3, 3}, 5, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},        // depthwise plane kernel, stride 1
     {{1, 4, 30, 71}, {4, 1, 3, 3}, 4, {2, 2}, {1, 1}, {0, 1, 1, 0}, true},        // depthwise plane kernel, stride 2
     {{1, 3, 19, 50}, {3, 1, 5, 3}, 3, {1, 2}, {2, 3}, {2, 3, 1, 2}, false},       // depthwise, dilated, uneven pads
+    // Implicit im2col (phase images, taps read in place): several 32-column
+    // tiles and chunks, more than one 12-row panel, strides, dilation, uneven
+    // and floor-truncated pads, a 1x1 stride 2 (one phase of four read).
+    {{1, 20, 30, 41}, {40, 20, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+    {{2, 3, 37, 45}, {16, 3, 7, 7}, 1, {2, 2}, {1, 1}, {3, 3, 3, 3}, true},       // stem-like
+    {{1, 8, 22, 27}, {30, 8, 3, 3}, 1, {2, 2}, {1, 1}, {1, 1, 0, 0}, false},      // last row and column unread
+    {{1, 6, 18, 33}, {13, 6, 3, 3}, 1, {1, 1}, {2, 2}, {2, 0, 1, 3}, true},       // dilated, uneven pads
+    {{1, 12, 16, 17}, {26, 6, 3, 2}, 2, {3, 2}, {1, 2}, {1, 0, 2, 1}, true},      // grouped, strides 3 x 2
+    {{1, 16, 14, 14}, {24, 16, 1, 1}, 1, {2, 2}, {1, 1}, {0, 0, 0, 0}, true},     // 1x1 stride 2
+    {{1, 7, 9, 10}, {5, 7, 1, 1}, 1, {1, 1}, {1, 1}, {1, 1, 0, 2}, true},         // 1x1 with pads: OW > W + pad
+    {{1, 5, 9, 8}, {4, 5, 3, 5}, 1, {1, 1}, {1, 1}, {0, 0, 0, 0}, true},          // rows twice the outputs: packed im2col
 };
 
 void run_conv_case(const ConvCase& c, DType dtype, bool constant_weights) {
@@ -172,7 +184,10 @@ void run_conv_case(const ConvCase& c, DType dtype, bool constant_weights) {
   Tensor expected = naive_conv(c, x, w, c.bias ? &b : nullptr);
   // float64 sums in double: far closer to the long double sum than float32's 1e-4.
   const double tolerance = dtype == DType::kFloat64 ? 1e-12 : 1e-4;
-  expect_close(run_one_op(spec, 2)[0], expected, tolerance, tolerance);
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    expect_close(run_one_op(spec, threads)[0], expected, tolerance, tolerance);
+  }
 }
 
 TEST(NnConv, Float32FastPathsMatchReference) {
@@ -180,6 +195,35 @@ TEST(NnConv, Float32FastPathsMatchReference) {
     SCOPED_TRACE("x=" + shape_to_string(c.x) + " w=" + shape_to_string(c.w));
     run_conv_case(c, DType::kFloat32, true);
     run_conv_case(c, DType::kFloat32, false);
+  }
+}
+
+// Random 2-D convolutions (kernels 1-5, strides 1-3, dilations 1-2, pads
+// 0-3 on each side, widths 1-40): every geometry of the implicit-im2col
+// layout and the packed fallback, against the naive sum.
+TEST(NnConv, RandomGeometriesMatchReference) {
+  std::mt19937 rng(2026);
+  auto between = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  for (int trial = 0; trial < 200; ++trial) {
+    ConvCase c;
+    c.group = between(1, 2);
+    c.x = {1, c.group * between(1, 4), between(1, 12), between(1, 40)};
+    c.w = {c.group * between(1, 14), c.x[1] / c.group, between(1, 5), between(1, 5)};
+    c.stride = {between(1, 3), between(1, 3)};
+    c.dilation = {between(1, 2), between(1, 2)};
+    c.pads = {between(0, 3), between(0, 3), between(0, 3), between(0, 3)};
+    c.bias = trial % 2 == 0;
+    bool valid = true;
+    for (size_t d = 0; d < 2; ++d) {
+      valid &= c.x[d + 2] + c.pads[d] + c.pads[d + 2] >= (c.w[d + 2] - 1) * c.dilation[d] + 1;
+    }
+    if (!valid) continue;  // no output position
+    SCOPED_TRACE("trial " + std::to_string(trial) + " x=" + shape_to_string(c.x) + " w=" + shape_to_string(c.w) +
+                 " stride " + std::to_string(c.stride[0]) + "x" + std::to_string(c.stride[1]) + " dilation " +
+                 std::to_string(c.dilation[0]) + "x" + std::to_string(c.dilation[1]) + " pads " +
+                 std::to_string(c.pads[0]) + "," + std::to_string(c.pads[1]) + "," + std::to_string(c.pads[2]) + "," +
+                 std::to_string(c.pads[3]));
+    run_conv_case(c, DType::kFloat32, trial % 3 != 0);
   }
 }
 

@@ -1,8 +1,11 @@
 // Native Conv and ConvTranspose. float32 Conv runs on the packed GEMM:
 // Y[g] (Cout/g x spatial) = W[g] (Cout/g x Cin/g*k) * im2col(X[g]); a 1x1,
-// stride-1, unpadded conv reads X directly as B, other convs pack B straight
-// from X (im2col fused into packing), depthwise convs use a direct kernel.
-// Constant weights are packed once in prepare. float64 uses the references.
+// stride-1, unpadded conv reads X directly as B; 1-D and 2-D convs whose
+// rows are not much wider padded than the output read im2col in place from
+// zero-padded phase images (conv_implicit_im2col, no B packing); the rest
+// (3-D, very narrow outputs) pack B straight from X (im2col fused into
+// packing); depthwise convs use a direct kernel. Constant weights are packed
+// once in prepare. float64 uses the references.
 #include <algorithm>
 #include <optional>
 #include <type_traits>
@@ -289,6 +292,196 @@ std::shared_ptr<void> prepare_conv(const Node& node, const std::vector<const Ten
   return state;
 }
 
+/// Where conv_implicit_im2col keeps its copy of one image's group: for each
+/// channel, stride_h x stride_w phase images (phase (a, b) holds the padded
+/// image's rows a, a + stride_h, ... and columns b, b + stride_w, ...), each
+/// rows x width floats. A tap (c, kh, kw) of output (oh, ow) reads padded
+/// (oh*sh + kh*dh, ow*sw + kw*dw), which is phase ((kh*dh) % sh, (kw*dw) % sw)
+/// at (oh + (kh*dh) / sh, ow + (kw*dw) / sw): every tap is a stride-1 window
+/// of one phase image, at a fixed offset from position oh * width + ow.
+struct ImplicitLayout {
+  int64_t pad_top = 0, pad_left = 0;
+  int64_t rows = 0, width = 0, plane = 0;  // per phase image
+
+  explicit ImplicitLayout(const ConvShape& s) {
+    pad_top = s.pad[1];
+    pad_left = s.pad[2];
+    // The padded rows and columns the output reads (the end pads as the
+    // output shape uses them, which floor division may leave short of ONNX's).
+    const int64_t padded_h = (s.out[1] - 1) * s.stride[1] + (s.kernel[1] - 1) * s.dilation[1] + 1;
+    const int64_t padded_w = (s.out[2] - 1) * s.stride[2] + (s.kernel[2] - 1) * s.dilation[2] + 1;
+    rows = (padded_h + s.stride[1] - 1) / s.stride[1];
+    if (s.stride[2] == 1) {
+      // One zero run serves as a row's right pad and the next row's left pad:
+      // a window running past the end of a row reads the next row's first
+      // pad_left columns, which are zeros (so is the tail after the last row).
+      // At least an output row wide (a 1x1 kernel with pads has OW > W + pad).
+      width = std::max(s.in[2] + std::max(pad_left, padded_w - s.in[2] - pad_left), s.out[2]);
+    } else {
+      width = (padded_w + s.stride[2] - 1) / s.stride[2];
+    }
+    plane = rows * width;
+  }
+};
+
+/// dst[j] = src[j * stride] for j < count; strides 1 and 2 (the common ones)
+/// as loops of a constant stride, which the compiler vectorises.
+void gather_columns(const float* __restrict src, int64_t stride, int64_t count, float* __restrict dst) {
+  if (stride == 1) {
+    for (int64_t j = 0; j < count; ++j) dst[j] = src[j];
+  } else if (stride == 2) {
+    for (int64_t j = 0; j < count; ++j) dst[j] = src[2 * j];
+  } else {
+    for (int64_t j = 0; j < count; ++j) dst[j] = src[j * stride];
+  }
+}
+
+/// Whether conv_implicit_im2col handles this conv with `kernel`: at most two
+/// spatial dims, and phase rows not much wider than an output row (the extra
+/// columns are computed and thrown away).
+bool implicit_im2col_applies(const ConvShape& s, const GemmMicrokernel& kernel) {
+  if (!kernel.run_offset_b || s.kernel[0] != 1 || s.in[0] != 1 || s.pad[0] != 0) return false;
+  return ImplicitLayout(s).width * 4 <= s.out[2] * 5;
+}
+
+/// Convolution of one image's group as a GEMM whose B (im2col) is never
+/// materialised. X is copied once into zero-padded phase images
+/// (ImplicitLayout; one image for stride 1), and B's row for a tap is then a
+/// contiguous window of them: the microkernel reads B in place through a
+/// per-tap offset table (run_offset_b). Columns are "virtual" positions
+/// q = oh * width + ow; those with ow >= OW are computed into a per-task
+/// buffer and dropped when the buffer is copied to Y. Compared with packing
+/// im2col (K x N floats written and read again), this writes about one image
+/// and reads taps from a working set that stays in L1/L2.
+void conv_implicit_im2col(const ConvShape& s, const GemmMicrokernel& kernel, const PackedMatrix& a, const float* x,
+                          const float* bias, float* y, ThreadPool& pool, const GemmClamp* clamp) {
+  const ImplicitLayout layout(s);
+  const int64_t channels = s.in_per_group(), m = s.out_per_group();
+  const int64_t in_h = s.in[1], in_w = s.in[2], out_h = s.out[1], out_w = s.out[2];
+  const int64_t sh = s.stride[1], sw = s.stride[2], phases = sh * sw;
+  const int64_t width = layout.width, plane = layout.plane;
+  const int64_t depth = channels * s.kernel[1] * s.kernel[2];
+  const int nr = kernel.nr, mr = kernel.mr;
+  const int64_t virtual_n = out_h * width;  // positions q, including the dropped columns
+  const int64_t n_padded = (virtual_n + nr - 1) / nr * nr;
+
+  // Tap offsets into the phase images, in the depth order of W (c, kh, kw).
+  std::vector<int64_t> offsets(static_cast<size_t>(depth));
+  int64_t max_offset = 0;
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t kh = 0; kh < s.kernel[1]; ++kh) {
+      const int64_t th = kh * s.dilation[1];
+      for (int64_t kw = 0; kw < s.kernel[2]; ++kw) {
+        const int64_t tw = kw * s.dilation[2];
+        const int64_t offset = ((c * sh + th % sh) * sw + tw % sw) * plane + th / sh * width + tw / sw;
+        offsets[static_cast<size_t>((c * s.kernel[1] + kh) * s.kernel[2] + kw)] = offset;
+        max_offset = std::max(max_offset, offset);
+      }
+    }
+  }
+  // Phase images no tap reads (a 1x1 stride-2 conv reads one of four) are not filled.
+  std::vector<char> phase_used(static_cast<size_t>(phases), 0);
+  for (int64_t kh = 0; kh < s.kernel[1]; ++kh) {
+    for (int64_t kw = 0; kw < s.kernel[2]; ++kw) {
+      phase_used[static_cast<size_t>(kh * s.dilation[1] % sh * sw + kw * s.dilation[2] % sw)] = 1;
+    }
+  }
+  // The last tile reads nr columns from its start, for every tap.
+  const int64_t image_size = std::max(channels * phases * plane, max_offset + n_padded) + nr;
+
+  thread_local std::vector<float> padded_storage;
+  if (padded_storage.size() < static_cast<size_t>(image_size)) padded_storage.resize(static_cast<size_t>(image_size));
+  float* padded = padded_storage.data();
+  pool.parallel_for(channels * phases, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t image = begin; image < end; ++image) {
+      float* dst = padded + image * plane;
+      if (!phase_used[static_cast<size_t>(image % phases)]) {
+        // No tap reads it, but windows running past the end of the previous
+        // image's last row read its first row's left pad, which must be zeros.
+        std::fill(dst, dst + width, 0.0f);
+        continue;
+      }
+      const int64_t c = image / phases, pa = image / sw % sh, pb = image % sw;
+      const float* src = x + c * in_h * in_w;
+      // Phase columns j whose padded column j*sw + pb is an input column.
+      const int64_t j_lo = std::max<int64_t>(0, (layout.pad_left - pb + sw - 1) / sw);
+      const int64_t j_hi = std::clamp<int64_t>((layout.pad_left + in_w - pb + sw - 1) / sw, j_lo, width);
+      for (int64_t i = 0; i < layout.rows; ++i) {
+        float* row = dst + i * width;
+        const int64_t ih = i * sh + pa - layout.pad_top;
+        if (ih < 0 || ih >= in_h) {
+          std::fill(row, row + width, 0.0f);
+          continue;
+        }
+        const float* xrow = src + ih * in_w + (j_lo * sw + pb - layout.pad_left);
+        std::fill(row, row + j_lo, 0.0f);
+        gather_columns(xrow, sw, j_hi - j_lo, row + j_lo);
+        std::fill(row + j_hi, row + width, 0.0f);
+      }
+    }
+  });
+  std::fill(padded + channels * phases * plane, padded + image_size, 0.0f);
+
+  // Tasks: the thread pool runs at most 4 chunks a thread, so make 4 a thread
+  // (so that dynamic scheduling evens them out): column ranges when there are
+  // enough 32-column tiles, else blocks of A panels. Each task walks its
+  // columns in chunks of up to 8 tiles, whose output rows stay in L2.
+  const int64_t threads = pool.num_threads();
+  const int64_t m_panels = (m + mr - 1) / mr;
+  const int64_t tiles = n_padded / nr;
+  int64_t n_tasks = 1, m_blocks = 1;
+  if (threads > 1 && tiles >= 4 * threads) {
+    n_tasks = 4 * threads;
+  } else if (threads > 1) {
+    m_blocks = std::min(m_panels, 4 * threads);
+  }
+  constexpr int64_t kChunkTiles = 8;
+  const int64_t ld = kChunkTiles * nr;
+
+  pool.parallel_for(n_tasks * m_blocks, 1, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> out_storage;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t column_task = task / m_blocks, block = task % m_blocks;
+      // Even splits: tiles [t * tiles / n_tasks, (t + 1) * tiles / n_tasks), likewise the panels.
+      const int64_t tile0 = column_task * tiles / n_tasks, tile1 = (column_task + 1) * tiles / n_tasks;
+      const int64_t panel0 = block * m_panels / m_blocks, panel1 = (block + 1) * m_panels / m_blocks;
+      const int64_t row0 = panel0 * mr, rows = std::min(m, panel1 * mr) - row0;
+      if (out_storage.size() < static_cast<size_t>(rows * ld)) out_storage.resize(static_cast<size_t>(rows * ld));
+      float* out = out_storage.data();
+      for (int64_t chunk = tile0; chunk < tile1; chunk += kChunkTiles) {
+      const int64_t q0 = chunk * nr;
+      const int64_t cols = std::min(std::min(tile1, chunk + kChunkTiles) * nr, virtual_n) - q0;
+      for (int64_t k0 = 0; k0 < depth; k0 += kGemmBlockK) {
+        const int64_t kc = std::min(kGemmBlockK, depth - k0);
+        const bool last_block = k0 + kc >= depth;
+        const float* a_block = a.data.data() + k0 * a.padded_width;
+        for (int64_t panel = panel0; panel < panel1; ++panel) {
+          const int64_t i = panel * mr;
+          for (int64_t j = 0; j < cols; j += nr) {
+            const float* b = padded + q0 + j;
+            kernel.run_offset_b(kc, a_block + panel * kc * mr, b, offsets.data() + k0, out + (i - row0) * ld + j, ld,
+                                std::min<int64_t>(mr, m - i), std::min<int64_t>(nr, cols - j), k0 > 0,
+                                last_block && bias ? bias + i : nullptr, last_block ? clamp : nullptr);
+          }
+        }
+      }
+      // Keep the columns that are output positions.
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* src = out + r * ld;
+        float* yrow = y + (row0 + r) * out_h * out_w;
+        for (int64_t q = q0; q < q0 + cols;) {
+          const int64_t oh = q / width, ow = q % width;
+          const int64_t run = std::min(width - ow, q0 + cols - q);
+          const int64_t keep = std::clamp<int64_t>(out_w - ow, 0, run);
+          std::copy(src + (q - q0), src + (q - q0) + keep, yrow + oh * out_w + ow);
+          q += run;
+        }
+      }
+      }
+    }
+  });
+}
+
 /// The clamp a fused Relu or Clip left on the node (native ConvActivation pattern), if any.
 std::optional<GemmClamp> fused_clamp(const KernelContext& ctx) {
   std::vector<float> bounds = ctx.attrs().get_floats_or("tessera_clamp", {});
@@ -322,6 +515,21 @@ void conv_f32(KernelContext& ctx, const ConvShape& s) {
   const GemmMicrokernel& kernel = packed ? *packed->groups[0].kernel : best_gemm_microkernel();
   const int64_t m = s.out_per_group(), n = s.out_size(), depth = s.in_per_group() * s.kernel_size();
   const bool pointwise = s.pointwise();
+  if (!pointwise && implicit_im2col_applies(s, kernel)) {
+    std::vector<PackedMatrix> packed_here;  // weights that are not constant
+    if (!packed) {
+      for (int64_t g = 0; g < s.group; ++g) packed_here.push_back(pack_gemm_a(kernel, {w + g * m * depth, depth, 1}, m, depth));
+    }
+    for (int64_t b = 0; b < s.batch; ++b) {
+      for (int64_t g = 0; g < s.group; ++g) {
+        const PackedMatrix& a = packed ? packed->groups[static_cast<size_t>(g)] : packed_here[static_cast<size_t>(g)];
+        conv_implicit_im2col(s, kernel, a, x + (b * s.in_channels + g * s.in_per_group()) * s.in_size(),
+                             bias ? bias + g * m : nullptr, y + (b * s.out_channels + g * m) * n, ctx.pool(),
+                             clamp ? &*clamp : nullptr);
+      }
+    }
+    return;
+  }
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.group; ++g) {
       const float* xg = x + (b * s.in_channels + g * s.in_per_group()) * s.in_size();

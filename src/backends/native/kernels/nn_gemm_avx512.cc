@@ -5,7 +5,9 @@
 // row-major A, in place (no packing pass). The C tile is prefetched before the
 // depth loop, so its cache misses overlap the FMAs. Edge tiles run a copy of
 // the loop specialised to their rows and column vectors (a 1-row tail does 2
-// FMAs a step, not 24) and store through masks. Compiled with AVX-512 flags only.
+// FMAs a step, not 24) and store through masks. The same tiles also read B in
+// place through a per-row offset table (run_offset_b, for the implicit-im2col
+// convolution). Compiled with AVX-512 flags only.
 #include <immintrin.h>
 
 #include <array>
@@ -21,10 +23,11 @@ constexpr int kNr = 32;
 
 /// Rows x (vectors x 16) tile: the depth loop, then bias, accumulate, clamp
 /// and masked stores. A packed (kPacked) or in place with a_row_stride, as in
-/// GemmMicrokernel::run.
-template <int kRows, int kVectors, bool kPacked>
-void tile_kernel(int64_t k, const float* a, int64_t a_row_stride, const float* b, float* c, int64_t ldc, int64_t n,
-                 bool accumulate, const float* row_bias, const GemmClamp* clamp) {
+/// GemmMicrokernel::run; B a packed panel, or (kOffsetB) rows at b + b_offsets[p]
+/// as in GemmMicrokernel::run_offset_b.
+template <int kRows, int kVectors, bool kPacked, bool kOffsetB>
+void tile_kernel(int64_t k, const float* a, int64_t a_row_stride, const float* b, const int64_t* b_offsets, float* c,
+                 int64_t ldc, int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp) {
 #pragma GCC unroll 12
   for (int i = 0; i < kRows; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
@@ -47,11 +50,14 @@ void tile_kernel(int64_t k, const float* a, int64_t a_row_stride, const float* b
   constexpr int64_t a_step = kPacked ? kMr : 1;
   for (int64_t p = 0; p < k; ++p) {
     __m512 bv[kVectors];
+    const float* brow = kOffsetB ? b + b_offsets[p] : b;
 #pragma GCC unroll 2
-    for (int v = 0; v < kVectors; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
-    // B streams from L2: fetch 16 steps (2 KB) ahead, both of its cache lines.
-    _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kNr), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kNr + 16), _MM_HINT_T0);
+    for (int v = 0; v < kVectors; ++v) bv[v] = _mm512_loadu_ps(brow + 16 * v);
+    if constexpr (!kOffsetB) {
+      // B streams from L2: fetch 16 steps (2 KB) ahead, both of its cache lines.
+      _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kNr), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kNr + 16), _MM_HINT_T0);
+    }
 #pragma GCC unroll 12
     for (int i = 0; i < kRows; ++i) {
       float value;
@@ -66,7 +72,7 @@ void tile_kernel(int64_t k, const float* a, int64_t a_row_stride, const float* b
       for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
     r0 += a_step, r3 += a_step, r6 += a_step, r9 += a_step;
-    b += kNr;
+    if constexpr (!kOffsetB) b += kNr;
   }
   __mmask16 mask[kVectors];
 #pragma GCC unroll 2
@@ -88,32 +94,43 @@ void tile_kernel(int64_t k, const float* a, int64_t a_row_stride, const float* b
   }
 }
 
-using TileFn = void (*)(int64_t, const float*, int64_t, const float*, float*, int64_t, int64_t, bool, const float*,
-                        const GemmClamp*);
+using TileFn = void (*)(int64_t, const float*, int64_t, const float*, const int64_t*, float*, int64_t, int64_t, bool,
+                        const float*, const GemmClamp*);
 
-template <int kVectors, bool kPacked, int... kRows>
+template <int kVectors, bool kPacked, bool kOffsetB, int... kRows>
 constexpr std::array<TileFn, sizeof...(kRows)> tile_table(std::integer_sequence<int, kRows...>) {
-  return {tile_kernel<kRows + 1, kVectors, kPacked>...};
+  return {tile_kernel<kRows + 1, kVectors, kPacked, kOffsetB>...};
 }
 
 void microkernel(int64_t k, const float* a, int64_t a_row_stride, const float* b, float* c, int64_t ldc, int64_t m,
                  int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp) {
   // [in place][two vectors][rows - 1]
   static constexpr std::array<TileFn, kMr> tiles[2][2] = {
-      {tile_table<1, true>(std::make_integer_sequence<int, kMr>()),
-       tile_table<2, true>(std::make_integer_sequence<int, kMr>())},
-      {tile_table<1, false>(std::make_integer_sequence<int, kMr>()),
-       tile_table<2, false>(std::make_integer_sequence<int, kMr>())}};
+      {tile_table<1, true, false>(std::make_integer_sequence<int, kMr>()),
+       tile_table<2, true, false>(std::make_integer_sequence<int, kMr>())},
+      {tile_table<1, false, false>(std::make_integer_sequence<int, kMr>()),
+       tile_table<2, false, false>(std::make_integer_sequence<int, kMr>())}};
   if (m <= 0 || n <= 0) return;
   const int rows = static_cast<int>(m < kMr ? m : kMr);
   const TileFn tile = tiles[a_row_stride != 0][n > 16][rows - 1];
-  tile(k, a, a_row_stride, b, c, ldc, n, accumulate, row_bias, clamp);
+  tile(k, a, a_row_stride, b, nullptr, c, ldc, n, accumulate, row_bias, clamp);
+}
+
+void microkernel_offset_b(int64_t k, const float* a, const float* b, const int64_t* b_offsets, float* c, int64_t ldc,
+                          int64_t m, int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp) {
+  // [two vectors][rows - 1]
+  static constexpr std::array<TileFn, kMr> tiles[2] = {
+      tile_table<1, true, true>(std::make_integer_sequence<int, kMr>()),
+      tile_table<2, true, true>(std::make_integer_sequence<int, kMr>())};
+  if (m <= 0 || n <= 0) return;
+  const int rows = static_cast<int>(m < kMr ? m : kMr);
+  tiles[n > 16][rows - 1](k, a, 0, b, b_offsets, c, ldc, n, accumulate, row_bias, clamp);
 }
 
 }  // namespace
 
 const GemmMicrokernel& gemm_microkernel_avx512() {
-  static const GemmMicrokernel kernel{"avx512", kMr, kNr, microkernel};
+  static const GemmMicrokernel kernel{"avx512", kMr, kNr, microkernel, microkernel_offset_b};
   return kernel;
 }
 

@@ -56,12 +56,21 @@ struct GemmClamp {
 /// tile at c (row stride ldc): c = acc (+ c when accumulate) (+ row_bias[i]
 /// when row_bias is non-null), then clamped to [clamp->lo, clamp->hi] when
 /// clamp is non-null. Pure: no allocation, no globals.
+///
+/// run_offset_b (optional; null when the ISA has none) is the same tile with
+/// A packed and B read in place row by row: B(p, j) = b[b_offsets[p] + j].
+/// Each row must be readable for NR floats from b + b_offsets[p] (columns
+/// past n are read and ignored). The implicit-im2col convolution uses it: the
+/// rows of its B are shifted windows of one padded image.
 struct GemmMicrokernel {
   const char* name;
   int mr;
   int nr;
   void (*run)(int64_t k, const float* a, int64_t a_row_stride, const float* b, float* c, int64_t ldc, int64_t m,
               int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp);
+  void (*run_offset_b)(int64_t k, const float* a, const float* b, const int64_t* b_offsets, float* c, int64_t ldc,
+                       int64_t m, int64_t n, bool accumulate, const float* row_bias,
+                       const GemmClamp* clamp) = nullptr;
 };
 
 // One per ISA file (nn_gemm_avx512.cc, nn_gemm_avx2.cc, nn_gemm.cc).
