@@ -93,20 +93,55 @@ TSR_API int32_t tsr_file_is_artifact(const char* path);
 TSR_API tsr_status* tsr_model_save(const tsr_model* model, const char* path);
 TSR_API void tsr_model_free(tsr_model* model);
 
-/* Describes input or output i. Strings and shapes live as long as the model.
- * Dims that are only known after running (data-dependent) are -1. */
+/* Loads a model from bytes in memory, as tsr_model_load does from a file: an
+ * ONNX model (compiled now, with options; external data is refused, having no
+ * folder to come from) or a .tsr artifact (only the thread count of options
+ * applies). The bytes are copied where the model needs them: the caller may
+ * free them when this returns. name labels error messages (may be NULL). */
+TSR_API tsr_status* tsr_model_load_from_memory(const void* data, size_t size, const char* name,
+                                               const tsr_options* options, tsr_model** out_model);
+/* The bytes tsr_model_save would write (a .tsr artifact), e.g. to embed the
+ * model in another file. Free *out_data with tsr_buffer_free. */
+TSR_API tsr_status* tsr_model_save_to_memory(const tsr_model* model, void** out_data, size_t* out_size);
+TSR_API void tsr_buffer_free(void* data);
+
+/* An ONNX model imported but not compiled: what it declares as inputs and
+ * outputs (with the dimensions it leaves open, and their names), compiled as
+ * often as needed, e.g. once per input shape with tsr_options_set_input_shape
+ * or tsr_options_set_input_data_shape. Of the options, only
+ * tsr_options_set_freeze_weights applies when loading. tsr_source_compile may
+ * be called from several threads at once; each model it returns is
+ * independent of the source, which may be freed first. */
+typedef struct tsr_source tsr_source;
+TSR_API tsr_status* tsr_source_load(const char* path, const tsr_options* options, tsr_source** out_source);
+TSR_API tsr_status* tsr_source_load_from_memory(const void* data, size_t size, const char* name,
+                                                const tsr_options* options, tsr_source** out_source);
+TSR_API void tsr_source_free(tsr_source* source);
+TSR_API tsr_status* tsr_source_compile(const tsr_source* source, const tsr_options* options, tsr_model** out_model);
+
+/* Describes input or output i. Strings and shapes live as long as the model
+ * (or source). Dims that are only known after running (data-dependent), or
+ * that a source leaves open, are -1. */
 typedef struct tsr_value_info {
   size_t struct_size; /* set by the caller to sizeof(tsr_value_info) */
   const char* name;
   DLDataType dtype;
-  int32_t ndim;
+  int32_t ndim; /* -1 when a source does not know the rank (shape is then NULL) */
   const int64_t* shape;
+  /* ndim entries: the name the ONNX model gives a dimension (dim_param, e.g.
+   * "batch"), or "" when it gives none. Absent from callers built before it
+   * (a smaller struct_size). */
+  const char* const* dim_names;
 } tsr_value_info;
 
 TSR_API size_t tsr_model_input_count(const tsr_model* model);
 TSR_API size_t tsr_model_output_count(const tsr_model* model);
 TSR_API tsr_status* tsr_model_input_info(const tsr_model* model, size_t index, tsr_value_info* out_info);
 TSR_API tsr_status* tsr_model_output_info(const tsr_model* model, size_t index, tsr_value_info* out_info);
+TSR_API size_t tsr_source_input_count(const tsr_source* source);
+TSR_API size_t tsr_source_output_count(const tsr_source* source);
+TSR_API tsr_status* tsr_source_input_info(const tsr_source* source, size_t index, tsr_value_info* out_info);
+TSR_API tsr_status* tsr_source_output_info(const tsr_source* source, size_t index, tsr_value_info* out_info);
 
 /* Where each node ran. Strings live as long as the model. backend is "native",
  * or "folded" for nodes computed at compile time. */

@@ -101,9 +101,8 @@ Artifact decode_artifact(std::span<const uint8_t> bytes, std::shared_ptr<const v
   return artifact;
 }
 
-}  // namespace
-
-void save_artifact(const std::string& path, const Artifact& artifact) {
+/// Lays the artifact out and computes its checksum; header_bytes gets the final header.
+FileLayout lay_out(const Artifact& artifact, uint8_t (&header_bytes)[kHeaderSize]) {
   FileLayout layout;
   layout.manifest = encode_manifest(artifact, layout.blobs);
   Header& header = layout.header;
@@ -114,14 +113,20 @@ void save_artifact(const std::string& path, const Artifact& artifact) {
   header.blob_area_size = layout.blobs.area_size();
   header.file_size = header.blob_area_offset + header.blob_area_size;
 
-  uint8_t header_bytes[kHeaderSize];
   encode_header(header, header_bytes);  // checksum field still zero
   Checksum checksum;
   checksum.update(header_bytes, kHeaderSize);
   layout.for_each_piece_after_header([&](const void* data, size_t size) { checksum.update(data, size); });
   header.checksum = checksum.finish();
   encode_header(header, header_bytes);
+  return layout;
+}
 
+}  // namespace
+
+void save_artifact(const std::string& path, const Artifact& artifact) {
+  uint8_t header_bytes[kHeaderSize];
+  const FileLayout layout = lay_out(artifact, header_bytes);
   // Written beside the target and renamed, so `path` is either the old file or the whole new one; only a
   // regular file is replaced, and the temporary file is created safely (see safe_file.h).
   try {
@@ -132,6 +137,19 @@ void save_artifact(const std::string& path, const Artifact& artifact) {
   } catch (const safe_file::WriteError& e) {
     throw_user_error("artifact: ", e.what());
   }
+}
+
+std::vector<uint8_t> artifact_bytes(const Artifact& artifact) {
+  uint8_t header_bytes[kHeaderSize];
+  const FileLayout layout = lay_out(artifact, header_bytes);
+  std::vector<uint8_t> bytes;
+  bytes.reserve(static_cast<size_t>(layout.header.file_size));
+  bytes.insert(bytes.end(), header_bytes, header_bytes + kHeaderSize);
+  layout.for_each_piece_after_header([&](const void* data, size_t size) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    bytes.insert(bytes.end(), p, p + size);
+  });
+  return bytes;
 }
 
 Artifact load_artifact(const std::string& path) {

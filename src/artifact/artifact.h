@@ -64,6 +64,10 @@ struct Artifact {
 /// when the file cannot be written.
 void save_artifact(const std::string& path, const Artifact& artifact);
 
+/// The artifact as the bytes save_artifact would write (e.g. to embed it in
+/// another file, such as a PyTorch module's pickle).
+std::vector<uint8_t> artifact_bytes(const Artifact& artifact);
+
 /// Maps and checks an artifact: header, checksum, every length and offset,
 /// graph structure (ids in range, topological order, names unique, nodes'
 /// arity and attribute kinds against their op schemas; subgraphs too),
@@ -76,7 +80,7 @@ void save_artifact(const std::string& path, const Artifact& artifact);
 /// the mapping.
 Artifact load_artifact(const std::string& path);
 
-/// Same, from bytes in memory (for tests and fuzzing; `keep_alive` owns them).
+/// Same, from bytes in memory (`keep_alive` owns them; unaligned bytes are copied once).
 Artifact load_artifact_from_memory(std::span<const uint8_t> bytes, std::shared_ptr<const void> keep_alive,
                                    const std::string& name);
 

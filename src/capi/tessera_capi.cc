@@ -33,9 +33,40 @@ struct tsr_options {
   std::map<std::string, tessera::Shape> data_shapes;
 };
 
+/// The dim_names arrays tsr_value_info hands out, per input or output.
+struct tsr_dim_name_arrays {
+  std::vector<std::vector<const char*>> inputs, outputs;
+
+  void build(const std::vector<tessera::ValueDesc>& in, const std::vector<tessera::ValueDesc>& out) {
+    auto pointers = [](const std::vector<tessera::ValueDesc>& descs) {
+      std::vector<std::vector<const char*>> all;
+      for (const tessera::ValueDesc& d : descs) {
+        std::vector<const char*> names;
+        for (const std::string& n : d.dim_names) names.push_back(n.c_str());
+        names.resize(d.shape.size(), "");
+        all.push_back(std::move(names));
+      }
+      return all;
+    };
+    inputs = pointers(in);
+    outputs = pointers(out);
+  }
+};
+
 struct tsr_model {
   std::unique_ptr<tessera::CompiledModel> compiled;
-  std::vector<std::string> input_names, output_names;
+  tsr_dim_name_arrays dim_names;
+
+  explicit tsr_model(std::unique_ptr<tessera::CompiledModel> model) : compiled(std::move(model)) {
+    dim_names.build(compiled->inputs(), compiled->outputs());
+  }
+};
+
+struct tsr_source {
+  tessera::Graph graph;  // as imported: input shapes not bound
+  std::vector<tessera::ValueDesc> inputs, outputs;
+  std::vector<bool> output_rank_known;
+  tsr_dim_name_arrays dim_names;
 };
 
 namespace {
@@ -227,14 +258,57 @@ tsr_status* null_argument(const char* name) {
   return make_status(TSR_INVALID_ARGUMENT, std::string(name) + " is NULL");
 }
 
-tsr_status* fill_info(const tessera::ValueDesc& desc, tsr_value_info* out) {
+tsr_status* fill_info(const tessera::ValueDesc& desc, const std::vector<const char*>& dim_names, bool rank_known,
+                      tsr_value_info* out) {
   if (!out) return null_argument("out_info");
-  if (out->struct_size < sizeof(tsr_value_info)) return make_status(TSR_INVALID_ARGUMENT, "out_info->struct_size is too small");
+  // dim_names was appended: a caller built before it has a smaller struct and does not get it.
+  if (out->struct_size < offsetof(tsr_value_info, dim_names)) {
+    return make_status(TSR_INVALID_ARGUMENT, "out_info->struct_size is too small");
+  }
   out->name = desc.name.c_str();
   out->dtype = to_dl(desc.dtype);
-  out->ndim = static_cast<int32_t>(desc.shape.size());
-  out->shape = desc.shape.data();
+  out->ndim = rank_known ? static_cast<int32_t>(desc.shape.size()) : -1;
+  out->shape = rank_known ? desc.shape.data() : nullptr;
+  if (out->struct_size >= sizeof(tsr_value_info)) out->dim_names = rank_known ? dim_names.data() : nullptr;
   return nullptr;
+}
+
+/// Imports or loads; compiles an ONNX graph with the options (shapes from data bound only to inputs the model has).
+std::unique_ptr<tessera::CompiledModel> compile_graph(tessera::Graph graph, const tsr_options& opts) {
+  tessera::CompileOptions compile = opts.compile;
+  for (const auto& [name, shape] : opts.data_shapes) {
+    bool is_input = false;
+    for (tessera::ValueId id : graph.inputs) is_input |= graph.value(id).name == name;
+    if (is_input) compile.input_shapes.emplace(name, shape);  // a shape set by name wins
+  }
+  return tessera::CompiledModel::compile(std::move(graph), compile);
+}
+
+/// The .tsr magic, to tell an artifact's bytes from an ONNX model's.
+bool is_artifact_bytes(const void* data, size_t size) {
+  static const char kMagic[8] = {'T', 'S', 'R', 'A', 'R', 'T', 'F', '\0'};
+  return size >= sizeof(kMagic) && std::memcmp(data, kMagic, sizeof(kMagic)) == 0;
+}
+
+tsr_source* make_source(tessera::Graph graph) {
+  auto source = std::make_unique<tsr_source>();
+  source->graph = std::move(graph);
+  const tessera::Graph& g = source->graph;
+  for (tessera::ValueId id : g.inputs) {
+    const tessera::TensorType& t = g.value(id).type;
+    std::vector<std::string> names = t.symbols;
+    names.resize(t.dims.size());
+    source->inputs.push_back({g.value(id).name, t.dtype, t.dims, names});
+  }
+  for (tessera::ValueId id : g.outputs) {
+    const tessera::TensorType& t = g.value(id).type;
+    std::vector<std::string> names = t.symbols;
+    names.resize(t.rank_known ? t.dims.size() : 0);
+    source->outputs.push_back({g.value(id).name, t.dtype, t.rank_known ? t.dims : tessera::Shape{}, names});
+    source->output_rank_known.push_back(t.rank_known);
+  }
+  source->dim_names.build(source->inputs, source->outputs);
+  return source.release();
 }
 
 std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTensor* inputs, size_t num_inputs) {
@@ -437,22 +511,113 @@ tsr_status* tsr_model_load(const char* path, const tsr_options* options, tsr_mod
   return guarded([&] {
     tsr_options defaults;
     const tsr_options& opts = options ? *options : defaults;
-    auto model = std::make_unique<tsr_model>();
+    check_model_file(path);
+    std::unique_ptr<tessera::CompiledModel> compiled =
+        tessera::is_artifact_file(path) ? tessera::CompiledModel::load(path, opts.compile)
+                                        : compile_graph(tessera::onnx_frontend::import_onnx_file(path, opts.import), opts);
+    *out_model = new tsr_model(std::move(compiled));
+  });
+}
+
+tsr_status* tsr_model_load_from_memory(const void* data, size_t size, const char* name, const tsr_options* options,
+                                       tsr_model** out_model) {
+  if (!data && size) return null_argument("data");
+  if (!out_model) return null_argument("out_model");
+  *out_model = nullptr;
+  return guarded([&] {
+    tsr_options defaults;
+    const tsr_options& opts = options ? *options : defaults;
+    const std::string label = name ? name : "<memory>";
+    std::unique_ptr<tessera::CompiledModel> compiled;
+    if (is_artifact_bytes(data, size)) {
+      // Constants and payloads point into the bytes: keep an aligned copy for the model's lifetime.
+      auto copy = std::make_shared<tessera::Buffer>(size, false);
+      if (size) std::memcpy(copy->data(), data, size);
+      std::span<const uint8_t> bytes(static_cast<const uint8_t*>(copy->data()), size);
+      compiled = tessera::CompiledModel::load_from_memory(bytes, copy, label, opts.compile);
+    } else {
+      const std::string bytes(static_cast<const char*>(data), size);
+      compiled = compile_graph(tessera::onnx_frontend::import_onnx_bytes(bytes, "", opts.import), opts);
+    }
+    *out_model = new tsr_model(std::move(compiled));
+  });
+}
+
+tsr_status* tsr_model_save_to_memory(const tsr_model* model, void** out_data, size_t* out_size) {
+  if (!model) return null_argument("model");
+  if (!out_data) return null_argument("out_data");
+  if (!out_size) return null_argument("out_size");
+  *out_data = nullptr;
+  *out_size = 0;
+  return guarded([&] {
+    const std::vector<uint8_t> bytes = model->compiled->serialize();
+    void* buffer = std::malloc(bytes.empty() ? 1 : bytes.size());
+    if (!buffer) throw std::bad_alloc();
+    if (!bytes.empty()) std::memcpy(buffer, bytes.data(), bytes.size());
+    *out_data = buffer;
+    *out_size = bytes.size();
+  });
+}
+
+void tsr_buffer_free(void* data) { std::free(data); }
+
+tsr_status* tsr_source_load(const char* path, const tsr_options* options, tsr_source** out_source) {
+  if (!path) return null_argument("path");
+  if (!out_source) return null_argument("out_source");
+  *out_source = nullptr;
+  return guarded([&] {
+    tsr_options defaults;
+    const tsr_options& opts = options ? *options : defaults;
     check_model_file(path);
     if (tessera::is_artifact_file(path)) {
-      model->compiled = tessera::CompiledModel::load(path, opts.compile);
-    } else {
-      tessera::Graph graph = tessera::onnx_frontend::import_onnx_file(path, opts.import);
-      tessera::CompileOptions compile = opts.compile;
-      for (const auto& [name, shape] : opts.data_shapes) {
-        bool is_input = false;
-        for (tessera::ValueId id : graph.inputs) is_input |= graph.value(id).name == name;
-        if (is_input) compile.input_shapes.emplace(name, shape);  // a shape set by name wins
-      }
-      model->compiled = tessera::CompiledModel::compile(std::move(graph), compile);
+      tessera::throw_user_error("'", path, "' is a compiled artifact, not an ONNX model: load it with tsr_model_load");
     }
-    *out_model = model.release();
+    *out_source = make_source(tessera::onnx_frontend::import_onnx_file(path, opts.import));
   });
+}
+
+tsr_status* tsr_source_load_from_memory(const void* data, size_t size, const char* name, const tsr_options* options,
+                                        tsr_source** out_source) {
+  if (!data && size) return null_argument("data");
+  if (!out_source) return null_argument("out_source");
+  *out_source = nullptr;
+  return guarded([&] {
+    tsr_options defaults;
+    const tsr_options& opts = options ? *options : defaults;
+    if (is_artifact_bytes(data, size)) {
+      tessera::throw_user_error("'", name ? name : "<memory>",
+                                "' is a compiled artifact, not an ONNX model: load it with tsr_model_load_from_memory");
+    }
+    const std::string bytes(static_cast<const char*>(data), size);
+    *out_source = make_source(tessera::onnx_frontend::import_onnx_bytes(bytes, "", opts.import));
+  });
+}
+
+void tsr_source_free(tsr_source* source) { delete source; }
+
+tsr_status* tsr_source_compile(const tsr_source* source, const tsr_options* options, tsr_model** out_model) {
+  if (!source) return null_argument("source");
+  if (!out_model) return null_argument("out_model");
+  *out_model = nullptr;
+  return guarded([&] {
+    tsr_options defaults;
+    *out_model = new tsr_model(compile_graph(source->graph, options ? *options : defaults));  // compiles a copy
+  });
+}
+
+size_t tsr_source_input_count(const tsr_source* source) { return source ? source->inputs.size() : 0; }
+size_t tsr_source_output_count(const tsr_source* source) { return source ? source->outputs.size() : 0; }
+
+tsr_status* tsr_source_input_info(const tsr_source* source, size_t index, tsr_value_info* out_info) {
+  if (!source) return null_argument("source");
+  if (index >= source->inputs.size()) return make_status(TSR_INVALID_ARGUMENT, "input index out of range");
+  return fill_info(source->inputs[index], source->dim_names.inputs[index], true, out_info);
+}
+
+tsr_status* tsr_source_output_info(const tsr_source* source, size_t index, tsr_value_info* out_info) {
+  if (!source) return null_argument("source");
+  if (index >= source->outputs.size()) return make_status(TSR_INVALID_ARGUMENT, "output index out of range");
+  return fill_info(source->outputs[index], source->dim_names.outputs[index], source->output_rank_known[index], out_info);
 }
 
 int32_t tsr_file_is_artifact(const char* path) {
@@ -480,13 +645,13 @@ size_t tsr_model_output_count(const tsr_model* model) { return model ? model->co
 tsr_status* tsr_model_input_info(const tsr_model* model, size_t index, tsr_value_info* out_info) {
   if (!model) return null_argument("model");
   if (index >= model->compiled->inputs().size()) return make_status(TSR_INVALID_ARGUMENT, "input index out of range");
-  return fill_info(model->compiled->inputs()[index], out_info);
+  return fill_info(model->compiled->inputs()[index], model->dim_names.inputs[index], true, out_info);
 }
 
 tsr_status* tsr_model_output_info(const tsr_model* model, size_t index, tsr_value_info* out_info) {
   if (!model) return null_argument("model");
   if (index >= model->compiled->outputs().size()) return make_status(TSR_INVALID_ARGUMENT, "output index out of range");
-  return fill_info(model->compiled->outputs()[index], out_info);
+  return fill_info(model->compiled->outputs()[index], model->dim_names.outputs[index], true, out_info);
 }
 
 size_t tsr_model_node_count(const tsr_model* model) { return model ? model->compiled->placement().size() : 0; }

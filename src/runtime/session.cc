@@ -194,13 +194,32 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   return model;
 }
 
-std::unique_ptr<CompiledModel> CompiledModel::load(const std::string& path, const CompileOptions& options) {
+namespace {
+
+void check_artifact_options(const std::string& name, const CompileOptions& options) {
   if (!options.input_shapes.empty() || !options.backends.empty() || !options.place.empty() || !options.deny.empty() ||
       options.strict || options.min_region_size != 1) {
-    throw_user_error("'", path, "' is a compiled artifact: input shapes, backends and placement were fixed when it ",
+    throw_user_error("'", name, "' is a compiled artifact: input shapes, backends and placement were fixed when it ",
                      "was compiled (only the thread count applies when loading)");
   }
-  Artifact artifact = load_artifact(path);
+}
+
+}  // namespace
+
+std::unique_ptr<CompiledModel> CompiledModel::load(const std::string& path, const CompileOptions& options) {
+  check_artifact_options(path, options);
+  return from_artifact(load_artifact(path), path, options);
+}
+
+std::unique_ptr<CompiledModel> CompiledModel::load_from_memory(std::span<const uint8_t> bytes,
+                                                               std::shared_ptr<const void> keep_alive,
+                                                               const std::string& name, const CompileOptions& options) {
+  check_artifact_options(name, options);
+  return from_artifact(load_artifact_from_memory(bytes, std::move(keep_alive), name), name, options);
+}
+
+std::unique_ptr<CompiledModel> CompiledModel::from_artifact(Artifact artifact, const std::string& path,
+                                                            const CompileOptions& options) {
   const std::string where = "artifact '" + path + "': ";
   std::unique_ptr<CompiledModel> model(new CompiledModel());
   try {
@@ -293,7 +312,11 @@ std::unique_ptr<CompiledModel> CompiledModel::load(const std::string& path, cons
   return model;
 }
 
-void CompiledModel::save(const std::string& path) const {
+void CompiledModel::save(const std::string& path) const { save_artifact(path, to_artifact()); }
+
+std::vector<uint8_t> CompiledModel::serialize() const { return artifact_bytes(to_artifact()); }
+
+Artifact CompiledModel::to_artifact() const {
   Artifact artifact;
   artifact.graph = graph_;
   artifact.backends = partition_.backends;
@@ -311,7 +334,7 @@ void CompiledModel::save(const std::string& path) const {
     artifact.regions.push_back(std::move(region));
   }
   for (const NodePlacement& p : placement_) artifact.placement.push_back({p.node_name, p.op_type, p.backend, p.note});
-  save_artifact(path, artifact);
+  return artifact;
 }
 
 void CompiledModel::finish() {
@@ -440,10 +463,17 @@ void CompiledModel::finish() {
   }
   inputs_.clear();
   outputs_.clear();
-  for (ValueId id : g.inputs) inputs_.push_back({g.value(id).name, g.value(id).type.dtype, g.value(id).type.dims});
+  auto dim_names = [](const TensorType& t) {
+    std::vector<std::string> names = t.symbols;
+    names.resize(t.rank_known ? t.dims.size() : 0);
+    return names;
+  };
+  for (ValueId id : g.inputs) {
+    inputs_.push_back({g.value(id).name, g.value(id).type.dtype, g.value(id).type.dims, dim_names(g.value(id).type)});
+  }
   for (ValueId id : g.outputs) {
     const TensorType& t = g.value(id).type;
-    outputs_.push_back({g.value(id).name, t.dtype, t.rank_known ? t.dims : Shape{}});
+    outputs_.push_back({g.value(id).name, t.dtype, t.rank_known ? t.dims : Shape{}, dim_names(t)});
   }
 }
 

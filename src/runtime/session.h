@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@
 #include "runtime/memory_plan.h"
 
 namespace tessera {
+
+struct Artifact;  // artifact/artifact.h
 
 struct PlacementReport;
 struct RegionPlan;  // runtime/region_plan.h
@@ -37,6 +40,7 @@ struct ValueDesc {
   std::string name;
   DType dtype = DType::kUndefined;
   Shape shape;  // -1 where not known before running
+  std::vector<std::string> dim_names;  // the model's names for its dims (ONNX dim_param) or "", one per dim
 };
 
 struct NodePlacement {
@@ -76,8 +80,14 @@ class CompiledModel {
   /// Loads a .tsr artifact (no ONNX file needed). Only num_threads of the
   /// options applies; anything that changes the plan is a user error.
   static std::unique_ptr<CompiledModel> load(const std::string& path, const CompileOptions& options);
+  /// Same, from the artifact's bytes (`keep_alive` owns them; `name` labels errors).
+  static std::unique_ptr<CompiledModel> load_from_memory(std::span<const uint8_t> bytes,
+                                                         std::shared_ptr<const void> keep_alive,
+                                                         const std::string& name, const CompileOptions& options);
   /// Writes the model as a .tsr artifact.
   void save(const std::string& path) const;
+  /// The .tsr artifact's bytes, as save would write them.
+  std::vector<uint8_t> serialize() const;
   ~CompiledModel();
 
   const std::vector<ValueDesc>& inputs() const { return inputs_; }
@@ -111,6 +121,9 @@ class CompiledModel {
 
  private:
   CompiledModel();
+  static std::unique_ptr<CompiledModel> from_artifact(Artifact artifact, const std::string& path,
+                                                      const CompileOptions& options);
+  Artifact to_artifact() const;
   void validate_inputs(const std::vector<TensorView>& inputs) const;
   /// After the regions exist: memory plan, copy plan, summaries, I/O descriptions.
   void finish();

@@ -113,7 +113,7 @@ std::string read_external(const onnx::TensorProto& proto, const std::string& bas
     if (entry.key() == "length") length = parse_external_number(entry.value(), proto, entry.key());
   }
   if (location.empty()) throw_user_error("tensor '", proto.name(), "': external data has no location");
-  if (base_dir.empty()) throw_user_error("tensor '", proto.name(), "': external data is not allowed here");
+  if (base_dir.empty()) throw_user_error("tensor '", proto.name(), "': external data is not allowed here (a model loaded from memory has no folder to read it from)");
   int64_t file_size = 0;
   FileDescriptor file;
   file.fd = open_inside_folder(base_dir, location, proto, file_size);
