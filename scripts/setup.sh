@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev
   chromium
   python3 python3-numpy python3-onnx python3-torch python3-torchvision
+  python3-dev pybind11-dev python3-pytest libtorch-dev
 )
 
 scripts/install-packages.sh setup "${PACKAGES[@]}"

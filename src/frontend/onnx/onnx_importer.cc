@@ -118,6 +118,11 @@ class Importer {
       if (std::find(graph_.outputs.begin(), graph_.outputs.end(), id) != graph_.outputs.end()) {
         throw_unsupported("graph output '", output.name(), "' is listed twice");
       }
+      // The declared type stands in for a node output's type until inference
+      // (so that an imported, not yet compiled model can describe its outputs).
+      if (graph_.value(id).type.dtype == DType::kUndefined && !graph_.is_constant(id) && output.has_type()) {
+        graph_.value(id).type = type_from_proto(output.type(), output.name());
+      }
       graph_.outputs.push_back(id);
     }
     if (graph_.outputs.empty()) throw_user_error("the graph has no outputs");

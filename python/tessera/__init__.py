@@ -1,0 +1,448 @@
+"""Tessera from Python: run ONNX models and compiled .tsr artifacts.
+
+The API follows ONNX Runtime's, so switching is a one-line change::
+
+    import tessera
+    session = tessera.InferenceSession("model.onnx")          # or the model's bytes
+    outputs = session.run(None, {"input": array})             # list of numpy arrays
+
+Inputs may be numpy arrays, torch tensors, or anything with ``__dlpack__``;
+they are read in place (copied, and counted by ``copy_count()``, only when not
+compact row-major, misaligned or byte-swapped). Outputs are allocated by
+Tessera and handed over without a copy: as numpy arrays, or with
+``run(..., as_dlpack=True)`` as :class:`Tensor` objects that ``torch.from_dlpack``
+and ``numpy.from_dlpack`` take without copying. Errors are :class:`Error`
+subclasses carrying Tessera's message. The GIL is released while a model runs,
+and one session may be run from several threads at once.
+
+A model whose inputs have open dimensions (e.g. ``["batch", 3, 224, 224]``)
+is compiled per input shape when it runs, keeping the most recently used
+``max_variants`` compiled variants (give ``input_shapes`` to compile one shape
+up front).
+"""
+
+import collections
+import os
+import threading
+
+__all__ = [
+    "Error", "InvalidArgument", "Unsupported", "InternalError",
+    "InferenceSession", "SessionOptions", "NodeArg", "Tensor",
+    "compile", "backends", "copy_count",
+]
+
+
+class Error(Exception):
+    """Base class of every error Tessera raises."""
+
+
+class InvalidArgument(Error, ValueError):
+    """A bad model, input or argument: the caller can fix it."""
+
+
+class Unsupported(Error, NotImplementedError):
+    """Valid, but not implemented by Tessera."""
+
+
+class InternalError(Error, RuntimeError):
+    """A bug in Tessera."""
+
+
+from . import _tessera  # noqa: E402  (the exceptions above must exist first)
+
+_tessera.set_error_types(Error, InvalidArgument, Unsupported, InternalError)
+
+Tensor = _tessera.Tensor
+
+_NUMPY_TYPES = {
+    "float32": "float", "float16": "float16", "float64": "double", "bfloat16": "bfloat16",
+    "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
+    "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "bool": "bool",
+}
+
+
+def copy_count():
+    """Input copies made so far in this process (see the module docstring)."""
+    return _tessera.copy_count()
+
+
+def backends():
+    """The built-in backends, highest priority first: a list of dicts with name, description, default."""
+    return [{"name": n, "description": d, "default": used} for n, d, used in _tessera.backends()]
+
+
+class NodeArg:
+    """An input or output: name, shape (ints, and a dim's name or None where the model leaves it open;
+    None when even the rank is unknown), type ("tensor(float)" as ONNX Runtime writes it) and dtype
+    ("float32", ...)."""
+
+    __slots__ = ("name", "shape", "type", "dtype")
+
+    def __init__(self, name, dtype, shape, dim_names):
+        self.name = name
+        self.dtype = dtype
+        self.type = "tensor(%s)" % _NUMPY_TYPES.get(dtype, dtype)
+        if shape is None:
+            self.shape = None
+        else:
+            self.shape = [d if d >= 0 else (n or None) for d, n in zip(shape, dim_names)]
+
+    def __repr__(self):
+        return "NodeArg(name=%r, type=%r, shape=%r)" % (self.name, self.type, self.shape)
+
+
+class SessionOptions:
+    """Options of a session or a compile. Every field defaults to None (Tessera's default).
+
+    threads          intra-op threads (ONNX Runtime's name, intra_op_num_threads, also works)
+    backends         backends to partition among, highest priority first: "dnnl,native" or a list
+    place            manual placements, "SELECTOR=BACKEND" (node name, op type or "op:TYPE")
+    deny             denials, "BACKEND:SELECTOR"
+    min_region_size  regions of non-native backends with fewer nodes run on native
+    strict           fail, naming the nodes no listed backend supports, instead of falling back
+    input_shapes     {input or dim name: shape or int}: compile for these shapes up front
+    freeze_weights   initializers listed as graph inputs become constants (default True)
+    max_variants     compiled variants kept for models with open dims (default 8)
+    """
+
+    _FIELDS = ("threads", "backends", "place", "deny", "min_region_size", "strict", "input_shapes",
+               "freeze_weights", "max_variants")
+
+    def __init__(self, **fields):
+        for name in self._FIELDS:
+            setattr(self, name, None)
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+    def __setattr__(self, name, value):
+        if name == "intra_op_num_threads":
+            name = "threads"
+        if name not in self._FIELDS:
+            raise InvalidArgument("unknown session option %r (options: %s)" % (name, ", ".join(self._FIELDS)))
+        object.__setattr__(self, name, value)
+
+    @property
+    def intra_op_num_threads(self):
+        return self.threads
+
+    def _copy_with(self, **overrides):
+        merged = SessionOptions(**{n: getattr(self, n) for n in self._FIELDS})
+        for name, value in overrides.items():
+            if value is not None:
+                setattr(merged, name, value)
+        return merged
+
+    def _native(self, data_shapes=None, for_artifact=False):
+        """The _tessera.Options for a compile (or, for_artifact, a .tsr load: threads only)."""
+        if for_artifact:
+            return _tessera.Options(threads=self.threads)
+        backends = self.backends
+        if backends is not None and not isinstance(backends, str):
+            backends = ",".join(backends)
+        shapes = {}
+        for name, dims in (self.input_shapes or {}).items():
+            shapes[name] = [int(dims)] if isinstance(dims, int) else [int(d) for d in dims]
+        return _tessera.Options(
+            threads=self.threads, backends=backends, place=_strings(self.place, "place"),
+            deny=_strings(self.deny, "deny"), min_region_size=self.min_region_size, strict=self.strict,
+            input_shapes=shapes, data_shapes=data_shapes or {}, freeze_weights=self.freeze_weights)
+
+
+def _strings(value, what):
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):  # {selector: backend} for place, {backend: selector} for deny
+        return [("%s=%s" if what == "place" else "%s:%s") % item for item in value.items()]
+    return [str(v) for v in value]
+
+
+def _read_model(path_or_bytes):
+    """(bytes or None, path or None, label) of a model given as a path, bytes or an onnx.ModelProto."""
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        return bytes(path_or_bytes), None, "<bytes>"
+    if hasattr(path_or_bytes, "SerializeToString"):  # onnx.ModelProto
+        return path_or_bytes.SerializeToString(), None, getattr(path_or_bytes.graph, "name", "") or "<onnx.ModelProto>"
+    if isinstance(path_or_bytes, (str, os.PathLike)):
+        path = os.fspath(path_or_bytes)
+        return None, path, path
+    raise InvalidArgument("a model is a path, bytes or an onnx.ModelProto, not %s" % type(path_or_bytes).__name__)
+
+
+def _options_from(backends, threads, options, overrides):
+    if options is None:
+        options = SessionOptions()
+    elif isinstance(options, dict):
+        options = SessionOptions(**options)
+    elif not isinstance(options, SessionOptions):
+        raise InvalidArgument("options must be a tessera.SessionOptions or a dict, not %s" % type(options).__name__)
+    return options._copy_with(backends=backends, threads=threads, **overrides)
+
+
+def _prepare_input(value):
+    """torch tensors: detached when they require grad (inference only: no gradient flows back), and
+    bool ones viewed through numpy (DLPack 0.6 has no bool). Everything else goes as is."""
+    if type(value).__module__.startswith("torch") and hasattr(value, "requires_grad"):
+        if value.requires_grad:
+            value = value.detach()
+        if str(value.dtype) == "torch.bool" and str(value.device) == "cpu":
+            value = value.numpy()
+    return value
+
+
+class InferenceSession:
+    """A compiled model, ready to run. ``path_or_bytes``: an ONNX file or .tsr artifact path, their
+    bytes, or an onnx.ModelProto. ``backends`` ("dnnl,native" or a list), ``threads`` and ``options``
+    (a SessionOptions or a dict of its fields) choose how it compiles; the keyword arguments ``place``,
+    ``deny``, ``min_region_size``, ``strict``, ``input_shapes`` and ``max_variants`` override fields of
+    ``options``. ``providers`` is accepted for ONNX Runtime code: "CPUExecutionProvider" means the
+    default backends, and Tessera backend names may be given instead."""
+
+    def __init__(self, path_or_bytes, backends=None, threads=None, options=None, providers=None, **overrides):
+        unknown = set(overrides) - {"place", "deny", "min_region_size", "strict", "input_shapes", "max_variants",
+                                    "freeze_weights", "sess_options", "provider_options"}
+        if unknown:
+            raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))
+        if options is None and overrides.get("sess_options") is not None:
+            options = overrides["sess_options"]
+        overrides.pop("sess_options", None)
+        overrides.pop("provider_options", None)
+        if providers is not None and backends is None:
+            names = [p for p in providers if p != "CPUExecutionProvider"]
+            backends = names or None
+        self._options = _options_from(backends, threads, options, overrides)
+        self._lock = threading.Lock()
+        self._variants = collections.OrderedDict()  # input shapes -> _tessera.Model, most recent last
+        self._latest = None
+        self._source = None
+        self._closed = False
+        data, path, self._label = _read_model(path_or_bytes)
+        is_artifact = _tessera.is_artifact_bytes(data) if data is not None else _tessera.is_artifact_file(path)
+        if is_artifact:
+            native = self._options._native(for_artifact=True)
+            self._fixed = (_tessera.Model.load_bytes(data, self._label, native) if data is not None
+                           else _tessera.Model.load_path(path, native))
+            self._inputs = [NodeArg(*i) for i in self._fixed.inputs()]
+            self._outputs = [NodeArg(*o) for o in self._fixed.outputs()]
+            return
+        import_options = _tessera.Options(freeze_weights=self._options.freeze_weights)
+        source = (_tessera.Source.load_bytes(data, self._label, import_options) if data is not None
+                  else _tessera.Source.load_path(path, import_options))
+        self._inputs = [NodeArg(*i) for i in source.inputs()]
+        self._outputs = [NodeArg(*o) for o in source.outputs()]
+        bound = set((self._options.input_shapes or {}).keys())
+        open_dims = [n for n in self._inputs for d in n.shape
+                     if not isinstance(d, int) and n.name not in bound and d not in bound]
+        if not open_dims:
+            # Every shape is known: compile once, now (errors show up here, as ONNX Runtime's do).
+            self._fixed = source.compile(self._options._native())
+            self._inputs = [NodeArg(*i) for i in self._fixed.inputs()]
+            self._outputs = [NodeArg(*o) for o in self._fixed.outputs()]
+        else:
+            self._fixed = None
+            self._source = source
+            limit = self._options.max_variants
+            self._max_variants = 8 if limit is None else int(limit)
+            if self._max_variants < 1:
+                raise InvalidArgument("max_variants must be at least 1")
+
+    # -- description -----------------------------------------------------------------------------
+
+    def get_inputs(self):
+        """The inputs, as NodeArg (name, shape, type, dtype)."""
+        return list(self._inputs)
+
+    def get_outputs(self):
+        """The outputs, as NodeArg; for a model with open dims, as the model declares them."""
+        return list(self._outputs)
+
+    def get_backends(self):
+        """The backends this session partitions among, highest priority first."""
+        chosen = self._options.backends
+        if chosen is None:
+            return [b["name"] for b in backends() if b["default"]]
+        names = chosen.split(",") if isinstance(chosen, str) else list(chosen)
+        return names if "native" in names or self._options.strict else names + ["native"]
+
+    get_providers = get_backends
+
+    def _model(self, what):
+        """The compiled model placement, reports and saving describe."""
+        self._check_open()
+        if self._fixed is not None:
+            return self._fixed
+        with self._lock:
+            latest = self._latest
+        if latest is None:
+            open_names = sorted({d for n in self._inputs for d in n.shape if not isinstance(d, int)}, key=str)
+            raise InvalidArgument(
+                "%s: the model has open dimensions (%s), so it is compiled per input shape and has not run yet; "
+                "run it once, or give input_shapes" % (what, ", ".join(str(n) for n in open_names)))
+        return latest
+
+    def placement(self):
+        """Where each node ran and why: a list of dicts (node, op_type, backend, region, reason, note)."""
+        return self._model("placement").placement()
+
+    def regions(self):
+        """The regions, in execution order: dicts of backend, memory_space, nodes, inputs, outputs, payload_bytes."""
+        return self._model("regions").regions()
+
+    def summary(self):
+        """Arena and constant bytes, parameter count, copies per run and the model's metadata."""
+        return self._model("summary").summary()
+
+    def report(self, format="table"):
+        """The placement report as text: format "table", "json", "dot" or "html"."""
+        return self._model("report").report(format, self._label)
+
+    def save(self, path):
+        """Writes the compiled model as a .tsr artifact (for a model with open dims: the latest variant)."""
+        self._model("save").save(os.fspath(path))
+
+    def to_bytes(self):
+        """The compiled model as .tsr artifact bytes."""
+        return self._model("to_bytes").to_bytes()
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def _check_open(self):
+        if self._closed:
+            raise InvalidArgument("the session is closed")
+
+    def _ordered_inputs(self, input_feed):
+        if not isinstance(input_feed, dict):
+            raise InvalidArgument("input_feed must be a dict of input name to array, not %s"
+                                  % type(input_feed).__name__)
+        names = [n.name for n in self._inputs]
+        if len(input_feed) != len(names) or any(n not in input_feed for n in names):
+            missing = [n for n in names if n not in input_feed]
+            extra = [str(n) for n in input_feed if n not in names]
+            parts = []
+            if missing:
+                parts.append("missing input(s): %s" % ", ".join(missing))
+            if extra:
+                parts.append("unknown input(s): %s" % ", ".join(extra))
+            raise InvalidArgument("; ".join(parts) + " (the model's inputs: %s)" % ", ".join(names))
+        return [_prepare_input(input_feed[n]) for n in names]
+
+    def _variant(self, inputs):
+        """The model compiled for these inputs' shapes (compiled now when new)."""
+        if self._fixed is not None:
+            return self._fixed
+        shapes = []
+        for arg, value in zip(self._inputs, inputs):
+            shape = getattr(value, "shape", None)
+            if shape is None:
+                import numpy
+                shape = numpy.shape(value)
+            shapes.append(tuple(int(d) for d in shape))
+        key = tuple(shapes)
+        with self._lock:
+            model = self._variants.get(key)
+            if model is not None:
+                self._variants.move_to_end(key)
+                self._latest = model
+                return model
+        data_shapes = {arg.name: list(shape) for arg, shape in zip(self._inputs, shapes)}
+        model = self._source.compile(self._options._native(data_shapes=data_shapes))  # GIL released inside
+        with self._lock:
+            if self._closed:
+                raise InvalidArgument("the session is closed")
+            existing = self._variants.get(key)
+            if existing is not None:  # another thread compiled it meanwhile
+                model.close()
+                model = existing
+            self._variants[key] = model
+            self._variants.move_to_end(key)
+            while len(self._variants) > self._max_variants:
+                self._variants.popitem(last=False)[1].close()  # runs in flight keep theirs alive
+            self._latest = model
+        return model
+
+    def _select(self, outputs, output_names):
+        if output_names is None:
+            return outputs
+        names = [o.name for o in self._outputs]
+        if isinstance(output_names, str):
+            raise InvalidArgument("output_names is a list of names (or None), not a string")
+        selected = []
+        for name in output_names:
+            if name not in names:
+                raise InvalidArgument("unknown output %r (the model's outputs: %s)" % (name, ", ".join(names)))
+            selected.append(outputs[names.index(name)])
+        return selected
+
+    def run(self, output_names, input_feed, run_options=None, as_dlpack=False):
+        """Runs the model. ``output_names``: the outputs to return (None: all); ``input_feed``: a dict of
+        input name to numpy array, torch tensor or anything with ``__dlpack__``. Returns a list of numpy
+        arrays, or of :class:`Tensor` (DLPack, no copy) when ``as_dlpack``. Torch tensors that require grad
+        are read detached: inference only, no gradient flows back."""
+        self._check_open()
+        if run_options is not None:
+            raise InvalidArgument("run_options are not supported (pass None)")
+        inputs = self._ordered_inputs(input_feed)
+        model = self._variant(inputs)
+        return self._select(model.run(inputs, as_dlpack), output_names)
+
+    def profile(self, input_feed, runs=10):
+        """Runs ``runs`` times and returns what it measured (mean per run): total_ms, nodes (dicts of node,
+        op_type, backend, ms), regions (dicts of backend, ms, fallbacks to native for non-finite inputs),
+        copies and copy_bytes per run, and the outputs of the last run."""
+        self._check_open()
+        inputs = self._ordered_inputs(input_feed)
+        model = self._variant(inputs)
+        outputs, node_ms, region_ms, fallbacks, copies, copy_bytes = model.profile(inputs, int(runs))
+        placement = model.placement()
+        regions = model.regions()
+        nodes = [{"node": p["node"], "op_type": p["op_type"], "backend": p["backend"], "ms": ms / runs}
+                 for p, ms in zip(placement, node_ms)]
+        return {
+            "total_ms": sum(region_ms) / runs,
+            "nodes": nodes,
+            "regions": [{"backend": r["backend"], "ms": ms / runs, "fallbacks": f}
+                        for r, ms, f in zip(regions, region_ms, fallbacks)],
+            "copies": copies / runs,
+            "copy_bytes": copy_bytes / runs,
+            "outputs": outputs,
+        }
+
+    def close(self):
+        """Frees the compiled model(s); runs in flight finish first. Later calls raise InvalidArgument."""
+        with self._lock:
+            self._closed = True
+            for model in self._variants.values():
+                model.close()
+            self._variants.clear()
+            self._latest = None
+            if self._fixed is not None:
+                self._fixed.close()
+            self._source = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def compile(model, path, backends=None, threads=None, options=None, **overrides):
+    """Compiles ``model`` (an ONNX path, bytes or onnx.ModelProto) and writes it to ``path`` as one .tsr
+    artifact (plan, constants and every backend's payload), for ``InferenceSession``, ``tessera run`` and
+    the C API. Options as for InferenceSession; open dims must be bound with input_shapes. Returns path."""
+    unknown = set(overrides) - {"place", "deny", "min_region_size", "strict", "input_shapes", "freeze_weights"}
+    if unknown:
+        raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))
+    opts = _options_from(backends, threads, options, overrides)
+    data, source_path, label = _read_model(model)
+    if (_tessera.is_artifact_bytes(data) if data is not None else _tessera.is_artifact_file(source_path)):
+        raise InvalidArgument("%s is already a compiled artifact" % label)
+    native = opts._native()
+    compiled = (_tessera.Model.load_bytes(data, label, native) if data is not None
+                else _tessera.Model.load_path(source_path, native))
+    try:
+        compiled.save(os.fspath(path))
+    finally:
+        compiled.close()
+    return path

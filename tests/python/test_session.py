@@ -1,0 +1,405 @@
+"""tessera.InferenceSession and tessera.compile: results against numpy and PyTorch,
+zero-copy inputs and outputs (asserted by pointer and by the copy counter), models
+with open dims compiled per shape, threads, and every bad input as an exception."""
+
+import io
+import json
+import os
+import threading
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+import tessera
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset=13):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+W = np.arange(12, dtype=np.float32).reshape(4, 3) / 7.0 - 0.5
+B = np.array([0.1, -0.2, 0.3], dtype=np.float32)
+
+
+def dense_model(batch="batch"):
+    """y = relu(x @ W + B), x[batch, 4]."""
+    return make_model(
+        [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["m", "B"], ["a"]),
+         helper.make_node("Relu", ["a"], ["y"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3])],
+        [numpy_helper.from_array(W, "W"), numpy_helper.from_array(B, "B")])
+
+
+def dense_reference(x):
+    return np.maximum(x.astype(np.float64) @ W.astype(np.float64) + B, 0).astype(np.float32)
+
+
+def add_model(shape=(2, 3)):
+    """z = x + y."""
+    return make_model([helper.make_node("Add", ["x", "y"], ["z"])],
+                      [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(shape)) for n in ("x", "y")],
+                      [helper.make_tensor_value_info("z", TensorProto.FLOAT, list(shape))])
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------- results --
+
+def test_dense_model_matches_numpy_from_path_bytes_and_proto(tmp_path):
+    model = dense_model(batch=5)
+    path = tmp_path / "dense.onnx"
+    onnx.save(model, str(path))
+    x = rand(5, 4)
+    for source in (str(path), path, model.SerializeToString(), model):
+        session = tessera.InferenceSession(source)
+        (y,) = session.run(None, {"x": x})
+        assert y.dtype == np.float32 and y.shape == (5, 3)
+        np.testing.assert_allclose(y, dense_reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_torchvision_resnet18_matches_pytorch():
+    import torchvision
+    torch.manual_seed(0)
+    net = torchvision.models.resnet18(weights=None).eval()
+    x = torch.randn(1, 3, 64, 64)
+    buffer = io.BytesIO()
+    torch.onnx.export(net, (x,), buffer, input_names=["x"], output_names=["y"], opset_version=13)
+    with torch.no_grad():
+        expected = net(x).numpy()
+    for backends in (None, "native"):
+        session = tessera.InferenceSession(buffer.getvalue(), backends=backends, threads=2)
+        (y,) = session.run(None, {"x": x})
+        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_output_names_select_and_order():
+    model = make_model([helper.make_node("Add", ["x", "x"], ["double"]), helper.make_node("Neg", ["x"], ["neg"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                       [helper.make_tensor_value_info("double", TensorProto.FLOAT, [3]),
+                        helper.make_tensor_value_info("neg", TensorProto.FLOAT, [3])])
+    session = tessera.InferenceSession(model)
+    x = np.array([1, -2, 3], dtype=np.float32)
+    neg, double = session.run(["neg", "double"], {"x": x})
+    np.testing.assert_array_equal(neg, -x)
+    np.testing.assert_array_equal(double, 2 * x)
+    assert [o.name for o in session.get_outputs()] == ["double", "neg"]
+
+
+def test_bool_inputs_and_outputs():
+    model = make_model([helper.make_node("Not", ["x"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.BOOL, [4])],
+                       [helper.make_tensor_value_info("y", TensorProto.BOOL, [4])])
+    session = tessera.InferenceSession(model)
+    x = np.array([True, False, False, True])
+    (y,) = session.run(None, {"x": x})
+    assert y.dtype == np.bool_
+    np.testing.assert_array_equal(y, ~x)
+    (y,) = session.run(None, {"x": torch.from_numpy(x)})
+    np.testing.assert_array_equal(y, ~x)
+    (t,) = session.run(None, {"x": x}, as_dlpack=True)
+    assert t.dtype == "bool"
+    as_torch = torch.from_dlpack(t)  # DLPack 0.6 has no bool: exported as uint8 0/1
+    assert as_torch.dtype == torch.uint8
+    np.testing.assert_array_equal(as_torch.numpy().astype(bool), ~x)
+    np.testing.assert_array_equal(t.numpy(), ~x)
+
+
+# ---------------------------------------------------------------------------------- zero copy ----
+
+def test_outputs_are_shared_without_copies():
+    session = tessera.InferenceSession(add_model())
+    x, y = rand(2, 3, seed=1), rand(2, 3, seed=2)
+    (t,) = session.run(None, {"x": x, "y": y}, as_dlpack=True)
+    assert t.shape == [2, 3] and t.dtype == "float32" and t.nbytes == 24
+    as_torch = torch.from_dlpack(t)
+    as_numpy = np.from_dlpack(t)
+    view = t.numpy()
+    assert as_torch.data_ptr() == t.data_ptr
+    assert as_numpy.ctypes.data == t.data_ptr
+    assert view.ctypes.data == t.data_ptr
+    del t  # the consumers keep the memory alive
+    np.testing.assert_array_equal(as_torch.numpy(), x + y)
+    np.testing.assert_array_equal(as_numpy, x + y)
+    np.testing.assert_array_equal(view, x + y)
+    (z,) = session.run(None, {"x": x, "y": y})
+    assert not z.flags.owndata  # a view of Tessera's allocation, not a copy
+    np.testing.assert_array_equal(z, x + y)
+
+
+def test_contiguous_inputs_are_read_in_place_and_others_copied_and_counted():
+    session = tessera.InferenceSession(add_model((4, 6)))
+    base = rand(4, 6, seed=3)
+    other = rand(4, 6, seed=4)
+
+    def run(x, values=None):
+        before = tessera.copy_count()
+        (z,) = session.run(None, {"x": x, "y": other})
+        expected = (np.asarray(x, dtype=np.float32) if values is None else values) + other
+        np.testing.assert_allclose(z, expected, rtol=1e-6)
+        return tessera.copy_count() - before
+
+    read_only = base.copy()
+    read_only.flags.writeable = False
+    requires_grad = torch.from_numpy(base.copy()).requires_grad_(True)
+    assert run(base) == 0
+    assert run(read_only) == 0  # numpy refuses DLPack for these; the buffer is read in place
+    assert run(torch.from_numpy(base)) == 0
+    assert run(requires_grad, base) == 0  # read detached, no copy
+    assert requires_grad.grad is None
+    assert run(np.asfortranarray(base)) == 1
+    wide = rand(4, 12, seed=5)
+    assert run(wide[:, ::2]) == 1
+    assert run(torch.from_numpy(wide)[:, ::2], wide[:, ::2]) == 1  # strided DLPack input
+    misaligned = np.frombuffer(b"\0" + base.tobytes(), dtype=np.float32, offset=1, count=24).reshape(4, 6)
+    assert misaligned.ctypes.data % 4 != 0
+    assert run(misaligned) == 1
+    assert run(base.astype(">f4")) == 1
+    assert run(base.tolist()) == 1
+
+
+def test_dlpack_only_objects_are_consumed_in_place():
+    class DLPackOnly:
+        def __init__(self, array):
+            self.array = array
+            self.shape = array.shape
+
+        def __dlpack__(self, stream=None):
+            return torch.from_numpy(self.array).__dlpack__()
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    session = tessera.InferenceSession(add_model())
+    x, y = rand(2, 3, seed=6), rand(2, 3, seed=7)
+    before = tessera.copy_count()
+    (z,) = session.run(None, {"x": DLPackOnly(x), "y": y})
+    assert tessera.copy_count() == before
+    np.testing.assert_array_equal(z, x + y)
+
+
+# ------------------------------------------------------------------------------ dynamic shapes ----
+
+def test_open_dims_are_named_and_compiled_per_shape_with_a_bounded_cache():
+    session = tessera.InferenceSession(dense_model(), max_variants=2)
+    (arg,) = session.get_inputs()
+    assert arg.name == "x" and arg.shape == ["batch", 4] and arg.type == "tensor(float)"
+    assert session.get_outputs()[0].shape == ["batch", 3]
+    with pytest.raises(tessera.InvalidArgument, match="batch"):
+        session.placement()
+    for batch in (1, 3, 5, 1, 3, 7):
+        x = rand(batch, 4, seed=batch)
+        (y,) = session.run(None, {"x": x})
+        np.testing.assert_allclose(y, dense_reference(x), rtol=1e-5, atol=1e-6)
+        assert len(session._variants) <= 2
+    assert session.placement()  # of the latest variant
+    # A shape bound up front compiles once, now; another batch is then an error naming the input.
+    fixed = tessera.InferenceSession(dense_model(), input_shapes={"batch": 2})
+    assert fixed.get_inputs()[0].shape == [2, 4]
+    with pytest.raises(tessera.InvalidArgument, match="'x'"):
+        fixed.run(None, {"x": rand(3, 4)})
+
+
+# ------------------------------------------------------------------------------------- threads ----
+
+def test_threads_share_one_session():
+    session = tessera.InferenceSession(dense_model(), threads=2)
+    errors = []
+
+    def work(seed):
+        try:
+            for i in range(30):
+                batch = 1 + (seed + i) % 4
+                x = rand(batch, 4, seed=seed * 100 + i)
+                (y,) = session.run(None, {"x": x})
+                np.testing.assert_allclose(y, dense_reference(x), rtol=1e-5, atol=1e-6)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_the_gil_is_released_while_a_model_runs():
+    n = 768
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["c"]), helper.make_node("MatMul", ["c", "b"], ["d"]),
+                        helper.make_node("MatMul", ["d", "b"], ["e"])],
+                       [helper.make_tensor_value_info(x, TensorProto.FLOAT, [n, n]) for x in ("a", "b")],
+                       [helper.make_tensor_value_info("e", TensorProto.FLOAT, [n, n])])
+    session = tessera.InferenceSession(model, backends="native")
+    a, b = rand(n, n, seed=8) / n, rand(n, n, seed=9) / n
+    running = threading.Event()
+    done = threading.Event()
+    ticks = []
+
+    def counter():
+        running.wait()
+        while not done.is_set():
+            ticks.append(1)
+
+    thread = threading.Thread(target=counter)
+    thread.start()
+    for _ in range(3):
+        running.set()
+        session.run(None, {"a": a, "b": b})
+    done.set()
+    thread.join()
+    # With the GIL held for the whole of each run, the counter could only tick between runs.
+    assert len(ticks) > 1000, len(ticks)
+
+
+def test_closing_a_session_while_another_thread_runs_it():
+    session = tessera.InferenceSession(dense_model(batch=64))
+    x = rand(64, 4)
+    results = []
+
+    def work():
+        for _ in range(200):
+            try:
+                results.append(session.run(None, {"x": x})[0])
+            except tessera.InvalidArgument as e:
+                assert "closed" in str(e)
+                return
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    session.close()
+    thread.join()
+    for y in results:
+        np.testing.assert_allclose(y, dense_reference(x), rtol=1e-5, atol=1e-6)
+    with pytest.raises(tessera.InvalidArgument, match="closed"):
+        session.run(None, {"x": x})
+
+
+# ---------------------------------------------------------------------------------- bad input ----
+
+@pytest.mark.parametrize("feed, message", [
+    ({"x": None}, "None"),
+    ({"x": np.zeros((2, 4), dtype=np.float64)}, "float64"),
+    ({"x": np.zeros((2, 5), dtype=np.float32)}, "2x5"),
+    ({"x": np.zeros((2, 4), dtype=np.float32), "extra": np.zeros(1)}, "unknown input"),
+    ({}, "missing input"),
+    ({"x": object()}, "input 'x'"),
+    ({"x": np.array([["a", "b", "c", "d"]] * 2)}, "input 'x'"),
+    ({"x": [[1, 2], [3]]}, "input 'x'"),
+])
+def test_bad_inputs_raise(feed, message):
+    session = tessera.InferenceSession(dense_model(batch=2))
+    with pytest.raises(tessera.InvalidArgument, match=message):
+        session.run(None, feed)
+
+
+def test_bad_calls_raise():
+    session = tessera.InferenceSession(dense_model(batch=2))
+    x = rand(2, 4)
+    with pytest.raises(tessera.InvalidArgument, match="dict"):
+        session.run(None, [x])
+    with pytest.raises(tessera.InvalidArgument, match="unknown output"):
+        session.run(["nope"], {"x": x})
+    with pytest.raises(tessera.InvalidArgument, match="list of names"):
+        session.run("y", {"x": x})
+    with pytest.raises(tessera.InvalidArgument, match="run_options"):
+        session.run(None, {"x": x}, run_options=object())
+    with pytest.raises(tessera.InvalidArgument, match="at least 1"):
+        session.profile({"x": x}, runs=0)
+    session.close()
+    session.close()
+    for call in (lambda: session.run(None, {"x": x}), session.placement, session.report):
+        with pytest.raises(tessera.InvalidArgument, match="closed"):
+            call()
+
+
+def test_bad_models_and_options_raise(tmp_path):
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"\x08\x07not a model")
+    with pytest.raises(tessera.InvalidArgument):
+        tessera.InferenceSession(str(garbage))
+    with pytest.raises(tessera.InvalidArgument):
+        tessera.InferenceSession(str(tmp_path / "absent.onnx"))
+    with pytest.raises(tessera.InvalidArgument, match="directory"):
+        tessera.InferenceSession(str(tmp_path))
+    with pytest.raises(tessera.InvalidArgument):
+        tessera.InferenceSession(b"")
+    with pytest.raises(tessera.InvalidArgument, match="not int"):
+        tessera.InferenceSession(42)
+    unknown_op = make_model([helper.make_node("NoSuchOp", ["x"], ["y"])],
+                            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    with pytest.raises(tessera.Error, match="NoSuchOp"):
+        tessera.InferenceSession(unknown_op)
+    with pytest.raises(tessera.InvalidArgument, match="unknown backend"):
+        tessera.InferenceSession(dense_model(batch=1), backends="nope")
+    with pytest.raises(tessera.InvalidArgument, match="threads"):
+        tessera.InferenceSession(dense_model(batch=1), threads=0)
+    with pytest.raises(tessera.InvalidArgument, match="unknown session option"):
+        tessera.InferenceSession(dense_model(batch=1), options={"thread": 2})
+    with pytest.raises(tessera.InvalidArgument, match="unknown argument"):
+        tessera.InferenceSession(dense_model(batch=1), frobnicate=True)
+    with pytest.raises(tessera.InvalidArgument, match="SELECTOR=BACKEND"):
+        tessera.InferenceSession(dense_model(batch=1), place=["Relu"])
+    assert issubclass(tessera.InvalidArgument, tessera.Error) and issubclass(tessera.InvalidArgument, ValueError)
+    assert issubclass(tessera.Unsupported, tessera.Error) and issubclass(tessera.InternalError, tessera.Error)
+
+
+# --------------------------------------------------------------- placement, reports, artifacts ----
+
+def test_placement_options_reports_and_profile():
+    session = tessera.InferenceSession(dense_model(batch=2), backends=["dnnl"], place={"op:Relu": "native"},
+                                       min_region_size=1)
+    assert session.get_backends() == ["dnnl", "native"]
+    where = {p["node"] or p["op_type"]: p for p in session.placement()}
+    relu = [p for p in session.placement() if p["op_type"] == "Relu"][0]
+    assert relu["backend"] == "native" and where
+    report = json.loads(session.report("json"))
+    assert report  # JSON parses
+    assert "<svg" in session.report("html")
+    with pytest.raises(tessera.InvalidArgument):
+        session.report("yaml")
+    x = rand(2, 4)
+    profile = session.profile({"x": x}, runs=3)
+    assert profile["total_ms"] > 0 and len(profile["nodes"]) == len(session.placement())
+    assert all(r["fallbacks"] == 0 for r in profile["regions"])
+    np.testing.assert_allclose(profile["outputs"][0], dense_reference(x), rtol=1e-5, atol=1e-6)
+    native = tessera.InferenceSession(dense_model(batch=2), backends="native")
+    assert {p["backend"] for p in native.placement()} <= {"native", "folded"}
+    summary = native.summary()
+    assert summary["parameter_count"] == W.size + B.size
+
+
+def test_compile_writes_an_artifact_that_loads_from_path_and_bytes(tmp_path):
+    x = rand(3, 4)
+    target = tmp_path / "dense.tsr"
+    assert tessera.compile(dense_model(), target, input_shapes={"batch": 3}) == target
+    for source in (target, str(target), target.read_bytes()):
+        session = tessera.InferenceSession(source)
+        assert session.get_inputs()[0].shape == [3, 4]
+        (y,) = session.run(None, {"x": x})
+        np.testing.assert_allclose(y, dense_reference(x), rtol=1e-5, atol=1e-6)
+    assert tessera.InferenceSession(target).to_bytes() == target.read_bytes()
+    with pytest.raises(tessera.InvalidArgument, match="batch"):
+        tessera.compile(dense_model(), tmp_path / "open.tsr")
+    assert not os.path.exists(tmp_path / "open.tsr")
+    with pytest.raises(tessera.InvalidArgument, match="already a compiled artifact"):
+        tessera.compile(target, tmp_path / "again.tsr")
+    corrupt = bytearray(target.read_bytes())
+    corrupt[-3] ^= 0xFF
+    with pytest.raises(tessera.InvalidArgument, match="checksum"):
+        tessera.InferenceSession(bytes(corrupt))
+
+
+def test_backends_lists_the_built_in_backends():
+    names = [b["name"] for b in tessera.backends()]
+    assert "native" in names and "dnnl" in names
+    assert all(b["description"] for b in tessera.backends())
