@@ -6,6 +6,7 @@ import io
 import json
 import os
 import threading
+import time
 
 import numpy as np
 import onnx
@@ -233,31 +234,37 @@ def test_threads_share_one_session():
 
 
 def test_the_gil_is_released_while_a_model_runs():
-    n = 768
-    model = make_model([helper.make_node("MatMul", ["a", "b"], ["c"]), helper.make_node("MatMul", ["c", "b"], ["d"]),
-                        helper.make_node("MatMul", ["d", "b"], ["e"])],
-                       [helper.make_tensor_value_info(x, TensorProto.FLOAT, [n, n]) for x in ("a", "b")],
-                       [helper.make_tensor_value_info("e", TensorProto.FLOAT, [n, n])])
-    session = tessera.InferenceSession(model, backends="native")
+    n = 1024
+    nodes, value = [], "a"
+    for i in range(6):
+        nodes.append(helper.make_node("MatMul", [value, "b"], ["m%d" % i]))
+        value = "m%d" % i
+    model = make_model(nodes, [helper.make_tensor_value_info(x, TensorProto.FLOAT, [n, n]) for x in ("a", "b")],
+                       [helper.make_tensor_value_info(value, TensorProto.FLOAT, [n, n])])
+    session = tessera.InferenceSession(model, backends="native", threads=1)
     a, b = rand(n, n, seed=8) / n, rand(n, n, seed=9) / n
-    running = threading.Event()
     done = threading.Event()
     ticks = []
 
-    def counter():
-        running.wait()
+    def counter():  # Python code: it runs only while no other thread holds the GIL
         while not done.is_set():
-            ticks.append(1)
+            ticks.append(time.perf_counter())
 
     thread = threading.Thread(target=counter)
     thread.start()
-    for _ in range(3):
-        running.set()
-        session.run(None, {"a": a, "b": b})
+    time.sleep(0.01)
+    t0 = time.perf_counter()
+    session.run(None, {"a": a, "b": b})
+    t1 = time.perf_counter()
     done.set()
     thread.join()
-    # With the GIL held for the whole of each run, the counter could only tick between runs.
-    assert len(ticks) > 1000, len(ticks)
+    # Holding the GIL through the run would stop the counter for the whole computation (almost all of
+    # the call); released, it runs on the other core throughout, pausing for a GIL switch interval (5 ms)
+    # around the call, or while the OS gives its core to another process (CTest runs two tests at once).
+    inside = [t for t in ticks if t0 <= t <= t1]
+    gaps = [later - earlier for earlier, later in zip([t0] + inside, inside + [t1])]
+    assert t1 - t0 > 0.06, "the model ran too fast to tell (%.3f s)" % (t1 - t0)
+    assert max(gaps) < 0.5 * (t1 - t0), "the counter stopped for %.3f s of a %.3f s run" % (max(gaps), t1 - t0)
 
 
 def test_closing_a_session_while_another_thread_runs_it():
