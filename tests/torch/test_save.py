@@ -1,0 +1,136 @@
+"""torch.jit.script / trace + torch.jit.save, then torch.jit.load in a fresh process: same results.
+
+The fresh process has never seen the module's Python class nor compiled anything: the compiled model
+travels inside the file (the TorchBind pickle: format version, kind, artifact or ONNX bytes, options).
+"""
+
+import textwrap
+import zipfile
+
+import pytest
+import torch
+import torchvision
+
+import tessera.torch as tt
+from conftest import assert_close, randomize_batch_norm, run_fresh_python, run_fresh_python_status
+
+CHECK_IN_FRESH_PROCESS = textwrap.dedent("""
+    import torch
+    import tessera.torch
+    tessera.torch.load_library()
+    module = torch.jit.load({path!r})
+    cases = torch.load({cases!r})
+    worst = 0.0
+    with torch.no_grad():
+        for inputs, expected in cases:
+            actual = module(*inputs)
+            if isinstance(expected, torch.Tensor):
+                actual, expected = (actual,), (expected,)
+            assert len(actual) == len(expected), (len(actual), len(expected))
+            for a, e in zip(actual, expected):
+                assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, e.dtype, a.shape, e.shape)
+                scale = max(e.abs().max().item(), 1e-6) if e.numel() and e.is_floating_point() else 1.0
+                if e.is_floating_point():
+                    worst = max(worst, ((a - e).abs().max().item() / scale) if e.numel() else 0.0)
+                else:
+                    assert torch.equal(a, e)
+    print("WORST", worst)
+""")
+
+
+def check_saved(tmp_path, script_module, cases):
+    """Saves script_module, and checks in a fresh process that it gives `cases`' eager outputs."""
+    path = str(tmp_path / "model.pt")
+    cases_path = str(tmp_path / "cases.pt")
+    torch.jit.save(script_module, path)
+    torch.save(cases, cases_path)
+    out = run_fresh_python(CHECK_IN_FRESH_PROCESS.format(path=path, cases=cases_path))
+    worst = float(out.split("WORST")[1])
+    assert worst < 1e-4, out
+    return path
+
+
+def test_scripted_torchvision_model_round_trips(tmp_path):
+    torch.manual_seed(0)
+    model = randomize_batch_norm(torchvision.models.mobilenet_v2(weights=None).eval())
+    compiled = tt.compile(model, torch.randn(1, 3, 64, 64), threads=2)
+    scripted = torch.jit.script(compiled)
+    x = torch.randn(1, 3, 64, 64)
+    with torch.no_grad():
+        cases = [((x,), model(x))]
+    path = check_saved(tmp_path, scripted, cases)
+    # And in this process, after load: the options (threads) came back too.
+    loaded = torch.jit.load(path)
+    assert loaded.model.options()["threads"] == "2"
+    assert loaded.model.kind() == "tsr"
+
+
+def test_traced_module_with_two_outputs_round_trips(tmp_path):
+    class Heads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Linear(8, 8)
+
+        def forward(self, x, mask):
+            y = torch.relu(self.body(x))
+            return y * mask, y.sum(dim=1) > 0
+
+    module = Heads().eval()
+    x, mask = torch.randn(3, 8), torch.rand(3, 8)
+    compiled = tt.compile(module, (x, mask))
+    traced = torch.jit.trace(compiled, (x, mask))
+    with torch.no_grad():
+        cases = [((x, mask), module(x, mask))]
+    check_saved(tmp_path, traced, cases)
+
+
+def test_dynamic_model_round_trips_at_several_shapes(tmp_path):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, num_layers=1).eval()
+    compiled = tt.compile(encoder, torch.randn(2, 5, 16), dynamic_axes={0: {0: "batch", 1: "sequence"}},
+                          cache_size=3)
+    scripted = torch.jit.script(compiled)
+    cases = []
+    for batch, sequence in [(1, 3), (4, 9), (2, 5)]:
+        x = torch.randn(batch, sequence, 16)
+        cases.append(((x,), encoder(x).detach()))
+    path = check_saved(tmp_path, scripted, cases)
+    loaded = torch.jit.load(path)
+    assert loaded.model.kind() == "onnx" and loaded.model.cache_capacity() == 3
+
+
+def test_loading_without_the_library_fails_cleanly(tmp_path):
+    compiled = tt.compile(torch.nn.Linear(4, 4), torch.randn(2, 4))
+    path = str(tmp_path / "model.pt")
+    torch.jit.save(torch.jit.script(compiled), path)
+    result = run_fresh_python_status(f"import torch\ntorch.jit.load({path!r})")
+    assert result.returncode == 1, result  # a Python exception, not a crash
+    assert "tessera" in result.stderr and "Traceback" in result.stderr
+
+
+def test_a_newer_format_version_is_refused(tmp_path):
+    compiled = tt.compile(torch.nn.Linear(4, 4), torch.randn(2, 4))
+    path = tmp_path / "model.pt"
+    torch.jit.save(torch.jit.script(compiled), str(path))
+    # Rewrite the pickled state's version (BININT1 1, then the kind "tsr") to 99.
+    newer = tmp_path / "newer.pt"
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(newer, "w", zipfile.ZIP_STORED) as target:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename.endswith("/data.pkl"):
+                marker = b"K\x01X\x03\x00\x00\x00tsr"
+                assert data.count(marker) == 1
+                data = data.replace(marker, b"K\x63X\x03\x00\x00\x00tsr")
+            target.writestr(info.filename, data)
+    with pytest.raises(Exception, match="format version 99"):
+        torch.jit.load(str(newer))
+
+
+def test_deepcopy_of_a_scripted_module():
+    import copy
+
+    compiled = torch.jit.script(tt.compile(torch.nn.Linear(4, 4), torch.randn(2, 4)))
+    duplicate = copy.deepcopy(compiled)
+    x = torch.randn(2, 4)
+    assert_close(duplicate(x), compiled(x), rtol=0, atol_scale=0)
