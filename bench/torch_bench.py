@@ -4,7 +4,8 @@
 
 1. Per-call overhead on a tiny model (a + b on two 1x8 tensors): the C API
    itself (tsr_model_run_alloc through ctypes, which adds ctypes' own cost),
-   torch.ops.tessera.run, the compiled nn.Module and its TorchScript version,
+   torch.ops.tessera.run, the Model.run method, the compiled nn.Module (whose
+   eager forward calls Model.run) and its TorchScript version (which calls the op),
    next to eager PyTorch's own `a + b`.
 2. torchvision resnet50 / mobilenet_v2 (random weights, 1x3x224x224) through
    tessera.torch.compile vs PyTorch eager and TorchScript-frozen
@@ -131,17 +132,21 @@ def overhead_table():
     except Exception as error:  # noqa: BLE001  (the table says what is missing)
         print("C API row skipped:", error)
     rows += [("torch.ops.tessera.run", lambda: torch.ops.tessera.run(model, [a, b])),
-             ("compiled nn.Module", lambda: compiled(a, b)),
-             ("scripted compiled module", lambda: scripted(a, b))]
+             ("Model.run (TorchBind method)", lambda: model.run([a, b])),
+             ("compiled nn.Module (calls Model.run)", lambda: compiled(a, b)),
+             ("scripted module (calls the op)", lambda: scripted(a, b))]
     print("Per-call time, tiny model (a + b, 1x8 float32), best of 5 x 2000 calls:")
     results = {}
     for name, function in rows:
         results[name] = per_call_microseconds(function)
-        print(f"  {name:<38} {results[name]:8.2f} us")
+        print(f"  {name:<50} {results[name]:8.2f} us")
     base = results.get("C API tsr_model_run_alloc (ctypes)")
     if base:
-        print(f"  torch op over the C API (ctypes):      {results['torch.ops.tessera.run'] - base:+8.2f} us")
-        print(f"  nn.Module over the C API (ctypes):     {results['compiled nn.Module'] - base:+8.2f} us")
+        print("Over the C API (ctypes), from Python:")
+        print(f"  {'torch.ops.tessera.run over the C API':<50} {results['torch.ops.tessera.run'] - base:+8.2f} us")
+        for name in ("Model.run (TorchBind method)", "compiled nn.Module (calls Model.run)",
+                     "scripted module (calls the op)"):
+            print(f"  {name + ' over the C API':<50} {results[name] - base:+8.2f} us")
 
 
 def model_table(names, runs):

@@ -164,9 +164,15 @@ def _module_class(parameters, num_outputs, as_tuple):
             result = "(" + "".join(f"outputs[{i}], " for i in range(num_outputs)) + ")"
         else:
             returns, result = "torch.Tensor", "outputs[0]"
+        inputs = ", ".join(parameters)
+        # Eager Python calls the model's run method, the op's work without the op's Python argument
+        # conversion (~4 us a call instead of ~12 in torch 1.13); TorchScript and tracing see the op.
         source = (f"class {name}(TesseraModule):\n"
                   f"    def forward(self, {signature}) -> {returns}:\n"
-                  f"        outputs = torch.ops.tessera.run(self.model, [{', '.join(parameters)}])\n"
+                  f"        if torch.jit.is_scripting() or torch.jit.is_tracing():\n"
+                  f"            outputs = torch.ops.tessera.run(self.model, [{inputs}])\n"
+                  f"        else:\n"
+                  f"            outputs = self.model.run([{inputs}])\n"
                   f"        return {result}\n")
         filename = f"<tessera.torch generated {name}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

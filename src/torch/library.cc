@@ -23,6 +23,9 @@ TORCH_LIBRARY(tessera, m) {
       // Model(kind, bytes, options): kind "tsr" (a .tsr artifact, or an ONNX model compiled now for its
       // fixed shapes and kept as an artifact) or "onnx" (compiled per input shape, for dynamic axes).
       .def(torch::init<std::string, std::string, tessera_torch::OptionDict>())
+      // The op's work as a method too: from eager Python it is ~4x cheaper to call than the op, whose
+      // argument conversion re-imports torch.jit for the TorchBind object on every call (torch 1.13).
+      .def("run", [](const c10::intrusive_ptr<Model>& self, std::vector<at::Tensor> inputs) { return self->run(inputs); })
       .def("kind", [](const c10::intrusive_ptr<Model>& self) { return self->kind(); })
       .def("input_names", &Model::input_names)
       .def("output_names", &Model::output_names)

@@ -280,3 +280,17 @@ def test_input_names_become_parameter_names_where_they_can():
     assert_close(compiled(*inputs), Three()(*inputs))
     assert_close(compiled(image=inputs[0], input_1=inputs[1], input_2=inputs[2]), Three()(*inputs))
     assert_close(torch.jit.script(compiled)(*inputs), Three()(*inputs))
+
+
+def test_op_and_method_paths_agree_and_share_no_copies(add_module):
+    """The module's eager forward calls Model.run; TorchScript and tracing call torch.ops.tessera.run."""
+    model = add_module.tessera_model()
+    a, b = torch.randn(4, 5), torch.randn(4, 5)
+    scripted, traced = torch.jit.script(add_module), torch.jit.trace(add_module, (a, b))
+    for call in (lambda: torch.ops.tessera.run(model, [a, b]), lambda: model.run([a, b]), lambda: scripted(a, b),
+                 lambda: traced(a, b)):
+        outputs = call()
+        assert_close(outputs[0], a + b)
+        assert torch.equal(outputs[1], a > b)
+        assert [t.data_ptr() for t in outputs] == model.last_output_pointers()
+        assert model.last_input_pointers() == [a.data_ptr(), b.data_ptr()]
