@@ -300,3 +300,16 @@ def load(path, map_location="cpu"):
     """``torch.jit.load`` of a module that uses Tessera (saved with ``torch.jit.save``), after load_library()."""
     load_library()
     return torch.jit.load(path, map_location=map_location)
+
+
+def __getattr__(name):
+    """tessera.torch.partition and its companions, defined in tessera._partition, imported on first use
+    (so that importing tessera.torch stays cheap and never depends on torch.fx)."""
+    if not name.startswith("__"):
+        try:
+            from . import _partition
+        except ImportError:
+            _partition = None
+        if name in getattr(_partition, "__all__", ()):
+            return getattr(_partition, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
