@@ -23,8 +23,9 @@ TORCH_LIBRARY(tessera, m) {
       // Model(kind, bytes, options): kind "tsr" (a .tsr artifact, or an ONNX model compiled now for its
       // fixed shapes and kept as an artifact) or "onnx" (compiled per input shape, for dynamic axes).
       .def(torch::init<std::string, std::string, tessera_torch::OptionDict>())
-      // The op's work as a method too: from eager Python it is ~4x cheaper to call than the op, whose
-      // argument conversion re-imports torch.jit for the TorchBind object on every call (torch 1.13).
+      // The op's work as a method too: from eager Python it costs ~4 us a call against the op's ~12, the
+      // difference being torch 1.13's Python-to-IValue conversion of an op's TorchBind argument (an op
+      // taking only a Tensor[] costs ~2 us); tracing and TorchScript still see the op.
       .def("run", [](const c10::intrusive_ptr<Model>& self, std::vector<at::Tensor> inputs) { return self->run(inputs); })
       .def("kind", [](const c10::intrusive_ptr<Model>& self) { return self->kind(); })
       .def("input_names", &Model::input_names)
