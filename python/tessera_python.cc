@@ -66,6 +66,17 @@ void check(tsr_status* status) {
 
 [[noreturn]] void invalid(const std::string& message) { raise(TSR_INVALID_ARGUMENT, message); }
 
+/// Calls `call` (a C API function returning a tsr_status*) with the GIL released, then raises its status.
+template <typename Call>
+void check_without_gil(Call&& call) {
+  tsr_status* status;
+  {
+    py::gil_scoped_release release;
+    status = call();
+  }
+  check(status);
+}
+
 /// Copies made to convert inputs (non-contiguous, misaligned, byte-swapped, or not arrays at all).
 std::atomic<int64_t> g_input_copies{0};
 
@@ -120,6 +131,8 @@ struct Options {
   Options(const Options&) = delete;
   Options& operator=(const Options&) = delete;
 };
+
+const tsr_options* native(const Options* options) { return options ? options->options : nullptr; }
 
 /// Options from the package's plain values (None = the default).
 std::unique_ptr<Options> make_options(py::object threads, py::object backends, const std::vector<std::string>& place,
@@ -401,24 +414,14 @@ class Model {
 
   static Model load_path(const std::string& path, const Options* options) {
     tsr_model* model = nullptr;
-    tsr_status* status;
-    {
-      py::gil_scoped_release release;
-      status = tsr_model_load(path.c_str(), options ? options->options : nullptr, &model);
-    }
-    check(status);
+    check_without_gil([&] { return tsr_model_load(path.c_str(), native(options), &model); });
     return Model(model);
   }
   static Model load_bytes(const py::bytes& bytes, const std::string& name, const Options* options) {
     const std::string_view data = bytes;  // bytes are immutable: safe to read without the GIL
     tsr_model* model = nullptr;
-    tsr_status* status;
-    {
-      py::gil_scoped_release release;
-      status = tsr_model_load_from_memory(data.data(), data.size(), name.c_str(), options ? options->options : nullptr,
-                                          &model);
-    }
-    check(status);
+    check_without_gil(
+        [&] { return tsr_model_load_from_memory(data.data(), data.size(), name.c_str(), native(options), &model); });
     return Model(model);
   }
 
@@ -435,12 +438,7 @@ class Model {
 
   void save(const std::string& path) const {
     ModelPtr model = get();
-    tsr_status* status;
-    {
-      py::gil_scoped_release release;
-      status = tsr_model_save(model.get(), path.c_str());
-    }
-    check(status);
+    check_without_gil([&] { return tsr_model_save(model.get(), path.c_str()); });
   }
   py::bytes to_bytes() const {
     ModelPtr model = get();
@@ -563,15 +561,11 @@ class Model {
       held.add(inputs[i], info.name, info.dtype);
     }
     std::vector<DLManagedTensor*> raw(num_outputs, nullptr);
-    tsr_status* status;
-    {
-      py::gil_scoped_release release;
-      status = profile ? tsr_model_run_with_profile(model.get(), held.tensors().data(), held.tensors().size(),
-                                                    raw.data(), raw.size(), profile)
-                       : tsr_model_run_alloc(model.get(), held.tensors().data(), held.tensors().size(), raw.data(),
-                                             raw.size());
-    }
-    check(status);  // on failure every output is NULL
+    const std::vector<DLTensor>& in = held.tensors();
+    check_without_gil([&] {  // on failure every output is NULL
+      return profile ? tsr_model_run_with_profile(model.get(), in.data(), in.size(), raw.data(), raw.size(), profile)
+                     : tsr_model_run_alloc(model.get(), in.data(), in.size(), raw.data(), raw.size());
+    });
     std::vector<SharedOutput> outputs;
     outputs.reserve(raw.size());
     for (DLManagedTensor* m : raw) outputs.push_back(share(m));
@@ -602,24 +596,14 @@ class Source {
  public:
   static Source load_path(const std::string& path, const Options* options) {
     tsr_source* source = nullptr;
-    tsr_status* status;
-    {
-      py::gil_scoped_release release;
-      status = tsr_source_load(path.c_str(), options ? options->options : nullptr, &source);
-    }
-    check(status);
+    check_without_gil([&] { return tsr_source_load(path.c_str(), native(options), &source); });
     return Source(source);
   }
   static Source load_bytes(const py::bytes& bytes, const std::string& name, const Options* options) {
     const std::string_view data = bytes;
     tsr_source* source = nullptr;
-    tsr_status* status;
-    {
-      py::gil_scoped_release release;
-      status = tsr_source_load_from_memory(data.data(), data.size(), name.c_str(), options ? options->options : nullptr,
-                                           &source);
-    }
-    check(status);
+    check_without_gil(
+        [&] { return tsr_source_load_from_memory(data.data(), data.size(), name.c_str(), native(options), &source); });
     return Source(source);
   }
 
@@ -628,12 +612,7 @@ class Source {
 
   Model compile(const Options* options) const {
     tsr_model* model = nullptr;
-    tsr_status* status;
-    {
-      py::gil_scoped_release release;
-      status = tsr_source_compile(source_.get(), options ? options->options : nullptr, &model);
-    }
-    check(status);
+    check_without_gil([&] { return tsr_source_compile(source_.get(), native(options), &model); });
     return Model(model);
   }
 
