@@ -176,6 +176,12 @@ TEST(ElementwiseOps, PowKeepsTheBaseDtype) {
   Tensor int_base = make_tensor<int32_t>(DType::kInt32, {3}, {4, 2, 9});
   EXPECT_EQ(values_of<int32_t>(run_one_op({.op_type = "Pow", .inputs = {int_base, float_exponent}})[0]),
             (std::vector<int32_t>{16, 8, 3}));
+  // An integer base to a float power whose result is NaN or out of range: Cast's rule (NaN gives 0,
+  // out of range saturates), never undefined behaviour (a fuzzer finding under UBSan).
+  Tensor odd_base = make_tensor<int32_t>(DType::kInt32, {4}, {-2, 2, -2, 4});
+  Tensor odd_exponent = make_float({4}, {0.5f, 100.0f, 101.0f, -1.0f});
+  EXPECT_EQ(values_of<int32_t>(run_one_op({.op_type = "Pow", .inputs = {odd_base, odd_exponent}})[0]),
+            (std::vector<int32_t>{0, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::lowest(), 0}));
   // Scalar exponents take the fast paths; compare them with pow itself.
   Tensor x = random_float({100}, 5);
   for (float e : {2.0f, 3.0f, 0.5f, 1.0f, 1.7f}) {

@@ -89,10 +89,7 @@ using namespace elementwise;
 template <typename Out, typename In>
 Out convert_value(In v) {
   if constexpr (std::is_integral_v<Out> && !std::is_same_v<Out, bool> && std::is_floating_point_v<In>) {
-    if (std::isnan(v)) return Out(0);
-    if (v <= static_cast<In>(std::numeric_limits<Out>::lowest())) return std::numeric_limits<Out>::lowest();
-    if (v >= static_cast<In>(std::numeric_limits<Out>::max())) return std::numeric_limits<Out>::max();
-    return static_cast<Out>(v);
+    return float_to_integer<Out>(v);
   } else {
     // double to float16 goes through float (store's rule): it can round twice,
     // which only changes exact ties.

@@ -123,7 +123,8 @@ C power(C base, E exponent) {
   } else if constexpr (std::is_integral_v<E>) {
     return integer_power(base, exponent);
   } else {
-    return static_cast<C>(std::pow(static_cast<double>(base), static_cast<double>(exponent)));
+    // An integer base to a float power: NaN ((-2)^0.5) and results out of C's range follow Cast's rule.
+    return float_to_integer<C>(std::pow(static_cast<double>(base), static_cast<double>(exponent)));
   }
 }
 

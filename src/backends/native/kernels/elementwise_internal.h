@@ -6,7 +6,9 @@
 //    paths for same-shape, scalar and trailing-dimension broadcasts.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -48,6 +50,17 @@ inline Compute<T> load(T v) {
 }
 
 /// Converts a computed value into element type T.
+/// Float to integer without undefined behaviour: NaN gives 0 and out-of-range
+/// values (infinities included) saturate (ONNX leaves these cases undefined).
+template <typename Out, typename In>
+inline Out float_to_integer(In v) {
+  static_assert(std::is_integral_v<Out> && std::is_floating_point_v<In>);
+  if (std::isnan(v)) return Out(0);
+  if (v <= static_cast<In>(std::numeric_limits<Out>::lowest())) return std::numeric_limits<Out>::lowest();
+  if (v >= static_cast<In>(std::numeric_limits<Out>::max())) return std::numeric_limits<Out>::max();
+  return static_cast<Out>(v);
+}
+
 template <typename T, typename C>
 inline T store(C v) {
   if constexpr (std::is_same_v<T, Float16>) {
