@@ -195,7 +195,11 @@ bool is_artifact_file(const std::string& path) {
   char magic[sizeof(kMagic)];
   ssize_t got = ::read(fd, magic, sizeof(magic));
   ::close(fd);
-  return got == static_cast<ssize_t>(sizeof(magic)) && std::memcmp(magic, kMagic, sizeof(magic)) == 0;
+  return got > 0 && is_artifact_bytes(magic, static_cast<size_t>(got));
+}
+
+bool is_artifact_bytes(const void* data, size_t size) {
+  return size >= sizeof(kMagic) && std::memcmp(data, kMagic, sizeof(kMagic)) == 0;
 }
 
 }  // namespace tessera

@@ -86,5 +86,7 @@ Artifact load_artifact_from_memory(std::span<const uint8_t> bytes, std::shared_p
 
 /// True when the file starts with the artifact magic (to tell .tsr from ONNX).
 bool is_artifact_file(const std::string& path);
+/// True when `data` starts with the artifact magic (bytes in memory).
+bool is_artifact_bytes(const void* data, size_t size);
 
 }  // namespace tessera

@@ -284,12 +284,6 @@ std::unique_ptr<tessera::CompiledModel> compile_graph(tessera::Graph graph, cons
   return tessera::CompiledModel::compile(std::move(graph), compile);
 }
 
-/// The .tsr magic, to tell an artifact's bytes from an ONNX model's.
-bool is_artifact_bytes(const void* data, size_t size) {
-  static const char kMagic[8] = {'T', 'S', 'R', 'A', 'R', 'T', 'F', '\0'};
-  return size >= sizeof(kMagic) && std::memcmp(data, kMagic, sizeof(kMagic)) == 0;
-}
-
 tsr_source* make_source(tessera::Graph graph) {
   auto source = std::make_unique<tsr_source>();
   source->graph = std::move(graph);
@@ -529,7 +523,7 @@ tsr_status* tsr_model_load_from_memory(const void* data, size_t size, const char
     const tsr_options& opts = options ? *options : defaults;
     const std::string label = name ? name : "<memory>";
     std::unique_ptr<tessera::CompiledModel> compiled;
-    if (is_artifact_bytes(data, size)) {
+    if (tessera::is_artifact_bytes(data, size)) {
       // Constants and payloads point into the bytes: keep an aligned copy for the model's lifetime.
       auto copy = std::make_shared<tessera::Buffer>(size, false);
       if (size) std::memcpy(copy->data(), data, size);
@@ -584,7 +578,7 @@ tsr_status* tsr_source_load_from_memory(const void* data, size_t size, const cha
   return guarded([&] {
     tsr_options defaults;
     const tsr_options& opts = options ? *options : defaults;
-    if (is_artifact_bytes(data, size)) {
+    if (tessera::is_artifact_bytes(data, size)) {
       tessera::throw_user_error("'", name ? name : "<memory>",
                                 "' is a compiled artifact, not an ONNX model: load it with tsr_model_load_from_memory");
     }
