@@ -639,12 +639,25 @@ PYBIND11_MODULE(_tessera, m) {
   m.def("backends", [] {
     py::list result;
     for (size_t i = 0; i < tsr_backend_count(); ++i) {
-      const char *name = nullptr, *description = nullptr;
-      int32_t used_by_default = 0;
-      check(tsr_backend_info(i, &name, &description, &used_by_default));
-      result.append(py::make_tuple(name, description, used_by_default != 0));
+      tsr_backend_details d{};
+      d.struct_size = sizeof(d);
+      check(tsr_backend_get_details(i, &d));
+      py::dict entry;
+      entry["name"] = d.name;
+      entry["description"] = d.description;
+      entry["default"] = d.used_by_default != 0;
+      entry["version"] = d.version;
+      entry["fallback"] = d.is_fallback != 0;
+      entry["plugin_path"] = *d.plugin_path ? py::object(py::str(d.plugin_path)) : py::none();
+      entry["plugin_abi"] = *d.plugin_abi ? py::object(py::str(d.plugin_abi)) : py::none();
+      result.append(entry);
     }
     return result;
+  });
+  m.def("load_backend_plugin", [](const std::string& path) {
+    const char* name = nullptr;
+    check(tsr_load_backend_plugin(path.c_str(), &name));
+    return std::string(name);
   });
   m.def("is_artifact_file", [](const std::string& path) { return tsr_file_is_artifact(path.c_str()) != 0; });
   m.def("is_artifact_bytes", &is_artifact_bytes);

@@ -47,10 +47,13 @@ const char* kUsage =
     "  tessera bench MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [--threads N]\n"
     "              [--warmup W] [--iterations K] [--json] [--profile] [--random-inputs] [PLACEMENT OPTIONS]\n"
     "  tessera backends\n"
+    "Every command also takes --backend-plugin PATH.so (repeatable): a backend plug-in to load first\n"
+    "(include/tessera/backend_plugin.h); TESSERA_BACKEND_PLUGINS=PATH:PATH... does the same.\n"
     "MODEL is an ONNX file or a .tsr artifact from tessera compile.\n"
     "PLACEMENT OPTIONS (ONNX models only):\n"
-    "  --backends LIST          backends to use, highest priority first (e.g. test,native); default: all\n"
-    "                           built-in backends used by default. native is added last unless --strict.\n"
+    "  --backends LIST          backends to use, highest priority first (e.g. test,native); default: the\n"
+    "                           loaded plug-ins, then the built-in backends used by default. native is\n"
+    "                           added last unless --strict.\n"
     "  --place SELECTOR=BACKEND run the selected nodes on BACKEND (repeatable)\n"
     "  --deny BACKEND:SELECTOR  never run the selected nodes on BACKEND (repeatable)\n"
     "  --min-region-size N      smaller regions of non-native backends run on native instead\n"
@@ -78,6 +81,7 @@ struct Args {
   bool random_inputs = false;  // fill inputs not given with --input
   uint64_t seed = 0;
   std::string backends;
+  std::vector<std::string> plugins;  // --backend-plugin, in order
   std::vector<std::string> place;
   std::vector<std::string> deny;
   int min_region_size = 1;
@@ -180,6 +184,8 @@ Args parse_args(int argc, char** argv) {
       args.report_file = value();
     } else if (a == "--backends") {
       args.backends = value();
+    } else if (a == "--backend-plugin") {
+      args.plugins.push_back(value());
     } else if (a == "--place") {
       args.place.push_back(value());
     } else if (a == "--deny") {
@@ -593,12 +599,15 @@ int command_partition(const Args& args) {
 }
 
 int command_backends() {
-  std::cout << "built-in backends, highest priority first:\n";
-  for (size_t i = 0; i < tsr_backend_count(); ++i) {
-    const char *name, *description;
-    int32_t by_default = 0;
-    check(tsr_backend_info(i, &name, &description, &by_default));
-    std::printf("  %-8s %s%s\n", name, description, by_default ? "" : " (only when named with --backends)");
+  std::cout << "backends, highest priority first:\n";
+  const size_t count = tsr_backend_count();
+  for (size_t i = 0; i < count; ++i) {
+    tsr_backend_details d{};
+    d.struct_size = sizeof(d);
+    check(tsr_backend_get_details(i, &d));
+    std::printf("  %-20s version %-4s %s%s%s\n", d.name, d.version, d.description,
+                d.used_by_default ? "" : " (only when named with --backends)", d.is_fallback ? " (the fallback)" : "");
+    if (*d.plugin_path) std::printf("  %-20s plug-in %s (ABI %s)\n", "", d.plugin_path, d.plugin_abi);
   }
   return 0;
 }
@@ -770,6 +779,7 @@ int command_bench(const Args& args) {
 int main(int argc, char** argv) {
   try {
     Args args = parse_args(argc, argv);
+    for (const std::string& plugin : args.plugins) check(tsr_load_backend_plugin(plugin.c_str(), nullptr));
     if (args.command == "run") return command_run(args);
     if (args.command == "info") return command_info(args);
     if (args.command == "bench") return command_bench(args);

@@ -73,10 +73,35 @@ TSR_API tsr_status* tsr_options_set_min_region_size(tsr_options* options, int32_
 /* Strict placement: fail, naming each node no listed backend supports, instead of falling back to native. */
 TSR_API tsr_status* tsr_options_set_strict(tsr_options* options, int32_t strict);
 
-/* Built-in backends, highest priority first. Strings are static. */
+/* Backends, highest priority first: the plug-ins loaded so far (in load
+ * order), then the built-in ones (native, the fallback, last). Strings are
+ * static. When TESSERA_BACKEND_PLUGINS names a plug-in that fails to load,
+ * tsr_backend_count counts the others and tsr_backend_info and
+ * tsr_backend_details return that error. */
 TSR_API size_t tsr_backend_count(void);
 TSR_API tsr_status* tsr_backend_info(size_t index, const char** out_name, const char** out_description,
                                      int32_t* out_used_by_default);
+
+typedef struct tsr_backend_details {
+  size_t struct_size; /* set by the caller to sizeof(tsr_backend_details) */
+  const char* name;
+  const char* description;
+  const char* version;     /* the backend's payload version */
+  int32_t used_by_default; /* taken when no backend list is given */
+  int32_t is_fallback;     /* the backend every op falls back to (native) */
+  const char* plugin_path; /* "" for a built-in backend */
+  const char* plugin_abi;  /* "MAJOR.MINOR" of include/tessera/backend_plugin.h it was built for; "" when built in */
+} tsr_backend_details;
+TSR_API tsr_status* tsr_backend_get_details(size_t index, tsr_backend_details* out_details);
+
+/* Loads a backend plug-in (a shared library implementing
+ * include/tessera/backend_plugin.h) for the rest of the process: its backend
+ * then takes part in every later compile (first in priority when no backend
+ * list is given) and loads artifacts that name it. The TESSERA_BACKEND_PLUGINS
+ * environment variable (paths separated by ':') loads plug-ins the same way
+ * on first use. Loading a path again does nothing. *out_name (optional,
+ * static) is the backend's name. */
+TSR_API tsr_status* tsr_load_backend_plugin(const char* path, const char** out_name);
 
 /* Loads a model: an ONNX file (compiled now, with options) or a .tsr artifact
  * written by tsr_model_save (only the thread count of options applies).

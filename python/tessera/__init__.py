@@ -28,7 +28,7 @@ import threading
 __all__ = [
     "Error", "InvalidArgument", "Unsupported", "InternalError",
     "InferenceSession", "SessionOptions", "NodeArg", "Tensor",
-    "compile", "backends", "copy_count",
+    "compile", "backends", "load_backend_plugin", "copy_count",
 ]
 
 
@@ -67,8 +67,18 @@ def copy_count():
 
 
 def backends():
-    """The built-in backends, highest priority first: a list of dicts with name, description, default."""
-    return [{"name": n, "description": d, "default": used} for n, d, used in _tessera.backends()]
+    """The backends, highest priority first (loaded plug-ins, then the built-in ones): a list of dicts
+    with name, description, default, version, fallback, plugin_path and plugin_abi (None when built in)."""
+    return _tessera.backends()
+
+
+def load_backend_plugin(path):
+    """Loads a backend plug-in (a shared library implementing include/tessera/backend_plugin.h) for the
+    rest of the process and returns its backend's name. Its backend then takes part in every later
+    compile (first in priority unless SessionOptions.backends says otherwise) and loads artifacts that
+    name it. Loading the same path again does nothing. The TESSERA_BACKEND_PLUGINS environment variable
+    (paths separated by ':') loads plug-ins the same way."""
+    return _tessera.load_backend_plugin(os.fspath(path))
 
 
 class NodeArg:

@@ -39,6 +39,10 @@ class MemorySpace {
   virtual void deallocate(void* data) = 0;
   virtual void copy_from_host(void* device_dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* device_src, size_t bytes) = 0;
+  /// Waits for queued work (copies, kernels) of this space. The runtime calls
+  /// it after each region of the space, before host buffers that a copy read
+  /// can be reused; a space without a queue has nothing to wait for.
+  virtual void synchronize() {}
 };
 
 /// Per-run access to a region's values (ids are the region graph's). The
@@ -95,6 +99,12 @@ class Backend {
   virtual std::string compatibility() const = 0;
   /// Null for host memory.
   virtual MemorySpace* memory_space() const { return nullptr; }
+  /// True when the backend runs a region as a whole: it reads only the
+  /// region's inputs and writes only its outputs through the ValueStore, and
+  /// keeps what it computes in between to itself (plug-ins). The runtime then
+  /// plans no memory for the region's inner values, and keeps its inputs and
+  /// outputs apart for the whole region.
+  virtual bool opaque_regions() const { return false; }
   /// What this backend can run: per-op predicates and fused patterns.
   virtual const Declarations& declarations() const = 0;
   /// Compiles a region: a standalone graph whose inputs and outputs are the

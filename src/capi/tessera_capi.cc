@@ -7,7 +7,9 @@
 #include <cstring>
 #include <exception>
 #include <iterator>
+#include <algorithm>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <new>
 #include <string>
@@ -438,7 +440,8 @@ tsr_status* tsr_options_set_backends(tsr_options* options, const char* backend_l
       std::string name = list.substr(start, comma - start);
       if (name.empty()) tessera::throw_user_error("backend list '", list, "' has an empty name");
       if (!tessera::find_backend(name)) {
-        tessera::throw_user_error("unknown backend '", name, "' (built in: ", tessera::built_in_backend_names(), ")");
+        tessera::throw_user_error("unknown backend '", name, "' (known: ", tessera::known_backend_names(),
+                                  "; a plug-in backend is loaded with --backend-plugin PATH or TESSERA_BACKEND_PLUGINS)");
       }
       names.push_back(name);
       start = comma + 1;
@@ -486,16 +489,63 @@ tsr_status* tsr_options_set_strict(tsr_options* options, int32_t strict) {
   return nullptr;
 }
 
-size_t tsr_backend_count(void) { return tessera::built_in_backends().size(); }
+size_t tsr_backend_count(void) {
+  try {
+    return tessera::all_backends().size();
+  } catch (...) {
+    return tessera::loaded_backends().size();
+  }
+}
 
 tsr_status* tsr_backend_info(size_t index, const char** out_name, const char** out_description,
                              int32_t* out_used_by_default) {
-  const auto& entries = tessera::built_in_backends();
-  if (index >= entries.size()) return make_status(TSR_INVALID_ARGUMENT, "backend index out of range");
-  if (out_name) *out_name = entries[index].name.c_str();
-  if (out_description) *out_description = entries[index].description.c_str();
-  if (out_used_by_default) *out_used_by_default = entries[index].used_by_default ? 1 : 0;
-  return nullptr;
+  return guarded([&] {
+    const std::vector<const tessera::BackendEntry*> entries = tessera::all_backends();
+    if (index >= entries.size()) tessera::throw_user_error("backend index ", index, " out of range (", entries.size(), " backends)");
+    if (out_name) *out_name = entries[index]->name.c_str();
+    if (out_description) *out_description = entries[index]->description.c_str();
+    if (out_used_by_default) *out_used_by_default = entries[index]->used_by_default ? 1 : 0;
+  });
+}
+
+tsr_status* tsr_backend_get_details(size_t index, tsr_backend_details* out_details) {
+  if (!out_details) return null_argument("out_details");
+  if (out_details->struct_size < offsetof(tsr_backend_details, description) + sizeof(out_details->description)) {
+    return make_status(TSR_INVALID_ARGUMENT, "tsr_backend_details.struct_size is too small");
+  }
+  return guarded([&] {
+    const std::vector<const tessera::BackendEntry*> entries = tessera::all_backends();
+    if (index >= entries.size()) tessera::throw_user_error("backend index ", index, " out of range (", entries.size(), " backends)");
+    const tessera::BackendEntry& entry = *entries[index];
+    // A built-in backend's version is asked of an instance, once per process.
+    static std::mutex mutex;
+    static std::map<std::string, std::string>* versions = new std::map<std::string, std::string>();
+    const char* version = entry.plugin_version.c_str();
+    if (entry.plugin_path.empty()) {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = versions->find(entry.name);
+      if (it == versions->end()) it = versions->emplace(entry.name, entry.make(tessera::RegionOptions{})->version()).first;
+      version = it->second.c_str();
+    }
+    tsr_backend_details d{};
+    d.struct_size = out_details->struct_size;
+    d.name = entry.name.c_str();
+    d.description = entry.description.c_str();
+    d.version = version;
+    d.used_by_default = entry.used_by_default ? 1 : 0;
+    d.is_fallback = entry.is_fallback ? 1 : 0;
+    d.plugin_path = entry.plugin_path.c_str();
+    d.plugin_abi = entry.plugin_abi.c_str();
+    std::memcpy(out_details, &d, std::min(out_details->struct_size, sizeof(d)));
+  });
+}
+
+tsr_status* tsr_load_backend_plugin(const char* path, const char** out_name) {
+  if (!path) return null_argument("path");
+  return guarded([&] {
+    const tessera::BackendEntry& entry = tessera::load_backend_plugin(path);
+    if (out_name) *out_name = entry.name.c_str();
+  });
 }
 
 tsr_status* tsr_model_load(const char* path, const tsr_options* options, tsr_model** out_model) {

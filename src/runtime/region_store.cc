@@ -176,6 +176,9 @@ class DeviceRegionStore : public ValueStore {
         owned_[local] = 0;
       }
     }
+    // Copies into the space may still be queued; the host buffers they read
+    // (arena slots) are reused by later regions.
+    space_.synchronize();
   }
 
  private:

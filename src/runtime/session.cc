@@ -65,20 +65,24 @@ void after_pass(const Graph& graph, const char* pass, bool verify = true) {
 std::vector<std::unique_ptr<Backend>> choose_backends(const CompileOptions& options) {
   std::vector<std::string> names = options.backends;
   if (names.empty()) {
-    for (const BackendEntry& entry : built_in_backends()) {
-      if (entry.used_by_default) names.push_back(entry.name);
+    for (const BackendEntry* entry : all_backends()) {
+      if (entry->used_by_default) names.push_back(entry->name);
     }
   }
   std::set<std::string> seen;
   for (const std::string& name : names) {
     if (!find_backend(name)) {
-      throw_user_error("unknown backend '", name, "' (built in: ", built_in_backend_names(), ")");
+      throw_user_error("unknown backend '", name, "' (known: ", known_backend_names(),
+                       "; a plug-in backend is loaded with --backend-plugin PATH or TESSERA_BACKEND_PLUGINS)");
     }
     if (!seen.insert(name).second) throw_user_error("backend '", name, "' is listed twice");
   }
-  if (!options.strict && !seen.count("native")) names.push_back("native");
+  const std::string& fallback = fallback_backend().name;
+  if (!options.strict && !seen.count(fallback)) names.push_back(fallback);
+  RegionOptions region_options;
+  region_options.num_threads = options.num_threads;
   std::vector<std::unique_ptr<Backend>> backends;
-  for (const std::string& name : names) backends.push_back(find_backend(name)->make());
+  for (const std::string& name : names) backends.push_back(find_backend(name)->make(region_options));
   return backends;
 }
 
@@ -144,7 +148,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   PartitionPolicy policy;
   for (size_t b = 0; b < model->backends_.size(); ++b) {
     partition_backends.push_back({model->backends_[b]->name(), &model->backends_[b]->declarations()});
-    if (model->backends_[b]->name() == "native") policy.fallback = static_cast<int>(b);
+    if (model->backends_[b]->name() == fallback_backend().name) policy.fallback = static_cast<int>(b);
   }
   policy.place = options.place;
   policy.deny = options.deny;
@@ -236,9 +240,15 @@ std::unique_ptr<CompiledModel> CompiledModel::from_artifact(Artifact artifact, c
   partition.backends = artifact.backends;
   partition.decisions = std::move(artifact.decisions);
   partition.decisions.resize(g.nodes.size());
+  RegionOptions backend_options;
+  backend_options.num_threads = options.num_threads;
   for (const std::string& name : partition.backends) {
     const BackendEntry* entry = find_backend(name);
-    model->backends_.push_back(entry ? entry->make() : nullptr);
+    try {
+      model->backends_.push_back(entry ? entry->make(backend_options) : nullptr);
+    } catch (const Error& e) {
+      throw Error(e.kind(), where + e.what());
+    }
   }
   for (size_t r = 0; r < artifact.regions.size(); ++r) {
     const ArtifactRegion& stored = artifact.regions[r];
@@ -272,8 +282,9 @@ std::unique_ptr<CompiledModel> CompiledModel::from_artifact(Artifact artifact, c
     const ArtifactRegion& stored = artifact.regions[r];
     const Backend* backend = model->backends_[region.backend].get();
     if (!backend) {
-      throw_user_error(where, "region ", r, " needs backend '", stored.backend, "', which this build of Tessera does not have (built in: ",
-                       built_in_backend_names(), ")");
+      throw_user_error(where, "region ", r, " needs backend '", stored.backend, "' (version ", stored.backend_version,
+                       ", compiled for '", stored.compatibility, "'), which is neither built in nor loaded as a plug-in ",
+                       "(known: ", known_backend_names(), "); load its plug-in with --backend-plugin PATH or TESSERA_BACKEND_PLUGINS");
     }
     if (stored.backend_version != backend->version()) {
       throw_user_error(where, "region ", r, " was compiled by backend '", stored.backend, "' with payload version ",
@@ -379,6 +390,12 @@ void CompiledModel::finish() {
     const Graph& rg = plan.region.graph;
     plan.anchor_node.clear();
     for (const std::vector<size_t>& members : plan.region.global_nodes) plan.anchor_node.push_back(members.front());
+    if (!plan.space && plan.backend->opaque_regions()) {
+      // Only its boundary lives in host memory: the backend keeps the rest.
+      for (ValueId local : rg.inputs) on_host[static_cast<size_t>(plan.region.global_value[static_cast<size_t>(local)])] = 1;
+      for (ValueId local : rg.outputs) on_host[static_cast<size_t>(plan.region.global_value[static_cast<size_t>(local)])] = 1;
+      continue;
+    }
     if (!plan.space) {
       for (ValueId global : plan.region.global_value) on_host[static_cast<size_t>(global)] = 1;
       continue;
@@ -427,6 +444,14 @@ void CompiledModel::finish() {
       for (size_t node : composite.nodes) node_step[node] = static_cast<int64_t>(composite.nodes.back());
     }
   }
+  // An opaque region (Backend::opaque_regions) is one step: it may write an
+  // output before it has read every input, so none may share memory.
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    if (!regions_[r]->backend->opaque_regions() || partition_.regions[r].nodes.empty()) continue;
+    size_t last = 0;
+    for (size_t node : partition_.regions[r].nodes) last = std::max(last, node);
+    for (size_t node : partition_.regions[r].nodes) node_step[node] = static_cast<int64_t>(last);
+  }
   memory_plan_ = plan_memory(g, on_host, node_step);
 
   // The non-finite guard: host regions exact only for finite inputs get the
@@ -434,9 +459,9 @@ void CompiledModel::finish() {
   // per run) or a constant (scanned here, once) holds NaN or ±Inf.
   for (size_t r = 0; r < regions_.size(); ++r) {
     RegionPlan& plan = *regions_[r];
-    plan.guarded = !plan.space && plan.backend->name() != "native" && plan.executable->exact_only_for_finite_inputs();
+    plan.guarded = !plan.space && plan.backend->name() != fallback_backend().name && plan.executable->exact_only_for_finite_inputs();
     if (!plan.guarded) continue;
-    if (!fallback_backend_) fallback_backend_ = find_backend("native")->make();
+    if (!fallback_backend_) fallback_backend_ = fallback_backend().make(plan.fallback_options);
     plan.fallback_backend = fallback_backend_.get();
     Region plain = partition_.regions[r];
     plain.composites.clear();

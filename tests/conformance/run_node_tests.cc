@@ -4,7 +4,7 @@
 //   tessera_conformance CASES_DIR [--filter SUBSTRING] [--report FILE]
 //                       [--expect-pass LIST] [--expect-random LIST] [--tolerances FILE]
 //                       [--write-passing LIST [--drop CASE]...] [--threads N]
-//                       [--backends LIST] [--strict] [--nan-inf] [--verbose]
+//                       [--backends LIST] [--backend-plugin PATH]... [--strict] [--nan-inf] [--verbose]
 //
 // CASES_DIR/<case>/model.onnx with test_data_set_*/input_*.pb and output_*.pb.
 // Outcomes: passed; failed (wrong values, a user error or an internal error:
@@ -42,6 +42,7 @@
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/error.h"
 #include "ir/op_schema.h"
+#include "runtime/backend_registry.h"
 #include "runtime/session.h"
 
 namespace fs = std::filesystem;
@@ -519,7 +520,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: tessera_conformance CASES_DIR [--filter S] [--report FILE] [--expect-pass LIST] "
                  "[--expect-random LIST] [--tolerances FILE] [--write-passing LIST [--drop CASE]...] [--threads N] "
-                 "[--backends LIST] [--strict] [--nan-inf] [--verbose]\n";
+                 "[--backends LIST] [--backend-plugin PATH]... [--strict] [--nan-inf] [--verbose]\n";
     return 2;
   }
   fs::path cases_dir = argv[1];
@@ -545,7 +546,15 @@ int main(int argc, char** argv) {
     else if (a == "--drop") drop.insert(value());
     else if (a == "--threads") settings.threads = std::stoi(value());
     else if (a == "--backends") settings.backends = split_commas(value());
-    else if (a == "--strict") settings.strict = true;
+    else if (a == "--backend-plugin") {
+      const std::string path = value();
+      try {
+        tessera::load_backend_plugin(path);
+      } catch (const std::exception& e) {
+        std::cerr << e.what() << "\n";
+        return 2;
+      }
+    } else if (a == "--strict") settings.strict = true;
     else if (a == "--nan-inf") settings.nan_inf = true;
     else if (a == "--verbose") verbose = true;
     else {

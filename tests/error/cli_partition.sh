@@ -141,7 +141,7 @@ expect_error "/stem/stem.0/Conv' (Conv)" run "$MODEL" --strict --backends test
 expect_error "/GlobalAveragePool' (GlobalAveragePool)" partition "$MODEL" --strict --backends test
 expect_error "backend 'test' cannot run node '/stem/stem.0/Conv'" run "$MODEL" --backends test,native \
   --place /stem/stem.0/Conv=test
-expect_error "unknown backend 'acme_npu' (built in: " run "$MODEL" --backends acme_npu,native
+expect_error "unknown backend 'acme_npu' (known: dnnl, test, native; a plug-in backend is loaded with --backend-plugin" run "$MODEL" --backends acme_npu,native
 expect_in "$work/err" "native" "built-in backends listed"
 expect_error "no node named" partition "$MODEL" --backends test,native --place node:ghost=native
 

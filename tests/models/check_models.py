@@ -3,7 +3,7 @@
 PyTorch and through `tessera run`, and checks that the outputs agree.
 
 Usage: /usr/bin/python3 tests/models/check_models.py --tessera build/tessera --work DIR
-           [--backends LIST] [--artifact] [--threads N] MODEL [MODEL ...]
+           [--backends LIST] [--backend-plugin PATH]... [--artifact] [--threads N] MODEL [MODEL ...]
        (MODEL: a name from MODELS below, or "all"; --backends is passed to tessera,
        --artifact compiles a .tsr first and runs that; without --threads each
        model runs at 1 and at 2 threads)
@@ -227,11 +227,13 @@ def export(name, work):
     return folder, path, input_names, output_names, [e.numpy() for e in expected]
 
 
-def compile_artifact(tessera, folder, path, input_names, backends):
+def compile_artifact(tessera, folder, path, input_names, backends, plugins=()):
     """Compiles the ONNX model to a .tsr artifact (input shapes fixed from the
     example inputs); returns its path, or None after printing why it failed."""
     artifact = os.path.join(folder, "model.tsr")
     cmd = [tessera, "compile", path, "-o", artifact]
+    for plugin in plugins:
+        cmd += ["--backend-plugin", plugin]
     if backends:
         cmd += ["--backends", backends]
     for n in input_names:
@@ -286,12 +288,12 @@ def compare_outputs(name, out_dir, output_names, expected):
     return ok
 
 
-def check(name, tessera, work, threads_list, backends=None, artifact=False):
+def check(name, tessera, work, threads_list, backends=None, artifact=False, plugins=()):
     t0 = time.time()
     folder, path, input_names, output_names, expected = export(name, work)
     model = path
     if artifact:
-        model = compile_artifact(tessera, folder, path, input_names, backends)
+        model = compile_artifact(tessera, folder, path, input_names, backends, plugins)
         if model is None:
             return False
         os.remove(path)  # the artifact must run on its own
@@ -300,6 +302,8 @@ def check(name, tessera, work, threads_list, backends=None, artifact=False):
     for threads in threads_list:
         out_dir = os.path.join(folder, "tessera_out_threads%d" % threads)
         cmd = [tessera, "run", model, "--output-dir", out_dir, "--threads", str(threads)]
+        for plugin in plugins:
+            cmd += ["--backend-plugin", plugin]
         if backends and not artifact:  # an artifact's backends were fixed when it was compiled
             cmd += ["--backends", backends]
         if backends:
@@ -331,6 +335,8 @@ def main():
     parser.add_argument("--threads", type=int, action="append",
                         help="intra-op threads (repeatable); default: run at 1 and at 2")
     parser.add_argument("--backends", help="passed to tessera as --backends (e.g. test,native)")
+    parser.add_argument("--backend-plugin", action="append", default=[], dest="plugins",
+                        help="passed to tessera as --backend-plugin (repeatable)")
     parser.add_argument("--artifact", action="store_true",
                         help="compile to a .tsr artifact first (tessera compile) and run that")
     parser.add_argument("models", nargs="+")
@@ -339,7 +345,7 @@ def main():
     torch.set_num_threads(1)
     failed = [n for n in names
               if not check(n, os.path.abspath(args.tessera), args.work, args.threads or [1, 2], args.backends,
-                           args.artifact)]
+                           args.artifact, [os.path.abspath(p) for p in args.plugins])]
     print("%d passed, %d failed" % (len(names) - len(failed), len(failed)))
     sys.exit(1 if failed else 0)
 

@@ -86,7 +86,7 @@ void expect_identical(const Tensor& actual, const Tensor& expected, const std::s
 
 /// Why the dnnl backend's declarations refuse node `name` of the compiled graph.
 std::string dnnl_refusal(const CompiledModel& model, const std::string& name) {
-  std::unique_ptr<Backend> dnnl = find_backend("dnnl")->make();
+  std::unique_ptr<Backend> dnnl = find_backend("dnnl")->make(RegionOptions{});
   for (const Node& node : model.graph().nodes) {
     if (node.name == name) return dnnl->declarations().supports(model.graph(), node).reason;
   }
@@ -761,7 +761,7 @@ TEST(DnnlBackendLowering, HostilePayloadsAreRefusedCleanly) {
   const ValueId relu = b.node("Relu", {conv}, {1, 8, 6, 6});
   b.graph.outputs.push_back(b.node("MaxPool", {relu}, {1, 8, 3, 3},
                                    attributes({{"kernel_shape", Attribute::of_ints({2, 2})}, {"strides", Attribute::of_ints({2, 2})}})));
-  std::unique_ptr<Backend> dnnl = find_backend("dnnl")->make();
+  std::unique_ptr<Backend> dnnl = find_backend("dnnl")->make(RegionOptions{});
   const CompiledRegion compiled = dnnl->compile(b.graph, RegionOptions{});
   const std::vector<uint8_t>& payload = compiled.payload;
   const std::vector<Tensor> inputs = {random.floats({1, 8, 6, 6})};

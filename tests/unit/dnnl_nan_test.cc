@@ -91,7 +91,7 @@ std::unique_ptr<CompiledModel> compile_on(const Graph& graph, std::vector<std::s
 }
 
 std::string dnnl_refusal(const CompiledModel& model, const std::string& name) {
-  std::unique_ptr<Backend> dnnl = find_backend("dnnl")->make();
+  std::unique_ptr<Backend> dnnl = find_backend("dnnl")->make(RegionOptions{});
   for (const Node& node : model.graph().nodes) {
     if (node.name == name) return dnnl->declarations().supports(model.graph(), node).reason;
   }

@@ -724,7 +724,7 @@ TEST(PartitionRuntimeArtifact, RegionOfAMissingBackendIsNamed) {
     if (row.backend == "test") row.backend = "acme_npu";
   }
   save_artifact(a.edited, a.artifact);
-  expect_load_user_error(a.edited, {"'acme_npu'", "built in:", "native", "test"});
+  expect_load_user_error(a.edited, {"'acme_npu'", "neither built in nor loaded as a plug-in", "known: dnnl, test, native", "--backend-plugin"});
 }
 
 TEST(PartitionRuntimeArtifact, PayloadVersionAndCompatibilityMismatchesNameBoth) {
