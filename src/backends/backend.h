@@ -19,12 +19,7 @@
 
 namespace tessera {
 
-class Declarations;
-
-struct SupportDecision {
-  bool supported = false;
-  std::string reason;  // why not, when unsupported
-};
+class Declarations;  // partition/declarations.h
 
 /// Where a backend's tensors live. The host space is represented by a null
 /// MemorySpace pointer; a device space allocates and copies its own memory.

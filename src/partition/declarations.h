@@ -14,10 +14,16 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "ir/graph.h"
 #include "partition/pattern.h"
 
 namespace tessera {
+
+/// A backend's answer for one node: it runs it, or it says why not.
+struct SupportDecision {
+  bool supported = false;
+  std::string reason;  // why not, when unsupported
+};
 
 using SupportCheck = std::function<SupportDecision(const Graph&, const Node&)>;
 
