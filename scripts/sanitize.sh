@@ -29,7 +29,7 @@
 # fails on any sanitizer report or crash in its output instead. Values are not compared with
 # the passing list here: the gcc build (scripts/test.sh) does that, and 15 listed cases
 # (window functions, RoiAlign, bicubic GridSample) differ by ~1e-5 relative under clang -O1.
-# Environment: SANITIZE_LABELS (default 'unit|models|error'),
+# Environment: SANITIZE_LABELS (default 'unit|models|error|plugins'),
 #              SANITIZE_EXCLUDE (a ctest -E regex of tests to leave out; default none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,7 +46,7 @@ CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithD
 
 FUZZ_RUNS="${1:-200000}"
 SEED="${2:-1}"
-LABELS="${SANITIZE_LABELS:-unit|models|error}"
+LABELS="${SANITIZE_LABELS:-unit|models|error|plugins}"
 EXCLUDE="${SANITIZE_EXCLUDE:-}"
 
 start=$(date +%s)

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libonnx-dev libprotobuf-dev protobuf-compiler libdlpack-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev libxnnpack-dev libpthreadpool-dev
   chromium
   python3 python3-numpy python3-onnx python3-torch python3-torchvision
   python3-dev pybind11-dev python3-pytest libtorch-dev
