@@ -342,6 +342,18 @@ void Lowerer::lower_pool(const Scope& s, const tsrp_node* node, int32_t region_n
     if (begin >= effective || end >= effective) refuse(node, "with a pad not smaller than the window");
   }
   const bool padded = pads[0] || pads[1] || pads[2] || pads[3];
+  if (kernel[0] * kernel[1] == 1) {
+    // XNNPACK refuses 1x1 pooling windows; unstrided and unpadded, the op is a copy.
+    if (padded || strides[0] != 1 || strides[1] != 1) refuse(node, "with a 1x1 kernel and strides or pads; XNNPACK has no 1x1 pooling");
+    Dims out;
+    layout_dims(y.value, &out);
+    Op copy;
+    copy.code = OpCode::kStaticReshape;
+    copy.ints.assign(out.begin(), out.end());
+    copy.inputs = {activation(node, x, "input")};
+    copy.outputs = {result(y)};
+    return emit(node, region_node, std::move(copy), y.value);
+  }
   Op op;
   op.floats = {-kInf, kInf};
   uint32_t in = activation(node, x, "input");
@@ -618,8 +630,10 @@ void Lowerer::lower_node(const Scope& s, const tsrp_node* node, int32_t region_n
     op.floats = {lo, hi};
   } else if (op_type == "LeakyRelu") {
     op.floats = {attr_float(node, "alpha", 0.01f)};
+    if (!std::isfinite(op.floats[0])) refuse(node, "with a non-finite alpha");
   } else if (op_type == "Elu") {
     op.floats = {attr_float(node, "alpha", 1.0f)};
+    if (!std::isnormal(op.floats[0]) || op.floats[0] < 0) refuse(node, "with alpha " + std::to_string(op.floats[0]) + "; XNNPACK takes a positive (normal) alpha only");
   } else if (op_type == "Softmax") {
     const int32_t rank = x.value->rank;
     int64_t axis = attr_int(node, "axis", node->opset < 13 ? 1 : -1);

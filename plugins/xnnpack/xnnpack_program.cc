@@ -322,8 +322,15 @@ bool infer_op(const Op& op, const std::vector<const Dims*>& in, Dims* out, std::
   if (shape.ints >= 0 && op.ints.size() != static_cast<size_t>(shape.ints)) return fail(error, "wrong parameter count");
   if (op.floats.size() != static_cast<size_t>(shape.floats)) return fail(error, "wrong parameter count");
   for (float f : op.floats) if (std::isnan(f)) return fail(error, "NaN parameter");
-  if (shape.floats == 2 && op.code != OpCode::kStaticConstantPad && !(op.floats[0] <= op.floats[1])) {
-    return fail(error, "output_min above output_max");
+  // The limits of this snapshot's xnn_define_* (probed): min < max (min <= max for clamp), a finite
+  // leaky slope, a positive normal elu alpha, pooling windows of more than one element.
+  if (shape.floats == 2 && !(op.code == OpCode::kClamp ? op.floats[0] <= op.floats[1] : op.floats[0] < op.floats[1])) {
+    return fail(error, "output_min not below output_max");
+  }
+  if (op.code == OpCode::kLeakyRelu && !std::isfinite(op.floats[0])) return fail(error, "non-finite slope");
+  if (op.code == OpCode::kElu && (!std::isnormal(op.floats[0]) || op.floats[0] < 0)) return fail(error, "bad alpha");
+  if ((op.code == OpCode::kMaxPooling || op.code == OpCode::kAveragePooling) && op.ints[4] == 1 && op.ints[5] == 1) {
+    return fail(error, "1x1 pooling window");
   }
   const Dims& x = *in[0];
   const std::vector<int64_t>& p = op.ints;

@@ -304,6 +304,8 @@ TEST(XnnpackPlugin, AveragePool) {
   check_pool("AveragePool", {1, 3, 7, 7}, p, false, false, {1, 3, 4, 4});
   check_pool("AveragePool", {1, 3, 7, 7}, p, false, true, {1, 3, 4, 4});  // pads counted: a Pad first
   check_pool("AveragePool", {2, 2, 6, 6}, Window2d{3, 3, 2, 2, 1, 1, 0, 0, 0, 0}, true, false, {2, 2, 3, 3});
+  check_pool("AveragePool", {1, 4, 6, 6}, Window2d{1, 1}, false, false, {1, 4, 6, 6});  // 1x1: a copy (alexnet)
+  check_pool("MaxPool", {1, 4, 2, 3}, Window2d{1, 1}, false, false, {1, 4, 2, 3});
 }
 
 TEST(XnnpackPlugin, GlobalAveragePoolFlattenGemm) {
