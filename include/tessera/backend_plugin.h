@@ -208,6 +208,7 @@ typedef enum tsrp_pattern_kind {
   TSRP_PATTERN_CONSTANT = 3, /* a constant value */
   TSRP_PATTERN_SCALAR = 4,   /* a one-element constant equal to scalar (± tolerance) */
   TSRP_PATTERN_ABSENT = 5,   /* an omitted optional input */
+  TSRP_PATTERN_EITHER = 6,   /* the first of its inputs (alternatives) that matches */
 } tsrp_pattern_kind;
 
 enum {
@@ -216,6 +217,9 @@ enum {
   TSRP_PATTERN_COMMUTATIVE = 1u << 0,
   /* The matched node must also be one that support() accepts on its own. */
   TSRP_PATTERN_SUPPORTED = 1u << 1,
+  /* The host asks tsrp_plugin.pattern_check whether the node may match this
+   * entry (attribute values, dtypes, shapes: any condition of the plug-in's). */
+  TSRP_PATTERN_CHECKED = 1u << 2,
 };
 
 /* One node of a pattern. Patterns are DAGs: an entry used as the input of two
@@ -225,7 +229,7 @@ typedef struct tsrp_pattern_node {
   tsrp_pattern_kind kind;
   const char* op_types;  /* OP: one or more op types separated by '|', e.g. "Relu|LeakyRelu" */
   int32_t input_count;   /* OP: -1 leaves the inputs unchecked (each becomes a composite input) */
-  const int32_t* inputs; /* OP: indices of other entries of the same pattern */
+  const int32_t* inputs; /* OP: indices of other entries of the same pattern; EITHER: the alternatives */
   uint32_t flags;        /* OP: TSRP_PATTERN_* flags */
   double scalar;         /* SCALAR */
   double tolerance;      /* SCALAR */
@@ -300,6 +304,8 @@ typedef struct tsrp_run_args {
    * is known only at run time has data NULL: call allocate_output with its
    * shape once the backend knows it; data is then set. */
   DLTensor* outputs;
+  /* A non-null status it returns belongs to the plug-in, which returns it from run() (or passes it on
+   * inside another status's message and drops it by returning it): the host takes it back from run(). */
   tsrp_status* (*allocate_output)(void* host_context, size_t output_index, const int64_t* shape, int32_t ndim);
   void* host_context;
   /* When set, report each region-graph node's time in milliseconds after running it. */
@@ -341,6 +347,17 @@ typedef struct tsrp_plugin {
   tsrp_status* (*run)(tsrp_region* region, const tsrp_run_args* args);
   /* Nonzero when run() on one region must not be called from two threads at once. */
   int32_t serial_runs;
+  /* Whether node `node_index` of `graph` may match entry `entry_index` of
+   * pattern `pattern_index` (entries flagged TSRP_PATTERN_CHECKED); nonzero
+   * accepts. Needed only by plug-ins that flag entries so. */
+  int32_t (*pattern_check)(tsrp_backend* backend, const tsrp_graph* graph, size_t pattern_index, size_t entry_index,
+                           size_t node_index);
+  /* Optional. Nonzero when the region computes NaN and +-Inf as numpy does
+   * only while its inputs are finite (a clamp that turns NaN into a bound, a
+   * max that drops it, ...). The host then scans the region's floating-point
+   * inputs before each run (its constants once) and runs the same nodes on
+   * its native backend when one holds NaN or +-Inf. */
+  int32_t (*finite_inputs_only)(tsrp_region* region);
 } tsrp_plugin;
 
 /* The entry point's type. Return NULL to refuse the host (e.g. its abi_major);

@@ -227,6 +227,11 @@ tsrp_status* run(tsrp_region* region, const tsrp_run_args* args) {
   });
 }
 
+// XNNPACK's clamps (Relu, Clip and every fused output_min/max) and its max/min
+// do not keep NaN as numpy does: say so for every region, and the host runs a
+// region on its native backend whenever an input holds NaN or +-Inf.
+int32_t finite_inputs_only(tsrp_region*) { return 1; }
+
 const tsrp_plugin kPlugin = {
     sizeof(tsrp_plugin),
     TSRP_ABI_MAJOR,
@@ -248,6 +253,8 @@ const tsrp_plugin kPlugin = {
     release_region,
     run,
     1,  // serial_runs: an XNNPACK runtime is not re-entrant
+    nullptr,  // pattern_check: every entry is checked with support() (TSRP_PATTERN_SUPPORTED)
+    finite_inputs_only,
 };
 
 }  // namespace

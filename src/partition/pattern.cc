@@ -29,6 +29,18 @@ Pattern make(PatternNode::Kind kind) {
   return Pattern(node);
 }
 
+bool node_attributes_match(const PatternNode* p, const Node& node) {
+  for (const auto& [name, value] : p->int_attrs) {
+    const Attribute* a = node.attrs.find(name);
+    if (!a || a->kind != Attribute::Kind::kInt || a->i != value) return false;
+  }
+  for (const auto& [name, value] : p->string_attrs) {
+    const Attribute* a = node.attrs.find(name);
+    if (!a || a->kind != Attribute::Kind::kString || a->s != value) return false;
+  }
+  return true;
+}
+
 bool commutative_by_default(const std::string& op_type) {
   static const char* const kOps[] = {"Add", "Mul", "Max", "Min", "Sum", "And", "Or", "Xor", "Equal"};
   return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* name) { return op_type == name; });
@@ -162,17 +174,7 @@ class Matcher {
     return false;
   }
 
-  bool attributes_match(const PatternNode* p, const Node& node) const {
-    for (const auto& [name, value] : p->int_attrs) {
-      const Attribute* a = node.attrs.find(name);
-      if (!a || a->kind != Attribute::Kind::kInt || a->i != value) return false;
-    }
-    for (const auto& [name, value] : p->string_attrs) {
-      const Attribute* a = node.attrs.find(name);
-      if (!a || a->kind != Attribute::Kind::kString || a->s != value) return false;
-    }
-    return true;
-  }
+  bool attributes_match(const PatternNode* p, const Node& node) const { return node_attributes_match(p, node); }
 
   bool is_scalar(ValueId value, double expected, double tolerance) const {
     if (!graph_.is_constant(value)) return false;
@@ -276,6 +278,31 @@ std::optional<PatternMatch> match_pattern(const Pattern& pattern, const Graph& g
   if (!matcher.match_node(pattern.get(), root, single_exit)) return std::nullopt;
   result.root = root;
   return result;
+}
+
+PatternInfo describe_pattern(const Pattern& pattern) {
+  const PatternNode* p = pattern.get();
+  PatternInfo info;
+  if (!p) return info;
+  info.kind = static_cast<PatternInfo::Kind>(p->kind);
+  info.op_types = p->op_types;
+  info.check_inputs = p->check_inputs;
+  info.inputs = p->kind == PatternNode::Kind::kEither ? p->alternatives : p->inputs;
+  info.scalar_value = p->scalar_value;
+  info.tolerance = p->tolerance;
+  info.commutative = p->commutative;
+  info.has_conditions = !p->int_attrs.empty() || !p->string_attrs.empty() || !p->checks.empty();
+  info.identity = p;
+  return info;
+}
+
+bool pattern_conditions_hold(const Pattern& pattern, const Graph& graph, const Node& node) {
+  const PatternNode* p = pattern.get();
+  if (!p || !node_attributes_match(p, node)) return false;
+  for (const auto& check : p->checks) {
+    if (!check(graph, node)) return false;
+  }
+  return true;
 }
 
 }  // namespace tessera

@@ -71,6 +71,25 @@ Pattern op_in(std::vector<std::string> op_types);
 Pattern op_in(std::vector<std::string> op_types, std::vector<Pattern> inputs);
 Pattern either(std::vector<Pattern> alternatives);
 
+/// A read-only look at one pattern node, for writing patterns out as data
+/// (a C++ backend exported as a plug-in: src/backends/plugin_export/).
+struct PatternInfo {
+  enum class Kind { kAny, kConstant, kScalar, kAbsent, kOp, kEither };
+  Kind kind = Kind::kAny;
+  std::vector<std::string> op_types;  // kOp
+  bool check_inputs = false;          // kOp: inputs listed
+  std::vector<Pattern> inputs;        // kOp: inputs; kEither: alternatives
+  double scalar_value = 0;            // kScalar
+  double tolerance = 0;
+  bool commutative = false;           // kOp
+  bool has_conditions = false;        // kOp: attribute checks or where() predicates
+  const void* identity = nullptr;     // equal for handles to the same node (a DAG's shared node)
+};
+PatternInfo describe_pattern(const Pattern& pattern);
+/// Whether `node` passes op pattern `pattern`'s attribute checks and where()
+/// predicates (its op type and inputs are not looked at).
+bool pattern_conditions_hold(const Pattern& pattern, const Graph& graph, const Node& node);
+
 /// Consumers of every value, built once per graph for matching.
 struct GraphUses {
   explicit GraphUses(const Graph& graph);

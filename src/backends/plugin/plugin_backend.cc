@@ -116,6 +116,11 @@ class PluginRegion : public ExecutableRegion {
   }
   ~PluginRegion() override { library_->api->release_region(handle_); }
 
+  bool exact_only_for_finite_inputs() const override {
+    auto finite_only = TSRP_MEMBER_OR(library_->api, finite_inputs_only, nullptr);
+    return finite_only && finite_only(handle_) != 0;
+  }
+
   void run(ValueStore& store) const override {
     RunContext run;
     run.store = &store;
@@ -247,38 +252,53 @@ class PluginBackend : public Backend {
   }
 
  private:
-  /// The plug-in's answer for one node, with the graph's view cached across
-  /// the partitioner's calls (one graph, node after node).
-  SupportDecision support(const Graph& graph, const Node& node) const {
-    std::lock_guard<std::mutex> lock(view_mutex_);
+  /// The view of `graph` (cached across the partitioner's calls: one graph,
+  /// node after node) and the index of `node` in it. Call with view_mutex_ held.
+  const tsrp_graph* view_of(const Graph& graph, const Node& node, size_t& index) const {
     const Node* first = graph.nodes.data();
     if (&node < first || &node >= first + graph.nodes.size()) {
       throw_internal_error(where_, "asked about node '", node.name, "', which is not in the graph it was given");
     }
-    const size_t index = static_cast<size_t>(&node - first);
+    index = static_cast<size_t>(&node - first);
     // A graph at the same address may be another one: the node's name storage tells.
     if (viewed_graph_ != &graph || viewed_nodes_ != first || viewed_node_count_ != graph.nodes.size() ||
         viewed_value_count_ != graph.values.size() || view_->get()->nodes[index]->name != node.name.c_str()) {
       view_ = std::make_unique<GraphView>(graph);
       viewed_graph_ = &graph;
-      viewed_nodes_ = graph.nodes.data();
+      viewed_nodes_ = first;
       viewed_node_count_ = graph.nodes.size();
       viewed_value_count_ = graph.values.size();
     }
+    return view_->get();
+  }
+
+  /// The plug-in's answer for one node.
+  SupportDecision support(const Graph& graph, const Node& node) const {
+    std::lock_guard<std::mutex> lock(view_mutex_);
+    size_t index = 0;
+    const tsrp_graph* view = view_of(graph, node, index);
     char reason[512] = "";
     tsrp_support answer{};
     answer.struct_size = sizeof(answer);
     answer.reason = reason;
     answer.reason_capacity = sizeof(reason);
-    throw_if_error(api_.support(handle_, view_->get(), index, &answer), where_ + "support: ");
+    throw_if_error(api_.support(handle_, view, index, &answer), where_ + "support: ");
     reason[sizeof(reason) - 1] = '\0';
     if (answer.supported) return {true, ""};
     return {false, reason[0] ? std::string(reason) : library_->name + " declines " + node.op_type + " (no reason given)"};
   }
 
+  /// The plug-in's pattern_check for one node against one pattern entry.
+  bool pattern_check(const Graph& graph, const Node& node, size_t pattern, size_t entry) const {
+    std::lock_guard<std::mutex> lock(view_mutex_);
+    size_t index = 0;
+    const tsrp_graph* view = view_of(graph, node, index);
+    return api_.pattern_check(handle_, view, pattern, entry, index) != 0;
+  }
+
   void read_declarations() {
     declarations_.any_op([this](const Graph& graph, const Node& node) { return support(graph, node); });
-    const std::function<bool(const Graph&, const Node&)> supported = [this](const Graph& graph, const Node& node) {
+    const NodePredicate supported = [this](const Graph& graph, const Node& node) {
       return support(graph, node).supported;
     };
     const size_t count = api_.pattern_count(handle_);
@@ -290,7 +310,13 @@ class PluginBackend : public Backend {
         throw_user_error(where_, "pattern ", i, " is missing, too small or unnamed");
       }
       const std::string where = where_ + "pattern '" + pattern->name + "': ";
-      declarations_.pattern(pattern->name, read_plugin_pattern(*pattern, supported, where));
+      std::function<NodePredicate(size_t)> checked;
+      if (TSRP_MEMBER_OR(&api_, pattern_check, nullptr)) {
+        checked = [this, i](size_t entry) -> NodePredicate {
+          return [this, i, entry](const Graph& graph, const Node& node) { return pattern_check(graph, node, i, entry); };
+        };
+      }
+      declarations_.pattern(pattern->name, read_plugin_pattern(*pattern, supported, checked, where));
     }
   }
 

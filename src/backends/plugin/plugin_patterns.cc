@@ -15,9 +15,10 @@ constexpr size_t kMaxEntries = 256;
 
 class PatternReader {
  public:
-  PatternReader(const tsrp_pattern& data, const std::function<bool(const Graph&, const Node&)>& supported,
-                const std::string& where)
-      : data_(data), supported_(supported), where_(where), built_(data.node_count), state_(data.node_count, 0) {}
+  PatternReader(const tsrp_pattern& data, const NodePredicate& supported,
+                const std::function<NodePredicate(size_t entry)>& checked, const std::string& where)
+      : data_(data), supported_(supported), checked_(checked), where_(where), built_(data.node_count),
+        state_(data.node_count, 0) {}
 
   Pattern build(int64_t index) {
     if (index < 0 || static_cast<size_t>(index) >= data_.node_count) {
@@ -39,6 +40,16 @@ class PatternReader {
       case TSRP_PATTERN_SCALAR: {
         if (!TSRP_HAS_MEMBER(entry, tsrp_pattern_node, tolerance)) throw_user_error(where_, "scalar entry ", i, " is too small");
         p = scalar(entry->scalar, entry->tolerance);
+        break;
+      }
+      case TSRP_PATTERN_EITHER: {
+        if (!TSRP_HAS_MEMBER(entry, tsrp_pattern_node, inputs) || entry->input_count < 1 || entry->input_count > 64 ||
+            !entry->inputs) {
+          throw_user_error(where_, "either entry ", i, " lists no alternatives");
+        }
+        std::vector<Pattern> alternatives;
+        for (int32_t k = 0; k < entry->input_count; ++k) alternatives.push_back(build(entry->inputs[k]));
+        p = either(std::move(alternatives));
         break;
       }
       case TSRP_PATTERN_OP: {
@@ -67,6 +78,13 @@ class PatternReader {
         // Builder calls modify the node in place: apply them before a parent shares it.
         if (entry->flags & TSRP_PATTERN_COMMUTATIVE) p.commutative();
         if (entry->flags & TSRP_PATTERN_SUPPORTED) p.where(supported_);
+        if (entry->flags & TSRP_PATTERN_CHECKED) {
+          if (!checked_) throw_user_error(where_, "entry ", i, " is flagged CHECKED, but the plug-in has no pattern_check");
+          p.where(checked_(i));
+        }
+        if (entry->flags & ~uint32_t{TSRP_PATTERN_COMMUTATIVE | TSRP_PATTERN_SUPPORTED | TSRP_PATTERN_CHECKED}) {
+          throw_user_error(where_, "entry ", i, " has unknown flags ", entry->flags);
+        }
         break;
       }
       default: throw_user_error(where_, "entry ", i, " has unknown kind ", static_cast<int>(entry->kind));
@@ -78,7 +96,8 @@ class PatternReader {
 
  private:
   const tsrp_pattern& data_;
-  const std::function<bool(const Graph&, const Node&)>& supported_;
+  const NodePredicate& supported_;
+  const std::function<NodePredicate(size_t entry)>& checked_;
   const std::string& where_;
   std::vector<Pattern> built_;
   std::vector<char> state_;  // 0 not seen, 1 being built, 2 built
@@ -86,12 +105,12 @@ class PatternReader {
 
 }  // namespace
 
-Pattern read_plugin_pattern(const tsrp_pattern& data, const std::function<bool(const Graph&, const Node&)>& supported,
-                            const std::string& where) {
+Pattern read_plugin_pattern(const tsrp_pattern& data, const NodePredicate& supported,
+                            const std::function<NodePredicate(size_t entry)>& checked, const std::string& where) {
   if (data.node_count == 0 || data.node_count > kMaxEntries || !data.nodes) {
     throw_user_error(where, "has ", data.node_count, " entries (1 to ", kMaxEntries, " allowed)");
   }
-  PatternReader reader(data, supported, where);
+  PatternReader reader(data, supported, checked, where);
   Pattern root = reader.build(data.root);
   if (data.nodes[static_cast<size_t>(data.root)]->kind != TSRP_PATTERN_OP) throw_user_error(where, "root entry is not an op");
   return root;

@@ -9,11 +9,15 @@
 
 namespace tessera {
 
+using NodePredicate = std::function<bool(const Graph&, const Node&)>;
+
 /// The Pattern `data` describes. `supported` is attached (as a where() check)
-/// to op entries flagged TSRP_PATTERN_SUPPORTED. A user error, prefixed with
-/// `where`, for malformed data: a root or input index out of range, an entry
-/// that depends on itself, an op entry without op types, more than 256 entries.
-Pattern read_plugin_pattern(const tsrp_pattern& data, const std::function<bool(const Graph&, const Node&)>& supported,
-                            const std::string& where);
+/// to op entries flagged TSRP_PATTERN_SUPPORTED, and `checked(entry index)` to
+/// those flagged TSRP_PATTERN_CHECKED (null `checked`: such a flag is an
+/// error). A user error, prefixed with `where`, for malformed data: a root or
+/// input index out of range, an entry that depends on itself, an op entry
+/// without op types, an either without alternatives, more than 256 entries.
+Pattern read_plugin_pattern(const tsrp_pattern& data, const NodePredicate& supported,
+                            const std::function<NodePredicate(size_t entry)>& checked, const std::string& where);
 
 }  // namespace tessera
