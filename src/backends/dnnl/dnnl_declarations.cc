@@ -7,6 +7,7 @@
 #include "backends/dnnl/dnnl_declarations.h"
 
 #include "backends/dnnl/dnnl_lowering.h"
+#include "backends/dnnl/dnnl_op_tables.h"
 #include "partition/common_patterns.h"
 
 namespace tessera::dnnl_backend {
@@ -15,83 +16,10 @@ namespace {
 SupportDecision refuse(std::string reason) { return {false, std::move(reason)}; }
 const SupportDecision kYes{true, ""};
 
-SupportCheck with_float32_static(SupportCheck check) {
-  return [check = std::move(check)](const Graph& graph, const Node& node) {
-    SupportDecision d = float32_static(graph, node);
-    return d.supported ? check(graph, node) : d;
-  };
-}
-
 const std::vector<int64_t>& dims(const Graph& graph, ValueId id) { return graph.value(id).type.dims; }
 
-SupportDecision check_conv(const Graph& graph, const Node& node) {
-  const int64_t rank = graph.value(node.inputs[0]).type.rank();
-  if (rank < 3 || rank > 5) return refuse("Conv of rank " + std::to_string(rank) + "; oneDNN has 1-D to 3-D");
-  if (!graph.is_constant(node.inputs[1])) return refuse("weights are not a constant");
-  if (node.has_input(2) && !graph.is_constant(node.inputs[2])) return refuse("bias is not a constant");
-  return kYes;
-}
-
-SupportDecision check_matmul(const Graph& graph, const Node& node) {
-  const auto& a = dims(graph, node.inputs[0]);
-  const auto& b = dims(graph, node.inputs[1]);
-  const auto& y = dims(graph, node.outputs[0]);
-  if (a.size() < 2 || b.size() < 2) return refuse("1-D operands are not supported");
-  if (a.size() != y.size()) return refuse("the first operand has a lower rank than the output");
-  if (b.size() != y.size() && !graph.is_constant(node.inputs[1])) {
-    return refuse("a computed second operand of lower rank than the output");
-  }
-  return kYes;
-}
-
-SupportDecision check_gemm(const Graph& graph, const Node& node) {
-  if (node.attrs.get_int_or("transA", 0) != 0) return refuse("transA = 1 is not supported");
-  const bool trans_b = node.attrs.get_int_or("transB", 0) != 0;
-  const float alpha = node.attrs.get_float_or("alpha", 1.0f);
-  const float beta = node.attrs.get_float_or("beta", 1.0f);
-  if ((trans_b || alpha != 1.0f) && !graph.is_constant(node.inputs[1])) return refuse("transB or alpha with a computed B");
-  if (node.has_input(2)) {
-    const auto& c = dims(graph, node.inputs[2]);
-    const auto& y = dims(graph, node.outputs[0]);
-    const int64_t n = y.back();
-    const bool constant = graph.is_constant(node.inputs[2]);
-    const bool bias = constant && shape_numel(c) == n && (c.empty() || c.back() == n);
-    const bool full = constant && c == y;
-    const bool computed = !constant && beta == 1.0f && c.size() == y.size();
-    if (!bias && !full && !computed) return refuse("C must be a constant bias, a constant [M, N], or computed with beta = 1");
-  }
-  return kYes;
-}
-
-SupportDecision check_binary(const Graph& graph, const Node& node) {
-  if (node.inputs.size() != 2) return refuse("only two operands");
-  const auto& y = dims(graph, node.outputs[0]);
-  const auto& a = dims(graph, node.inputs[0]);
-  const auto& b = dims(graph, node.inputs[1]);
-  const bool commutative = node.op_type == "Add" || node.op_type == "Mul" || node.op_type == "Max" || node.op_type == "Min";
-  ValueId broadcast = node.inputs[1];
-  if (a != y) {
-    if (!commutative || b != y) return refuse("the first operand broadcasts (oneDNN broadcasts only the second)");
-    broadcast = node.inputs[0];
-  }
-  if (dims(graph, broadcast).size() != y.size() && !graph.is_constant(broadcast)) {
-    return refuse("a computed operand of lower rank");
-  }
-  return kYes;
-}
-
-SupportDecision check_activation(const Graph& graph, const Node& node) {
-  if (!activation_post_op(graph, node)) {
-    if (node.op_type == "Clip") return refuse("Clip with bounds that are not float32 scalar constants, or as attributes (opset < 11)");
-    return refuse(node.op_type + " is not an activation oneDNN runs");
-  }
-  return kYes;
-}
-
 bool float32_static_node(const Graph& graph, const Node& node) { return float32_static(graph, node).supported; }
-bool is_activation(const Graph& graph, const Node& node) {
-  return float32_static_node(graph, node) && activation_post_op(graph, node).has_value();
-}
+bool is_activation(const Graph& graph, const Node& node) { return check_activation(graph, node).supported; }
 
 /// Add of the Conv's output and a same-shape value (sum post-op), or a
 /// per-channel constant (the bias).
@@ -121,36 +49,46 @@ bool matmul_bias_fuses(const Graph& graph, const Node& add) {
   return false;
 }
 
+/// `x` followed by an activation that fuses (eltwise_ops() rows marked `fuses`;
+/// Clip with its bounds as constant or absent inputs).
 Pattern activation_of(Pattern x) {
   auto bound = [] { return either({constant(), absent()}); };
-  std::vector<Pattern> forms = {
-      op_in({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Softplus", "HardSwish", "Mish"}, {x}),
-      op("Clip", {x}), op("Clip", {x, bound()}), op("Clip", {x, bound(), bound()})};
+  std::vector<std::string> unary;
+  std::vector<Pattern> forms;
+  for (const EltwiseOp& row : eltwise_ops()) {
+    if (!row.fuses) continue;
+    if (row.parameters != EltwiseParameters::kClipBounds) {
+      unary.push_back(row.op_type);
+      continue;
+    }
+    forms.push_back(op(row.op_type, {x}));
+    forms.push_back(op(row.op_type, {x, bound()}));
+    forms.push_back(op(row.op_type, {x, bound(), bound()}));
+  }
+  forms.insert(forms.begin(), op_in(unary, {x}));
   for (Pattern& p : forms) p.where(is_activation);
   return either(forms);
 }
 
-
 Declarations make_declarations() {
   Declarations d;
-  d.op("Conv", with_float32_static(check_conv));
-  d.op({"MatMul"}, with_float32_static(check_matmul));
-  d.op({"Gemm"}, with_float32_static(check_gemm));
-  d.op({"Add", "Sub", "Mul", "Div", "Max", "Min"}, with_float32_static(check_binary));
-  // Not Log: oneDNN's eltwise_log is off by about 1e-6 absolute near 1 (log(1) = -1.4e-6), beyond ONNX's tolerance.
-  // Max, Min, Exp, Clip, Relu (and MaxPool, Softmax, LogSoftmax) drop or invent NaN/Inf for
-  // non-finite inputs: claimed all the same, the runtime runs their region on native when an
-  // input is not finite (finite_only_reason in dnnl_nan_semantics.cc, the one table of them).
-  // Not covered: a NaN or Inf made inside a region from finite inputs (an overflow to Inf, then
-  // Inf - Inf) and then met by such a step is still dropped.
-  d.op({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Elu", "Exp", "Sqrt", "Abs", "Neg", "Softplus", "HardSwish", "Mish",
-        "Clip"},
-       with_float32_static(check_activation));
-  register_more_declarations(d);
+  // Every op claimed is one row of the op tables (dnnl_op_tables.cc). Max, Min,
+  // Exp, Clip, Relu, MaxPool, Softmax and LogSoftmax drop or invent NaN/Inf for
+  // non-finite inputs: claimed all the same, the runtime runs their region on
+  // native when an input is not finite (the tables' finite_only, read by
+  // finite_only_reason in dnnl_nan_semantics.cc). Not covered: a NaN or Inf made
+  // inside a region from finite inputs (an overflow to Inf, then Inf - Inf) and
+  // then met by such a step is still dropped.
+  for (const StructuredOp& row : structured_ops()) d.op(row.op_type, row.check);
+  for (const BinaryOp& row : binary_ops()) d.op(row.op_type, check_binary);
+  for (const EltwiseOp& row : eltwise_ops()) {
+    if (row.claimed) d.op(row.op_type, check_activation);
+  }
+  for (const PoolingOp& row : pooling_ops()) d.op(row.op_type, check_pooling);
 
   auto conv = [] {
     Pattern c = op("Conv");
-    c.where([](const Graph& g, const Node& n) { return float32_static(g, n).supported && check_conv(g, n).supported; });
+    c.where([](const Graph& g, const Node& n) { return check_conv(g, n).supported; });
     return c;
   };
   auto batch_norm = [](Pattern x) {
@@ -165,7 +103,7 @@ Declarations make_declarations() {
   };
   auto matmul = [] {
     Pattern m = op_in({"MatMul"});
-    m.where([](const Graph& g, const Node& n) { return float32_static(g, n).supported && check_matmul(g, n).supported; });
+    m.where([](const Graph& g, const Node& n) { return check_matmul(g, n).supported; });
     return m;
   };
   auto matmul_bias = [&] {
@@ -185,11 +123,15 @@ Declarations make_declarations() {
   d.pattern("MatMulBias", matmul_bias());
   d.pattern("MatMulGelu", gelu_erf_pattern(matmul(), float32_static_node));
   Pattern gemm = op("Gemm");
-  gemm.where([](const Graph& g, const Node& n) { return float32_static(g, n).supported && check_gemm(g, n).supported; });
+  gemm.where([](const Graph& g, const Node& n) { return check_gemm(g, n).supported; });
   d.pattern("GemmActivation", activation_of(gemm));
-  Pattern add = op_in({"Add", "Sub", "Mul", "Max", "Min"});
-  add.where([](const Graph& g, const Node& n) { return float32_static(g, n).supported && check_binary(g, n).supported; });
-  d.pattern("BinaryActivation", activation_of(add));
+  std::vector<std::string> binary_fusing;
+  for (const BinaryOp& row : binary_ops()) {
+    if (row.fuses) binary_fusing.push_back(row.op_type);
+  }
+  Pattern binary = op_in(binary_fusing);
+  binary.where([](const Graph& g, const Node& n) { return check_binary(g, n).supported; });
+  d.pattern("BinaryActivation", activation_of(binary));
   d.pattern("Gelu", gelu_erf_pattern(any(), float32_static_node));
   // (ReduceMean's axes are an int64 input: only its data must be float32.)
   d.pattern("LayerNorm", layer_norm_pattern(any(), [](const Graph& g, const Node& n) {
@@ -199,6 +141,84 @@ Declarations make_declarations() {
 }
 
 }  // namespace
+
+SupportDecision check_conv(const Graph& graph, const Node& node) {
+  SupportDecision d = float32_static(graph, node);
+  if (!d.supported) return d;
+  const int64_t rank = graph.value(node.inputs[0]).type.rank();
+  if (rank < 3 || rank > 5) return refuse("Conv of rank " + std::to_string(rank) + "; oneDNN has 1-D to 3-D");
+  if (!graph.is_constant(node.inputs[1])) return refuse("weights are not a constant");
+  if (node.has_input(2) && !graph.is_constant(node.inputs[2])) return refuse("bias is not a constant");
+  return kYes;
+}
+
+SupportDecision check_matmul(const Graph& graph, const Node& node) {
+  SupportDecision d = float32_static(graph, node);
+  if (!d.supported) return d;
+  const auto& a = dims(graph, node.inputs[0]);
+  const auto& b = dims(graph, node.inputs[1]);
+  const auto& y = dims(graph, node.outputs[0]);
+  if (a.size() < 2 || b.size() < 2) return refuse("1-D operands are not supported");
+  if (a.size() != y.size()) return refuse("the first operand has a lower rank than the output");
+  if (b.size() != y.size() && !graph.is_constant(node.inputs[1])) {
+    return refuse("a computed second operand of lower rank than the output");
+  }
+  return kYes;
+}
+
+SupportDecision check_gemm(const Graph& graph, const Node& node) {
+  SupportDecision d = float32_static(graph, node);
+  if (!d.supported) return d;
+  if (node.attrs.get_int_or("transA", 0) != 0) return refuse("transA = 1 is not supported");
+  const bool trans_b = node.attrs.get_int_or("transB", 0) != 0;
+  const float alpha = node.attrs.get_float_or("alpha", 1.0f);
+  const float beta = node.attrs.get_float_or("beta", 1.0f);
+  if ((trans_b || alpha != 1.0f) && !graph.is_constant(node.inputs[1])) return refuse("transB or alpha with a computed B");
+  if (node.has_input(2)) {
+    const auto& c = dims(graph, node.inputs[2]);
+    const auto& y = dims(graph, node.outputs[0]);
+    const int64_t n = y.back();
+    const bool constant = graph.is_constant(node.inputs[2]);
+    const bool bias = constant && shape_numel(c) == n && (c.empty() || c.back() == n);
+    const bool full = constant && c == y;
+    const bool computed = !constant && beta == 1.0f && c.size() == y.size();
+    if (!bias && !full && !computed) return refuse("C must be a constant bias, a constant [M, N], or computed with beta = 1");
+  }
+  return kYes;
+}
+
+SupportDecision check_binary(const Graph& graph, const Node& node) {
+  SupportDecision d = float32_static(graph, node);
+  if (!d.supported) return d;
+  if (node.inputs.size() != 2) return refuse("only two operands");
+  const auto& y = dims(graph, node.outputs[0]);
+  const auto& a = dims(graph, node.inputs[0]);
+  const auto& b = dims(graph, node.inputs[1]);
+  const BinaryOp* row = node.domain.empty() ? find_binary_op(node.op_type) : nullptr;
+  const bool commutative = row && row->commutative;
+  ValueId broadcast = node.inputs[1];
+  if (a != y) {
+    if (!commutative || b != y) return refuse("the first operand broadcasts (oneDNN broadcasts only the second)");
+    broadcast = node.inputs[0];
+  }
+  if (dims(graph, broadcast).size() != y.size() && !graph.is_constant(broadcast)) {
+    return refuse("a computed operand of lower rank");
+  }
+  return kYes;
+}
+
+SupportDecision check_activation(const Graph& graph, const Node& node) {
+  SupportDecision d = float32_static(graph, node);
+  if (!d.supported) return d;
+  if (!activation_post_op(graph, node)) {
+    const EltwiseOp* row = node.domain.empty() ? find_eltwise_op(node.op_type) : nullptr;
+    if (row && row->parameters == EltwiseParameters::kClipBounds) {
+      return refuse(node.op_type + " with bounds that are not float32 scalar constants, or as attributes (opset < 11)");
+    }
+    return refuse(node.op_type + " is not an activation oneDNN runs");
+  }
+  return kYes;
+}
 
 namespace {
 

@@ -20,7 +20,24 @@ SupportDecision float32_static(const Graph& graph, const Node& node, size_t data
 /// every step 1, resolved (starts are the offsets per axis), or nullopt.
 std::optional<SliceSpec> constant_slice(const Graph& graph, const Node& node);
 
-/// Pooling, normalisation, softmax and layout ops (dnnl_declarations_more.cc).
-void register_more_declarations(Declarations& declarations);
+// The checks that decide each claimed node (float32_static included), named
+// by the op tables (dnnl_op_tables.cc); a refusal names what oneDNN cannot run.
+// dnnl_declarations.cc:
+SupportDecision check_conv(const Graph& graph, const Node& node);
+SupportDecision check_matmul(const Graph& graph, const Node& node);
+SupportDecision check_gemm(const Graph& graph, const Node& node);
+SupportDecision check_binary(const Graph& graph, const Node& node);      // every binary_ops() row
+SupportDecision check_activation(const Graph& graph, const Node& node);  // every claimed eltwise_ops() row
+// dnnl_declarations_more.cc:
+SupportDecision check_pooling(const Graph& graph, const Node& node);  // every pooling_ops() row
+SupportDecision check_batch_norm(const Graph& graph, const Node& node);
+SupportDecision check_layer_norm(const Graph& graph, const Node& node);
+SupportDecision check_softmax(const Graph& graph, const Node& node);
+SupportDecision check_concat(const Graph& graph, const Node& node);
+SupportDecision check_transpose(const Graph& graph, const Node& node);
+SupportDecision check_slice(const Graph& graph, const Node& node);
+SupportDecision check_reshape(const Graph& graph, const Node& node);  // Reshape, Flatten, Squeeze, Unsqueeze
+SupportDecision check_identity(const Graph& graph, const Node& node);
+SupportDecision check_conv_transpose(const Graph& graph, const Node& node);
 
 }  // namespace tessera::dnnl_backend

@@ -1,12 +1,12 @@
-// Declarations of the oneDNN backend's pooling, normalisation, softmax,
+// The checks of the oneDNN backend's pooling, normalisation, softmax,
 // layout ops and ConvTranspose (lowered in dnnl_lower_pooling.cc,
-// dnnl_lower_normalization.cc, dnnl_lower_layout.cc, dnnl_lower_conv.cc).
-// Each check claims exactly what the lowering runs and names the attribute,
-// dtype or shape it refuses.
+// dnnl_lower_normalization.cc, dnnl_lower_layout.cc, dnnl_lower_conv.cc),
+// named by the op tables (dnnl_op_tables.cc). Each check claims exactly what
+// the lowering runs and names the attribute, dtype or shape it refuses.
 #include <algorithm>
 
 #include "backends/dnnl/dnnl_declarations.h"
-#include "backends/dnnl/dnnl_pooling.h"
+#include "backends/dnnl/dnnl_geometry.h"
 
 namespace tessera::dnnl_backend {
 namespace {
@@ -23,6 +23,15 @@ SupportDecision only_first_output(const Node& node) {
   return kYes;
 }
 
+/// A constant of `count` elements laid along the last axis only ([count] or [1, ..., count]).
+bool is_last_axis_constant(const Graph& graph, ValueId id, int64_t count) {
+  if (!graph.is_constant(id)) return false;
+  const std::vector<int64_t>& d = dims(graph, id);
+  return shape_numel(d) == count && !d.empty() && d.back() == count;
+}
+
+}  // namespace
+
 SupportDecision check_pooling(const Graph& graph, const Node& node) {
   if (node.op_type == "MaxPool") {
     if (node.has_output(1)) return refuse("the Indices output");
@@ -32,13 +41,6 @@ SupportDecision check_pooling(const Graph& graph, const Node& node) {
   if (!d.supported) return d;
   const PoolingGeometry geometry = pooling_geometry(graph, node);
   return geometry.refusal.empty() ? kYes : refuse(geometry.refusal);
-}
-
-/// A constant of `count` elements laid along the last axis only ([count] or [1, ..., count]).
-bool is_last_axis_constant(const Graph& graph, ValueId id, int64_t count) {
-  if (!graph.is_constant(id)) return false;
-  const std::vector<int64_t>& d = dims(graph, id);
-  return shape_numel(d) == count && !d.empty() && d.back() == count;
 }
 
 SupportDecision check_batch_norm(const Graph& graph, const Node& node) {
@@ -143,29 +145,14 @@ SupportDecision check_conv_transpose(const Graph& graph, const Node& node) {
   if (w.size() != x.size() || y.size() != x.size()) return refuse("weights or output of another rank than the input");
   if (!graph.is_constant(node.inputs[1])) return refuse("weights are not a constant");
   if (node.has_input(2) && !graph.is_constant(node.inputs[2])) return refuse("bias is not a constant");
-  if (node.attrs.has("output_shape")) return refuse("output_shape is given");
-  const std::string auto_pad = node.attrs.get_string_or("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && !auto_pad.empty()) return refuse("auto_pad = " + auto_pad);
+  const DeconvolutionGeometry geometry = deconvolution_geometry(graph, node);
+  if (!geometry.refusal.empty()) return refuse(geometry.refusal);
   const int64_t group = node.attrs.get_int_or("group", 1);
   if (group < 1 || w[0] % group != 0 || x[1] != w[0] || y[1] != w[1] * group) {
     return refuse("group, weights and channels do not agree");
   }
-  const size_t n = x.size() - 2;
-  const std::vector<int64_t> strides = node.attrs.get_ints_or("strides", std::vector<int64_t>(n, 1));
-  const std::vector<int64_t> dilations = node.attrs.get_ints_or("dilations", std::vector<int64_t>(n, 1));
-  const std::vector<int64_t> pads = node.attrs.get_ints_or("pads", std::vector<int64_t>(2 * n, 0));
-  if (strides.size() != n || dilations.size() != n || pads.size() != 2 * n) {
-    return refuse("strides, dilations or pads do not have one value per spatial dim");
-  }
-  for (size_t i = 0; i < n; ++i) {
-    // The end padding that gives the output size; output_padding beyond it would need a negative one.
-    const int64_t end = (x[i + 2] - 1) * strides[i] + (w[i + 2] - 1) * dilations[i] + 1 - pads[i] - y[i + 2];
-    if (end < 0 || pads[i] < 0) return refuse("output_padding larger than the end padding");
-  }
   return kYes;
 }
-
-}  // namespace
 
 std::optional<SliceSpec> constant_slice(const Graph& graph, const Node& node) {
   const Value& x = graph.value(node.inputs[0]);
@@ -189,28 +176,11 @@ std::optional<SliceSpec> constant_slice(const Graph& graph, const Node& node) {
   return spec;
 }
 
-namespace {
-
 SupportDecision check_slice(const Graph& graph, const Node& node) {
   SupportDecision d = float32_static(graph, node, 1);
   if (!d.supported) return d;
   if (!constant_slice(graph, node)) return refuse("starts, ends, axes and steps must be constants, with steps of 1");
   return kYes;
-}
-
-}  // namespace
-
-void register_more_declarations(Declarations& declarations) {
-  declarations.op({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}, check_pooling);
-  declarations.op("BatchNormalization", check_batch_norm);
-  declarations.op("LayerNormalization", check_layer_norm);
-  declarations.op({"Softmax", "LogSoftmax"}, check_softmax);
-  declarations.op("Concat", check_concat);
-  declarations.op("Transpose", check_transpose);
-  declarations.op("Slice", check_slice);
-  declarations.op({"Reshape", "Flatten", "Squeeze", "Unsqueeze"}, check_reshape);
-  declarations.op("Identity", check_identity);
-  declarations.op("ConvTranspose", check_conv_transpose);
 }
 
 }  // namespace tessera::dnnl_backend

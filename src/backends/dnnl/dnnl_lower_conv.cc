@@ -3,39 +3,13 @@
 // region is loaded, a per-channel constant Add as the bias, a residual Add as
 // a sum post-op (or a binary post-op when it broadcasts), and activations as
 // eltwise post-ops. ConvTranspose lowers to oneDNN's deconvolution.
+#include "backends/dnnl/dnnl_geometry.h"
 #include "backends/dnnl/dnnl_lowering.h"
+#include "backends/dnnl/dnnl_op_tables.h"
 #include "ir/error.h"
+#include "ir/window_geometry.h"
 
 namespace tessera::dnnl_backend {
-namespace {
-
-/// Explicit begin and end paddings per spatial dim, from pads or auto_pad.
-void paddings(const Node& node, const std::vector<int64_t>& in, const std::vector<int64_t>& kernel,
-              const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations, std::vector<int64_t>& begin,
-              std::vector<int64_t>& end) {
-  const size_t n = kernel.size();
-  begin.assign(n, 0);
-  end.assign(n, 0);
-  const std::string auto_pad = node.attrs.get_string_or("auto_pad", "NOTSET");
-  if (auto_pad == "NOTSET" || auto_pad.empty()) {
-    std::vector<int64_t> pads = node.attrs.get_ints_or("pads", std::vector<int64_t>(2 * n, 0));
-    if (pads.size() != 2 * n) throw_user_error(node.describe(), ": pads must have ", 2 * n, " values");
-    for (size_t i = 0; i < n; ++i) {
-      begin[i] = pads[i];
-      end[i] = pads[n + i];
-    }
-    return;
-  }
-  if (auto_pad == "VALID") return;
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t out = (in[i + 2] + strides[i] - 1) / strides[i];
-    const int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - in[i + 2]);
-    begin[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-    end[i] = total - begin[i];
-  }
-}
-
-}  // namespace
 
 void lower_convolution(Lowering& lowering, const FusedNode& fused) {
   const Node& conv = *fused.node;
@@ -52,32 +26,30 @@ void lower_convolution(Lowering& lowering, const FusedNode& fused) {
   const size_t n = x_dims.size() - 2;
   const int64_t group = conv.attrs.get_int_or("group", 1);
   if (group < 1) lowering.unsupported(conv, "group must be positive");
-  std::vector<int64_t> kernel(w_dims.begin() + 2, w_dims.end());
-  std::vector<int64_t> strides = conv.attrs.get_ints_or("strides", std::vector<int64_t>(n, 1));
-  std::vector<int64_t> dilations = conv.attrs.get_ints_or("dilations", std::vector<int64_t>(n, 1));
-  std::vector<int64_t> pad_begin, pad_end;
+  std::vector<int64_t> strides, dilations, pad_begin, pad_end;
   const ValueId out_of_conv = conv.outputs[0];
   std::vector<int64_t> y_dims = g.value(out_of_conv).type.dims;
   if (transposed) {
-    // Paddings that give the inferred output size: out = (in-1)*s - pb - pe + (k-1)*d + 1 (+ output_padding).
-    std::vector<int64_t> pads = conv.attrs.get_ints_or("pads", std::vector<int64_t>(2 * n, 0));
-    const std::string auto_pad = conv.attrs.get_string_or("auto_pad", "NOTSET");
-    if (auto_pad != "NOTSET" && !auto_pad.empty()) lowering.unsupported(conv, "ConvTranspose with auto_pad");
-    if (conv.attrs.has("output_shape")) lowering.unsupported(conv, "ConvTranspose with output_shape");
-    if (pads.size() != 2 * n) lowering.unsupported(conv, "pads must have two values per spatial dim");
-    pad_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n));
-    pad_end.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      pad_end[i] = (x_dims[i + 2] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - pad_begin[i] - y_dims[i + 2];
-      if (pad_end[i] < 0) lowering.unsupported(conv, "output_padding beyond the end padding");
-    }
+    // Paddings that give the inferred output size (output_padding absorbed into the end padding).
+    const DeconvolutionGeometry geometry = deconvolution_geometry(g, conv);
+    if (!geometry.refusal.empty()) lowering.unsupported(conv, geometry.refusal);
+    strides = geometry.strides;
+    dilations = geometry.dilations;
+    pad_begin = geometry.pad_begin;
+    pad_end = geometry.pad_end;
   } else {
-    paddings(conv, x_dims, kernel, strides, dilations, pad_begin, pad_end);
+    // Explicit pads from pads or auto_pad: the ir's geometry, as shape inference computed it.
+    const WindowGeometry geometry = window_geometry(conv, std::vector<int64_t>(x_dims.begin() + 2, x_dims.end()),
+                                                    std::vector<int64_t>(w_dims.begin() + 2, w_dims.end()), false);
+    strides = geometry.stride;
+    dilations = geometry.dilation;
+    pad_begin = geometry.pad_begin;
+    pad_end = geometry.pad_end;
   }
   const int64_t out_channels = y_dims[1];
 
   Step step;
-  step.kind = transposed ? StepKind::kDeconvolution : StepKind::kConvolution;
+  step.kind = find_structured_op(conv.op_type)->step;
   step.node = fused.region_node;
   step.ints = strides;
   for (int64_t d : dilations) step.ints.push_back(d - 1);  // oneDNN counts dilation from 0
@@ -147,13 +119,13 @@ void lower_convolution(Lowering& lowering, const FusedNode& fused) {
         channel_dims[1] = out_channels;
         PostOp add;
         add.kind = PostOpKind::kBinary;
-        add.algorithm = static_cast<int32_t>(dnnl::algorithm::binary_add);
+        add.algorithm = static_cast<int32_t>(find_binary_op("Add")->algorithm);
         add.slot = lowering.constant_slot(channel_dims, ConstantTransform::kNone, {other});
         step.post_ops.push_back(add);
       } else if (other_dims == y_dims && !lowering.is_constant_value(other)) {
         PostOp p;
         p.kind = has_sum ? PostOpKind::kBinary : PostOpKind::kSum;
-        p.algorithm = static_cast<int32_t>(dnnl::algorithm::binary_add);
+        p.algorithm = static_cast<int32_t>(find_binary_op("Add")->algorithm);
         p.slot = lowering.slot_of(other);
         step.post_ops.push_back(p);
       } else {

@@ -4,25 +4,10 @@
 // their input (so a residual Add between two blocked Conv outputs stays
 // blocked). Activations after them fuse as eltwise post-ops.
 #include "backends/dnnl/dnnl_lowering.h"
+#include "backends/dnnl/dnnl_op_tables.h"
 #include "ir/error.h"
 
 namespace tessera::dnnl_backend {
-namespace {
-
-std::optional<dnnl::algorithm> binary_algorithm(const std::string& op) {
-  if (op == "Add") return dnnl::algorithm::binary_add;
-  if (op == "Sub") return dnnl::algorithm::binary_sub;
-  if (op == "Mul") return dnnl::algorithm::binary_mul;
-  if (op == "Div") return dnnl::algorithm::binary_div;
-  if (op == "Max") return dnnl::algorithm::binary_max;
-  if (op == "Min") return dnnl::algorithm::binary_min;
-  return std::nullopt;
-}
-
-bool commutative(const std::string& op) { return op == "Add" || op == "Mul" || op == "Max" || op == "Min"; }
-
-}  // namespace
-
 void lower_elementwise(Lowering& lowering, const FusedNode& fused) {
   const Node& node = *fused.node;
   const Graph& g = *fused.graph;
@@ -47,13 +32,13 @@ void lower_elementwise(Lowering& lowering, const FusedNode& fused) {
     step.floats = {activation->alpha, activation->beta};
     step.inputs = {lowering.slot_of(fused.region_value(node.inputs[0]))};
     requests = {memory::desc()};
-  } else if (std::optional<dnnl::algorithm> alg = binary_algorithm(node.op_type)) {
+  } else if (const BinaryOp* binary = node.domain.empty() ? find_binary_op(node.op_type) : nullptr) {
     if (node.inputs.size() != 2) lowering.unsupported(node, "only two operands");
     ValueId first = fused.region_value(node.inputs[0]);
     ValueId second = fused.region_value(node.inputs[1]);
     const std::vector<int64_t> out_dims = g.value(node.outputs[0]).type.dims;
     if (dims_of(region, first) != out_dims) {
-      if (!commutative(node.op_type) || dims_of(region, second) != out_dims) {
+      if (!binary->commutative || dims_of(region, second) != out_dims) {
         lowering.unsupported(node, "the first operand broadcasts");
       }
       std::swap(first, second);
@@ -68,7 +53,7 @@ void lower_elementwise(Lowering& lowering, const FusedNode& fused) {
       second_slot = lowering.slot_of(second);
     }
     step.kind = StepKind::kBinary;
-    step.algorithm = static_cast<int32_t>(*alg);
+    step.algorithm = static_cast<int32_t>(binary->algorithm);
     const int32_t first_slot = lowering.slot_of(first);
     step.inputs = {first_slot, second_slot};
     // Same-shape operands meet in the first one's layout; a broadcast one stays plain.

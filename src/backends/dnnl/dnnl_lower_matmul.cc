@@ -2,6 +2,7 @@
 // the bias and activations (GELU included) as eltwise post-ops. Constant
 // weights take the packed layout oneDNN chooses, reordered once at load.
 #include "backends/dnnl/dnnl_lowering.h"
+#include "backends/dnnl/dnnl_op_tables.h"
 #include "ir/error.h"
 
 namespace tessera::dnnl_backend {
@@ -73,13 +74,13 @@ void lower_matmul(Lowering& lowering, const FusedNode& fused) {
       } else if (lowering.is_constant_value(c) && c_dims == y_dims) {
         PostOp add;
         add.kind = PostOpKind::kBinary;
-        add.algorithm = static_cast<int32_t>(dnnl::algorithm::binary_add);
+        add.algorithm = static_cast<int32_t>(find_binary_op("Add")->algorithm);
         add.slot = lowering.constant_slot(c_dims, ConstantTransform::kScaled, {c}, {beta});
         step.post_ops.push_back(add);
       } else if (beta == 1.0f && c_dims.size() == rank) {
         PostOp add;
         add.kind = PostOpKind::kBinary;
-        add.algorithm = static_cast<int32_t>(dnnl::algorithm::binary_add);
+        add.algorithm = static_cast<int32_t>(find_binary_op("Add")->algorithm);
         add.slot = lowering.slot_of(c);
         step.post_ops.push_back(add);
       } else {

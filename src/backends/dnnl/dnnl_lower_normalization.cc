@@ -4,6 +4,7 @@
 // softmax over the channel axis keep their input's (possibly blocked)
 // layout; layer norm and other softmax axes run in plain layout.
 #include "backends/dnnl/dnnl_lowering.h"
+#include "backends/dnnl/dnnl_op_tables.h"
 #include "partition/common_patterns.h"
 #include "ir/error.h"
 
@@ -73,7 +74,7 @@ void lower_softmax(Lowering& lowering, const FusedNode& fused) {
   // Before opset 13 the input was flattened to 2-D at the axis: one axis only when it is the last.
   if (node.opset < 13 && axis != rank - 1) lowering.unsupported(node, "opset below 13 with an axis other than the last");
   Step step;
-  step.kind = node.op_type == "Softmax" ? StepKind::kSoftmax : StepKind::kLogSoftmax;
+  step.kind = find_structured_op(node.op_type)->step;  // kSoftmax or kLogSoftmax
   step.node = fused.region_node;
   step.ints = {axis};
   int32_t slot = lowering.slot_of(x);

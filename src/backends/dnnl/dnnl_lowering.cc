@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "backends/dnnl/dnnl_op_tables.h"
 #include "ir/error.h"
 
 namespace tessera::dnnl_backend {
@@ -250,50 +251,36 @@ Program Lowering::finish() {
 }
 
 std::optional<PostOp> activation_post_op(const Graph& graph, const Node& node) {
-  using dnnl::algorithm;
-  auto eltwise = [](algorithm alg, float alpha = 0, float beta = 0) {
-    PostOp p;
-    p.kind = PostOpKind::kEltwise;
-    p.algorithm = static_cast<int32_t>(alg);
-    p.alpha = alpha;
-    p.beta = beta;
-    return p;
-  };
   if (!node.domain.empty()) return std::nullopt;
-  const std::string& op = node.op_type;
-  // Relu is eltwise_relu, max(x, 0), which gives 0 for NaN: a region holding
-  // it is exact only for finite inputs (finite_only_reason), and the runtime
-  // runs it on native when an input is not finite. (eltwise_elu with alpha 0
-  // is NaN-exact but measured slower: docs/architecture.md.)
-  const PostOp relu = eltwise(algorithm::eltwise_relu, 0.0f);
-  if (op == "Relu") return relu;
-  // With alpha 0 this is relu's max form too (finite inputs only, as above).
-  if (op == "LeakyRelu") return eltwise(algorithm::eltwise_relu, node.attrs.get_float_or("alpha", 0.01f));
-  if (op == "Sigmoid") return eltwise(algorithm::eltwise_logistic);
-  if (op == "Tanh") return eltwise(algorithm::eltwise_tanh);
-  if (op == "Elu") return eltwise(algorithm::eltwise_elu, node.attrs.get_float_or("alpha", 1.0f));
-  if (op == "Exp") return eltwise(algorithm::eltwise_exp);  // +Inf for NaN: finite inputs only
-  if (op == "Log") return eltwise(algorithm::eltwise_log);
-  if (op == "Sqrt") return eltwise(algorithm::eltwise_sqrt);
-  if (op == "Abs") return eltwise(algorithm::eltwise_abs);
-  if (op == "Neg") return eltwise(algorithm::eltwise_linear, -1.0f, 0.0f);
-  if (op == "Softplus") return eltwise(algorithm::eltwise_soft_relu);
-  if (op == "HardSwish") return eltwise(algorithm::eltwise_hardswish);
-  if (op == "Mish") return eltwise(algorithm::eltwise_mish);
-  if (op == "Clip") {
-    // oneDNN's clip is max(x, min) then min(·, max), which turn NaN into the
-    // lower bound: finite inputs only (finite_only_reason).
-    float bounds[2] = {-FLT_MAX, FLT_MAX};
-    for (size_t i = 1; i < 3; ++i) {
-      if (!node.has_input(i)) continue;
-      const Value& v = graph.value(node.inputs[i]);
-      if (!v.constant || v.constant->numel() != 1 || v.constant->dtype() != DType::kFloat32) return std::nullopt;
-      bounds[i - 1] = v.constant->as<float>()[0];
+  const EltwiseOp* row = find_eltwise_op(node.op_type);
+  if (!row) return std::nullopt;
+  PostOp p;
+  p.kind = PostOpKind::kEltwise;
+  p.algorithm = static_cast<int32_t>(row->algorithm);
+  p.alpha = row->alpha;
+  p.beta = row->beta;
+  switch (row->parameters) {
+    case EltwiseParameters::kFixed:
+      break;
+    case EltwiseParameters::kAlphaAttribute:
+      p.alpha = float_attribute(node, row->alpha_attribute);
+      break;
+    case EltwiseParameters::kClipBounds: {
+      // Bounds as inputs (opset 11 on); the attribute form is not lowered.
+      float bounds[2] = {-FLT_MAX, FLT_MAX};
+      for (size_t i = 1; i < 3; ++i) {
+        if (!node.has_input(i)) continue;
+        const Value& v = graph.value(node.inputs[i]);
+        if (!v.constant || v.constant->numel() != 1 || v.constant->dtype() != DType::kFloat32) return std::nullopt;
+        bounds[i - 1] = v.constant->as<float>()[0];
+      }
+      if (node.attrs.has("min") || node.attrs.has("max")) return std::nullopt;
+      p.alpha = bounds[0];
+      p.beta = bounds[1];
+      break;
     }
-    if (node.attrs.has("min") || node.attrs.has("max")) return std::nullopt;
-    return eltwise(algorithm::eltwise_clip_v2, bounds[0], bounds[1]);
   }
-  return std::nullopt;
+  return p;
 }
 
 std::optional<PostOp> chain_activation(const Lowering& lowering, const FusedNode& fused, const Node& node) {
@@ -341,21 +328,15 @@ Program lower_region(const Graph& region, const dnnl::engine& engine) {
     }
     if (fused.pattern == "LayerNorm") {
       lower_layer_norm_pattern(lowering, fused);
-    } else if (op_type == "Conv" || op_type == "ConvTranspose") {
-      lower_convolution(lowering, fused);
-    } else if (op_type == "MatMul" || op_type == "Gemm") {
-      lower_matmul(lowering, fused);
-    } else if (op_type == "MaxPool" || op_type == "AveragePool" || op_type == "GlobalAveragePool" ||
-               op_type == "GlobalMaxPool") {
-      lower_pooling(lowering, fused);
-    } else if (op_type == "BatchNormalization" || op_type == "LayerNormalization" || op_type == "Softmax" ||
-               op_type == "LogSoftmax") {
-      lower_normalization(lowering, fused);
-    } else if (op_type == "Concat" || op_type == "Transpose" || op_type == "Reshape" || op_type == "Flatten" || op_type == "Slice" ||
-               op_type == "Squeeze" || op_type == "Unsqueeze" || op_type == "Identity") {
-      lower_layout(lowering, fused);
-    } else {
-      lower_elementwise(lowering, fused);
+      continue;
+    }
+    switch (op_family(op_type)) {
+      case OpFamily::kConvolution: lower_convolution(lowering, fused); break;
+      case OpFamily::kMatMul: lower_matmul(lowering, fused); break;
+      case OpFamily::kPooling: lower_pooling(lowering, fused); break;
+      case OpFamily::kNormalization: lower_normalization(lowering, fused); break;
+      case OpFamily::kLayout: lower_layout(lowering, fused); break;
+      case OpFamily::kElementwise: lower_elementwise(lowering, fused); break;
     }
   }
   return lowering.finish();

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backends/dnnl/dnnl_lowering.h"
+#include "backends/dnnl/dnnl_op_tables.h"
 #include "ir/error.h"
 
 namespace tessera::dnnl_backend {
@@ -46,7 +47,6 @@ double reorder_milliseconds(const memory::desc& from, const memory::desc& to, co
 int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const std::vector<memory::desc>& requests,
                                      const memory::desc& output_request) {
   const int32_t direct = static_cast<int32_t>(dnnl::algorithm::convolution_direct);
-  const int32_t winograd = static_cast<int32_t>(dnnl::algorithm::convolution_winograd);
   // TESSERA_DNNL_TUNE=0 turns measurement off (direct always), for
   // reproducible layouts in tests and comparisons.
   if (const char* tune = std::getenv("TESSERA_DNNL_TUNE"); tune && std::string(tune) == "0") return direct;
@@ -63,7 +63,8 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
   const memory::desc source_layout = lowering.desc(step.inputs[0]);
   double best_ms = 0;
   int32_t best = direct;
-  for (int32_t algorithm : {direct, winograd}) {
+  for (const ConvolutionAlgorithm& candidate : convolution_algorithms()) {
+    const int32_t algorithm = static_cast<int32_t>(candidate.algorithm);
     step.algorithm = algorithm;
     std::vector<memory::desc> roles = requests;
     for (size_t i = 0; i < roles.size(); ++i) {
@@ -91,7 +92,7 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
       ms += reorder_milliseconds(role_desc(step, pd, step.inputs.size()), source_layout, engine, stream);
       if (std::getenv("TESSERA_DNNL_TUNING_LOG")) {
         std::fprintf(stderr, "dnnl tuning: node %d %s %s: %.3f ms (with reorders)\n", step.node,
-                     algorithm == direct ? "direct" : "winograd", pd.impl_info_str(), ms);
+                     candidate.name, pd.impl_info_str(), ms);
       }
       if (algorithm == direct || ms < best_ms) {
         best_ms = ms;

@@ -1,7 +1,7 @@
-// Internal to the nn op family: the window geometry shared by the schemas
-// (shape inference) and the native kernels of Conv, ConvTranspose and the
-// pooling ops, so that both sides agree on pads and output sizes, and the
-// per-group registration functions called from register_nn_ops.
+// Internal to the nn op family: the per-group registration functions called
+// from register_nn_ops and the matmul output rule. The window geometry the
+// schemas and kernels of Conv, ConvTranspose and the pooling ops share lives
+// in ir/window_geometry.h (included here for them).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -9,36 +9,11 @@
 
 #include "ir/graph.h"
 #include "ir/op_schema.h"
+#include "ir/window_geometry.h"  // WindowGeometry, window_geometry, conv_transpose_geometry
 
 namespace tessera {
 
 class OpRegistry;
-
-/// Sliding-window geometry over the spatial dims of an NC... tensor.
-struct WindowGeometry {
-  std::vector<int64_t> input;      // spatial input sizes
-  std::vector<int64_t> kernel;     // kernel sizes
-  std::vector<int64_t> stride;
-  std::vector<int64_t> dilation;
-  std::vector<int64_t> pad_begin;
-  std::vector<int64_t> pad_end;
-  std::vector<int64_t> output;     // spatial output sizes
-  size_t rank() const { return input.size(); }
-  int64_t output_size() const;     // product of output
-  int64_t input_size() const;      // product of input
-  int64_t kernel_size() const;     // product of kernel
-};
-
-/// Geometry of Conv / MaxPool / AveragePool / LpPool from the node's
-/// attributes (auto_pad, pads, strides, dilations, ceil_mode) and the spatial
-/// input and kernel sizes. Throws a user error naming the node on bad values.
-WindowGeometry window_geometry(const Node& node, const std::vector<int64_t>& input_spatial,
-                               const std::vector<int64_t>& kernel_spatial, bool allow_ceil_mode);
-
-/// Geometry of ConvTranspose: `input` is the ConvTranspose input, `output` the
-/// larger result; pads are those of the equivalent forward convolution.
-WindowGeometry conv_transpose_geometry(const Node& node, const std::vector<int64_t>& input_spatial,
-                                       const std::vector<int64_t>& kernel_spatial);
 
 /// Output 0 of a numpy matmul of inputs a_input and b_input (1-D operands,
 /// broadcast batch dims), with `dtype`; shared by MatMul and the integer matmuls.

@@ -1,10 +1,13 @@
-// Window geometry of Conv, ConvTranspose and the pooling ops: resolves
-// auto_pad, pads, strides, dilations and ceil_mode into explicit per-dim
-// values. Shared by shape inference and the kernels (see nn_internal.h).
+// Window geometry of Conv, ConvTranspose and the pooling ops (see
+// window_geometry.h): resolves auto_pad, pads, strides, dilations and
+// ceil_mode into explicit per-dim values for shape inference, the native
+// kernels and the oneDNN backend.
+#include "ir/window_geometry.h"
+
 #include <algorithm>
 
 #include "ir/error.h"
-#include "ir/ops/nn_internal.h"
+#include "ir/tensor.h"
 
 namespace tessera {
 namespace {
@@ -41,6 +44,30 @@ void read_common(const Node& node, WindowGeometry& g) {
 
 }  // namespace
 
+std::optional<AutoPad> parse_auto_pad(const std::string& text) {
+  if (text == "NOTSET" || text.empty()) return AutoPad::kNotSet;
+  if (text == "SAME_UPPER") return AutoPad::kSameUpper;
+  if (text == "SAME_LOWER") return AutoPad::kSameLower;
+  if (text == "VALID") return AutoPad::kValid;
+  return std::nullopt;
+}
+
+int64_t window_extent(int64_t kernel, int64_t dilation) { return (kernel - 1) * dilation + 1; }
+
+AxisPadding split_padding(int64_t total, bool larger_half_at_end) {
+  const int64_t small = total / 2;
+  AxisPadding p;
+  p.begin = larger_half_at_end ? small : total - small;
+  p.end = total - p.begin;
+  return p;
+}
+
+int64_t same_output_size(int64_t input, int64_t stride) { return ceil_div(input, stride); }
+
+AxisPadding same_padding(int64_t input, int64_t output, int64_t stride, int64_t extent, bool upper) {
+  return split_padding(std::max<int64_t>(0, (output - 1) * stride + extent - input), upper);
+}
+
 int64_t WindowGeometry::output_size() const { return shape_numel(output); }
 int64_t WindowGeometry::input_size() const { return shape_numel(input); }
 int64_t WindowGeometry::kernel_size() const { return shape_numel(kernel); }
@@ -55,22 +82,22 @@ WindowGeometry window_geometry(const Node& node, const std::vector<int64_t>& inp
   }
   read_common(node, g);
   const std::string auto_pad = node.attrs.get_string_or("auto_pad", "NOTSET");
+  const std::optional<AutoPad> mode = parse_auto_pad(auto_pad);
   const bool ceil_mode = allow_ceil_mode && node.attrs.get_int_or("ceil_mode", 0) != 0;
   const size_t r = g.rank();
   g.output.resize(r);
   for (size_t d = 0; d < r; ++d) {
-    const int64_t extent = (g.kernel[d] - 1) * g.dilation[d] + 1;
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      g.output[d] = ceil_div(g.input[d], g.stride[d]);
-      int64_t total = std::max<int64_t>(0, (g.output[d] - 1) * g.stride[d] + extent - g.input[d]);
-      int64_t small = total / 2;
-      g.pad_begin[d] = auto_pad == "SAME_UPPER" ? small : total - small;
-      g.pad_end[d] = total - g.pad_begin[d];
+    const int64_t extent = window_extent(g.kernel[d], g.dilation[d]);
+    if (mode == AutoPad::kSameUpper || mode == AutoPad::kSameLower) {
+      g.output[d] = same_output_size(g.input[d], g.stride[d]);
+      const AxisPadding p = same_padding(g.input[d], g.output[d], g.stride[d], extent, mode == AutoPad::kSameUpper);
+      g.pad_begin[d] = p.begin;
+      g.pad_end[d] = p.end;
       continue;
     }
-    if (auto_pad == "VALID") {
+    if (mode == AutoPad::kValid) {
       g.pad_begin[d] = g.pad_end[d] = 0;
-    } else if (auto_pad != "NOTSET") {
+    } else if (mode != AutoPad::kNotSet) {
       throw_user_error(node.describe(), ": auto_pad '", auto_pad, "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
     }
     const int64_t span = g.input[d] + g.pad_begin[d] + g.pad_end[d] - extent;
@@ -107,23 +134,23 @@ WindowGeometry conv_transpose_geometry(const Node& node, const std::vector<int64
     throw_user_error(node.describe(), ": output_shape has ", output_shape.size(), " values, expected ", r);
   }
   const std::string auto_pad = node.attrs.get_string_or("auto_pad", "NOTSET");
+  const std::optional<AutoPad> mode = parse_auto_pad(auto_pad);
   g.output.resize(r);
   for (size_t d = 0; d < r; ++d) {
-    const int64_t extent = (g.kernel[d] - 1) * g.dilation[d] + 1;
+    const int64_t extent = window_extent(g.kernel[d], g.dilation[d]);
     const int64_t full = g.stride[d] * (g.input[d] - 1) + output_padding[d] + extent;
-    if (!output_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    if (!output_shape.empty() || mode == AutoPad::kSameUpper || mode == AutoPad::kSameLower) {
       const int64_t target = !output_shape.empty() ? output_shape[d] : g.input[d] * g.stride[d];
-      const int64_t total = std::max<int64_t>(0, full - target);
-      const int64_t small = total / 2;
       // SAME_UPPER puts the larger half of the cut at the end (ONNX's ConvTranspose definition).
-      g.pad_begin[d] = auto_pad == "SAME_UPPER" ? small : total - small;
-      g.pad_end[d] = total - g.pad_begin[d];
+      const AxisPadding p = split_padding(std::max<int64_t>(0, full - target), mode == AutoPad::kSameUpper);
+      g.pad_begin[d] = p.begin;
+      g.pad_end[d] = p.end;
       g.output[d] = target;
       continue;
     }
-    if (auto_pad == "VALID") {
+    if (mode == AutoPad::kValid) {
       g.pad_begin[d] = g.pad_end[d] = 0;
-    } else if (auto_pad != "NOTSET") {
+    } else if (mode != AutoPad::kNotSet) {
       throw_user_error(node.describe(), ": auto_pad '", auto_pad, "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
     }
     g.output[d] = full - g.pad_begin[d] - g.pad_end[d];

@@ -1,0 +1,72 @@
+// The oneDNN backend's op tables (src/backends/dnnl/dnnl_op_tables.h): every
+// row the tables claim is declared by the backend, rows that share a oneDNN
+// algorithm agree on its NaN facts, and the defaults read from the ir's op
+// schemas are ONNX's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "backends/dnnl/dnnl_declarations.h"
+#include "backends/dnnl/dnnl_op_tables.h"
+
+namespace tessera::dnnl_backend {
+namespace {
+
+/// True when the declarations hold a rule for `op_type` (a bare node is
+/// refused by the check, never as "not declared").
+bool declared(const std::string& op_type) {
+  const std::vector<std::string> ops = dnnl_declarations().declared_ops();
+  return std::find(ops.begin(), ops.end(), op_type) != ops.end();
+}
+
+TEST(DnnlOpTables, EveryClaimedRowIsDeclaredAndLoweredByItsFamily) {
+  for (const StructuredOp& row : structured_ops()) {
+    EXPECT_TRUE(declared(row.op_type)) << row.op_type;
+    EXPECT_EQ(op_family(row.op_type), row.family) << row.op_type;
+  }
+  for (const BinaryOp& row : binary_ops()) {
+    EXPECT_TRUE(declared(row.op_type)) << row.op_type;
+    EXPECT_EQ(op_family(row.op_type), OpFamily::kElementwise) << row.op_type;
+  }
+  for (const PoolingOp& row : pooling_ops()) {
+    EXPECT_TRUE(declared(row.op_type)) << row.op_type;
+    EXPECT_EQ(op_family(row.op_type), OpFamily::kPooling) << row.op_type;
+  }
+  for (const EltwiseOp& row : eltwise_ops()) {
+    EXPECT_EQ(declared(row.op_type), row.claimed) << row.op_type;
+  }
+  EXPECT_FALSE(declared("Log"));  // off by about 1e-6 near 1 in oneDNN 2.6
+}
+
+TEST(DnnlOpTables, RowsSharingAnAlgorithmAgreeOnItsNanFacts) {
+  for (const EltwiseOp& row : eltwise_ops()) {
+    const EltwiseOp* first = find_eltwise_algorithm(static_cast<int32_t>(row.algorithm));
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(std::string(first->finite_only ? first->finite_only : ""), std::string(row.finite_only ? row.finite_only : ""))
+        << row.op_type;
+    EXPECT_EQ(first->finite_only_when_alpha_zero, row.finite_only_when_alpha_zero) << row.op_type;
+  }
+  // The facts oneDNN 2.6 was measured to have (dnnl_nan_test.cc).
+  EXPECT_NE(find_eltwise_op("Relu")->finite_only, nullptr);
+  EXPECT_NE(find_eltwise_op("Clip")->finite_only, nullptr);
+  EXPECT_EQ(find_eltwise_op("Tanh")->finite_only, nullptr);
+  EXPECT_NE(find_binary_op("Max")->finite_only, nullptr);
+  EXPECT_EQ(find_binary_op("Add")->finite_only, nullptr);
+  EXPECT_NE(find_pooling_op("MaxPool")->finite_only, nullptr);
+  EXPECT_EQ(find_pooling_op("AveragePool")->finite_only, nullptr);
+}
+
+TEST(DnnlOpTables, AlphaDefaultsComeFromTheOpSchemas) {
+  Node leaky;
+  leaky.op_type = "LeakyRelu";
+  EXPECT_FLOAT_EQ(float_attribute(leaky, "alpha"), 0.01f);
+  Node elu;
+  elu.op_type = "Elu";
+  EXPECT_FLOAT_EQ(float_attribute(elu, "alpha"), 1.0f);
+  elu.attrs.set("alpha", Attribute::of_float(0.5f));
+  EXPECT_FLOAT_EQ(float_attribute(elu, "alpha"), 0.5f);
+}
+
+}  // namespace
+}  // namespace tessera::dnnl_backend
