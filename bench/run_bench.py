@@ -17,7 +17,7 @@ rates; --peak-gflops gives the peaks instead).
 
 Usage: /usr/bin/python3 bench/run_bench.py [--tessera build/tessera] [--work build/bench]
            [--threads 1,2] [--iterations 20] [--warmup 5] [--models resnet50,mobilenet_v2,bert_base]
-           [--configs native,dnnl+native] [--peak build/bench/tessera_peak | --peak-gflops 224,443]
+           [--configs native,dnnl+native] [--backend-plugin PATH.so ...] [--peak build/bench/tessera_peak | --peak-gflops 224,443]
            [--no-onnxruntime] [--json FILE]
 ONNX Runtime comes from npm: `npm install --ignore-scripts` in bench/ (the flag
 skips a GPU download that fails here; the CPU library ships in the package).
@@ -120,9 +120,10 @@ def ensure_onnxruntime():
         subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=HERE, check=True)
 
 
-def tessera_median(tessera, path, inputs, threads, warmup, iterations, backends):
+def tessera_median(tessera, path, inputs, threads, warmup, iterations, backends, plugins=()):
     cmd = [tessera, "bench", path, "--threads", str(threads), "--warmup", str(warmup), "--iterations",
            str(iterations), "--json", "--backends", backends] + sum((["--input", "%s=%s" % kv] for kv in inputs), [])
+    cmd += sum((["--backend-plugin", p] for p in plugins), [])
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError("tessera: " + out.stderr.strip())
@@ -148,6 +149,9 @@ def main():
     parser.add_argument("--models", default="resnet50,mobilenet_v2,bert_base")
     parser.add_argument("--configs", default="native,dnnl+native",
                         help="Tessera backend lists to time, comma-separated, '+' between backends")
+    parser.add_argument("--backend-plugin", action="append", default=[], dest="plugins",
+                        help="a backend plug-in to load (repeatable), e.g. build/plugins/libtessera_xnnpack.so "
+                             "for --configs xnnpack+native,dnnl+xnnpack+native")
     parser.add_argument("--peak", default=os.path.join(HERE, "..", "build", "bench", "tessera_peak"),
                         help="the peak-FMA program (bench/peak.cc)")
     parser.add_argument("--peak-gflops", help="peak GFLOP/s per thread count instead of measuring, e.g. 224,443")
@@ -195,7 +199,7 @@ def main():
             for config in configs:
                 backends = config.replace("+", ",")
                 ours = tessera_median(os.path.abspath(args.tessera), path, inputs, threads, args.warmup,
-                                      args.iterations, backends)
+                                      args.iterations, backends, [os.path.abspath(p) for p in args.plugins])
                 row[config + "_ms"] = ours
                 row[config + "_fraction_of_peak"] = fraction(ours, threads)
                 if with_ort:
