@@ -12,40 +12,8 @@ set -u
 TESSERA="$1"
 MODEL="$2"
 PYTHON=/usr/bin/python3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-passes=0
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-pass() { passes=$((passes + 1)); }
-
-# expect_ok "what" args...: exits 0; stdout in $work/out, stderr in $work/err.
-expect_ok() {
-  local what="$1"; shift
-  "$TESSERA" "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ $rc -ne 0 ]; then
-    fail "$what: tessera $* -> exit $rc: $(cat "$work/err")"
-    return 1
-  fi
-  pass
-}
-
-# expect_error "substring" args...: exits exactly 1 (an error, not a signal) with the substring on stderr.
-expect_error() {
-  local want="$1"; shift
-  "$TESSERA" "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ $rc -ne 1 ] || ! grep -qF -- "$want" "$work/err"; then
-    fail "tessera $* -> exit $rc (want 1 and '$want'), stderr: $(cat "$work/err")"
-  else
-    pass
-  fi
-}
+# shellcheck source=../lib/cli_checks.sh
+source "$(dirname "$0")/../lib/cli_checks.sh"
 
 # expect_in FILE "substring" "what"
 expect_in() {
@@ -159,5 +127,4 @@ open(sys.argv[2], 'wb').write(data)" "$work/model.tsr" "$work/flipped.tsr"
 expect_error "flipped.tsr" run "$work/flipped.tsr"
 expect_error "flipped.tsr" info "$work/flipped.tsr"
 
-echo "$passes passed, $failures failed"
-[ $failures -eq 0 ]
+finish_checks

@@ -16,42 +16,8 @@ set -u
 TESSERA="$1"
 PLUGIN="$2"
 PYTHON=/usr/bin/python3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-passes=0
-
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-pass() { passes=$((passes + 1)); }
-
-# expect_ok "what" args...: exits 0; stdout in $work/out, stderr in $work/err.
-expect_ok() {
-  local what="$1"; shift
-  "$TESSERA" "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ $rc -ne 0 ]; then
-    fail "$what: tessera $* -> exit $rc: $(cat "$work/err")"
-    return 1
-  fi
-  pass
-}
-
-# expect_error "substring" args...: exits exactly 1 (an error, not a signal) with the substring on stderr.
-expect_error() {
-  local want="$1"; shift
-  "$TESSERA" "$@" >"$work/out" 2>"$work/err"
-  local rc=$?
-  if [ $rc -ne 1 ]; then
-    fail "tessera $* -> exit $rc (expected 1): $(cat "$work/err")"
-  elif ! grep -qF -- "$want" "$work/err"; then
-    fail "tessera $*: stderr lacks '$want': $(cat "$work/err")"
-  else
-    pass
-  fi
-}
+# shellcheck source=../lib/cli_checks.sh
+source "$(dirname "$0")/../../lib/cli_checks.sh"
 
 # expect_in "what" FILE "substring": FILE holds the substring.
 expect_in() {
@@ -204,5 +170,4 @@ if [ -f "$work/mixed.tsr" ]; then
   done
 fi
 
-echo "$passes checks passed, $failures failed"
-[ $failures -eq 0 ]
+finish_checks
