@@ -9,6 +9,8 @@
  *   PROBE_DECLINE     the entry point returns NULL
  *   PROBE_NO_ENTRY    no entry point is exported
  *   PROBE_NO_RUN      the table lacks run
+ *   PROBE_DYNAMIC     also claims Relu on shapes known only at run time, and allocates such outputs
+ *                     through allocate_output
  * At run time PROBE_FAIL=create|support|compile|load|run makes that step fail. */
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +27,11 @@
 #endif
 #ifndef PROBE_COMPAT
 #define PROBE_COMPAT "abi-probe/1"
+#endif
+#ifdef PROBE_DYNAMIC
+#define PROBE_ALLOWS_DYNAMIC 1
+#else
+#define PROBE_ALLOWS_DYNAMIC 0
 #endif
 #ifndef PROBE_ABI_MAJOR
 #define PROBE_ABI_MAJOR TSRP_ABI_MAJOR
@@ -99,7 +106,8 @@ static tsrp_status* support(tsrp_backend* b, const tsrp_graph* g, size_t node_in
   if (strcmp(node->op_type, "Relu") != 0 || node->domain[0] != '\0') {
     snprintf(buffer, sizeof buffer, "abi_probe runs only Relu, not %s", node->op_type);
     reason = buffer;
-  } else if (!is_static_float(g->values[node->inputs[0]])) {
+  } else if (!is_static_float(g->values[node->inputs[0]]) &&
+             !(PROBE_ALLOWS_DYNAMIC && g->values[node->inputs[0]]->dtype == TSRP_FLOAT32)) {
     snprintf(buffer, sizeof buffer, "abi_probe: input '%s' is not float32 of a static shape", g->values[node->inputs[0]]->name);
     reason = buffer;
   }
@@ -170,43 +178,54 @@ static void release_region(tsrp_region* r) {
   free(r);
 }
 
-static size_t numel(const tsrp_value* v) {
-  size_t n = 1;
-  for (int32_t i = 0; i < v->rank; ++i) n *= (size_t)v->dims[i];
-  return n;
-}
-
-/* Every value's data for one run: region inputs and outputs point at the
- * host's tensors, the rest at buffers of this run. */
+/* Every value's data and shape for one run: region inputs and outputs point
+ * at the host's tensors, the rest at buffers of this run. Relu keeps its
+ * input's shape, so shapes known only at run time follow from the inputs'. */
 __attribute__((unused)) static tsrp_status* run(tsrp_region* r, const tsrp_run_args* args) {
   if (failing("run")) return injected("run");
   const tsrp_graph* g = r->graph;
   float** data = calloc(g->value_count, sizeof *data);
+  const DLTensor** shape_of = calloc(g->value_count, sizeof *shape_of);
   char* owned = calloc(g->value_count, 1);
-  if (!data || !owned) {
+  if (!data || !shape_of || !owned) {
     free(data);
+    free(shape_of);
     free(owned);
     return error(TSRP_INTERNAL, "out of memory");
   }
-  for (size_t k = 0; k < args->input_count; ++k) data[g->inputs[k]] = args->inputs[k].data;
-  for (size_t k = 0; k < args->output_count; ++k) data[g->outputs[k]] = args->outputs[k].data;
+  for (size_t k = 0; k < args->input_count; ++k) {
+    data[g->inputs[k]] = args->inputs[k].data;
+    shape_of[g->inputs[k]] = &args->inputs[k];
+  }
   tsrp_status* status = NULL;
   for (size_t n = 0; n < g->node_count && !status; ++n) {
     const tsrp_node* node = g->nodes[n];
-    const int composite = strcmp(node->op_type, "Composite") == 0;
     const int32_t in = node->inputs[0], out = node->outputs[0];
-    const size_t count = numel(g->values[out]);
+    if (!data[in] || !shape_of[in]) {
+      status = error(TSRP_INTERNAL, "abi_probe: a value has no data");
+      break;
+    }
+    size_t count = 1;
+    for (int32_t d = 0; d < shape_of[in]->ndim; ++d) count *= (size_t)shape_of[in]->shape[d];
+    shape_of[out] = shape_of[in];
+    for (size_t k = 0; k < args->output_count; ++k) {
+      if (g->outputs[k] != out) continue;
+      if (!args->outputs[k].data) {  /* its shape was known only now */
+        status = args->allocate_output(args->host_context, k, shape_of[in]->shape, shape_of[in]->ndim);
+        if (status) break;
+      }
+      data[out] = args->outputs[k].data;
+    }
+    if (status) break;
     if (!data[out]) {
       data[out] = malloc(count * sizeof(float) + 1);
       owned[out] = 1;
-      if (!data[out]) status = error(TSRP_INTERNAL, "out of memory");
+      if (!data[out]) {
+        status = error(TSRP_INTERNAL, "out of memory");
+        break;
+      }
     }
-    if (!data[in] || !data[out]) {
-      if (!status) status = error(TSRP_INTERNAL, "abi_probe: a value has no data");
-      break;
-    }
-    /* Relu twice is Relu: the composite needs no second pass. */
-    (void)composite;
+    /* Relu twice is Relu: a DoubleRelu composite needs one pass too. */
     for (size_t i = 0; i < count; ++i) data[out][i] = data[in][i] > 0 ? data[in][i] : 0.0f;
     if (args->node_finished) args->node_finished(args->host_context, n, 0.001);
   }
@@ -214,6 +233,7 @@ __attribute__((unused)) static tsrp_status* run(tsrp_region* r, const tsrp_run_a
     if (owned[v]) free(data[v]);
   }
   free(data);
+  free(shape_of);
   free(owned);
   return status;
 }

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -235,6 +236,70 @@ TEST(PluginAbi, FailuresInEveryStepAreClearAndLeaveNothingBehind) {
   ASSERT_EQ(run_and_check(model), nullptr);
   tsr_model_free(model);
   EXPECT_EQ(live_objects(probe("")), 0);
+}
+
+/// x[6, 5], keep[6] -> Compress(axis 0) on native -> Relu on the plug-in -> y: the rows kept depend on the
+/// data, so y's shape is known only when the model runs, and the plug-in allocates y through allocate_output.
+TEST(PluginAbi, OutputsOfShapesKnownOnlyAtRunTimeAreAllocatedThroughTheHost) {
+  ASSERT_EQ(tsr_load_backend_plugin(probe("_dynamic").c_str(), nullptr), nullptr);
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(13);
+  auto* g = model.mutable_graph();
+  add_value(g->add_input(), "x", {6, 5});
+  auto* keep = g->add_input();
+  keep->set_name("keep");
+  keep->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::BOOL);
+  keep->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(6);
+  auto* compress = g->add_node();
+  compress->set_name("compress");
+  compress->set_op_type("Compress");
+  compress->add_input("x");
+  compress->add_input("keep");
+  compress->add_output("rows");
+  auto* axis = compress->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(0);
+  add_node(g, "r", "Relu", "rows", "y");
+  g->add_output()->set_name("y");
+  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  const std::string bytes = model.SerializeAsString();
+  tsr_status* status = nullptr;
+  tsr_model* m = load(bytes, "abi_probe_dynamic,native", &status);
+  ASSERT_EQ(status, nullptr) << tsr_status_message(status);
+  std::vector<std::string> placed;
+  for (size_t i = 0; i < tsr_model_node_count(m); ++i) {
+    const char *node, *op, *where;
+    ASSERT_EQ(tsr_model_node_placement(m, i, &node, &op, &where), nullptr);
+    placed.push_back(std::string(node) + "=" + where);
+  }
+  EXPECT_EQ(placed, (std::vector<std::string>{"compress=native", "r=abi_probe_dynamic"}));
+  std::vector<float> in(30);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i) - 12.5f;
+  std::vector<int64_t> x_shape = {6, 5}, keep_shape = {6};
+  for (std::vector<uint8_t> rows : {std::vector<uint8_t>{1, 0, 1, 1, 0, 0}, std::vector<uint8_t>{0, 0, 0, 0, 0, 1},
+                                    std::vector<uint8_t>(6, 0)}) {
+    DLTensor inputs[2] = {tensor(in, x_shape), {}};
+    inputs[1].data = rows.data();
+    inputs[1].device = {kDLCPU, 0};
+    inputs[1].ndim = 1;
+    inputs[1].dtype = {TSR_DL_BOOL_CODE, 8, 1};
+    inputs[1].shape = keep_shape.data();
+    DLManagedTensor* out = nullptr;
+    ASSERT_EQ(tsr_model_run_alloc(m, inputs, 2, &out, 1), nullptr);
+    std::vector<float> want;
+    for (size_t r = 0; r < 6; ++r) {
+      for (size_t c = 0; r < 6 && rows[r] && c < 5; ++c) want.push_back(std::max(in[r * 5 + c], 0.0f));
+    }
+    ASSERT_EQ(out->dl_tensor.ndim, 2);
+    EXPECT_EQ(out->dl_tensor.shape[0], static_cast<int64_t>(want.size() / 5));
+    EXPECT_EQ(out->dl_tensor.shape[1], 5);
+    const float* y = static_cast<const float*>(out->dl_tensor.data);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(y[i], want[i]) << i;
+    out->deleter(out);
+  }
+  tsr_model_free(m);
 }
 
 TEST(PluginAbi, UnknownBackendNamesSayHowToLoadAPlugin) {
