@@ -28,7 +28,13 @@ SEED="${2:-1}"
 BUILD=build-asan
 
 [ -f "$BUILD/build.ninja" ] || scripts/sanitize.sh --configure-only
-nice -n 19 ninja -C "$BUILD" fuzz_onnx_import fuzz_npy fuzz_artifact fuzz_model_load tessera_cli tessera_artifact_tests
+nice -n 19 ninja -C "$BUILD" fuzz_onnx_import fuzz_npy fuzz_artifact fuzz_model_load tessera_cli tessera_artifact_tests \
+  tessera_xnnpack_plugin tessera_example_accelerator_plugin tessera_test_backend_plugin
+# Whole loads also see the backend plug-ins' payloads: artifacts compiled with each plug-in join the
+# corpus, and fuzz_model_load loads the plug-ins (TESSERA_BACKEND_PLUGINS), so mutated payloads reach
+# their load() and, where the plan is bounded, their run().
+PLUGINS="$PWD/$BUILD/plugins/libtessera_xnnpack.so:$PWD/$BUILD/plugins/libtessera_example_accelerator.so"
+PLUGINS="$PLUGINS:$PWD/$BUILD/plugins/libtessera_test_backend_plugin.so"
 
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -56,6 +62,15 @@ for case in add relu matmul_2d gemm_default_single_elem_vector_bias softmax_axis
   "$BUILD/tessera" compile "$m" --backends native -o "$corpus/tsr/${case}_native.tsr" >/dev/null
 done
 # Hand-built artifacts: every attribute kind, nested subgraphs, an empty graph.
+for case in relu matmul_2d gemm_default_single_elem_vector_bias conv_with_strides_padding maxpool_2d_default \
+            averagepool_2d_pads add_bcast softmax_axis_1; do
+  m="$cases/node/test_$case/model.onnx"
+  for backend in xnnpack example_accelerator test_plugin; do
+    # A case the plug-in takes no node of still makes a valid seed (all native).
+    TESSERA_BACKEND_PLUGINS="$PLUGINS" "$BUILD/tessera" compile "$m" --backends "$backend,native" \
+      -o "$corpus/tsr/${case}_${backend}.tsr" >/dev/null
+  done
+done
 TESSERA_ARTIFACT_SEED_DIR="$PWD/$corpus/tsr" "$BUILD/tests/tessera_artifact_tests" \
   --gtest_filter=Artifact.WritesFuzzSeeds >/dev/null
 
@@ -81,5 +96,5 @@ cd "$BUILD"
 ./fuzz_npy -seed="$SEED" -runs="$((RUNS * 10))" -rss_limit_mb=2048 corpus/npy
 ./fuzz_artifact -seed="$SEED" -runs="$RUNS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/tsr
 # Whole loads build primitives, pack weights and run: slower per input, so fewer runs.
-./fuzz_model_load -seed="$SEED" -runs="$((RUNS / 10))" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/tsr
+TESSERA_BACKEND_PLUGINS="$PLUGINS" ./fuzz_model_load -seed="$SEED" -runs="$((RUNS / 10))" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/tsr
 echo "fuzz: no finding in $RUNS runs of the importer, $RUNS of the artifact loader, $((RUNS / 10)) whole model loads and $((RUNS * 10)) of the npy reader (seed $SEED)"

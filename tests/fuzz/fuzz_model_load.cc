@@ -1,6 +1,8 @@
 // libFuzzer target: arbitrary bytes as a .tsr file loaded by the runtime, all
 // the way: artifact checks, type re-check, partition check, and every
-// backend's payload (native, test, oneDNN) rebuilt into executable regions.
+// backend's payload (native, test, oneDNN, and the plug-ins scripts/fuzz.sh
+// loads through TESSERA_BACKEND_PLUGINS: XNNPACK, the example accelerator,
+// the test backend as a plug-in) rebuilt into executable regions.
 // It must load or fail with a tessera user error; never crash, leak, read out
 // of bounds or raise an internal error. A model that loads and whose sizes are
 // bounded (fuzz_run_model.h) is then run once, so the kernels see the mutated
