@@ -9,13 +9,13 @@ namespace tessera::bench {
 
 /// One vector width's FMA loop.
 struct FmaIsa {
-  const char* name;           // "avx512" or "avx2"
+  const char* name;           // "avx512", "avx2" (float32 FMA) or "avx512_bf16" (bf16 dot products)
   bool supported;             // this CPU can run it
   double flop_per_iteration;  // FLOP one iteration of the loop performs
   float (*loop)(long iterations, float start);
 };
 
-/// The loops this CPU can run, widest first.
+/// The loops: float32 FMA widest first, then the bf16 dot product (check `supported`).
 std::vector<FmaIsa> fma_isas();
 
 struct PeakResult {

@@ -1,5 +1,6 @@
 // tessera_peak: this machine's single-precision FMA peak, measured (see
-// fma_peak.h): register-only AVX-512 and AVX2 FMA loops on 1..T threads pinned
+// fma_peak.h): register-only AVX-512 and AVX2 FMA loops (and AVX512_BF16 dot
+// products, vdpbf16ps, where the CPU has them) on 1..T threads pinned
 // to CPUs 0..T-1, best and median of --reps repetitions.
 //
 //   build/bench/tessera_peak [--threads 1,2] [--reps 7] [--seconds 0.2] [--json]
@@ -63,7 +64,7 @@ int main(int argc, char** argv) {
   std::string cpu = tessera::bench::cpu_model_name();
   std::replace(cpu.begin(), cpu.end(), '"', '\'');
   if (!json) {
-    std::printf("%-8s %7s %12s %14s %18s   (%s, %u CPUs, best of %d)\n", "isa", "threads", "GFLOP/s best",
+    std::printf("%-11s %7s %12s %14s %18s   (%s, %u CPUs, best of %d)\n", "isa", "threads", "GFLOP/s best",
                 "GFLOP/s median", "per CPU-second", cpu.c_str(), cpus, reps);
   }
   std::string results;
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
                       r.best_cpu_time_gflops);
         results += row;
       } else {
-        std::printf("%-8s %7d %12.1f %14.1f %18.1f\n", isa.name, threads, r.best_gflops, r.median_gflops,
+        std::printf("%-11s %7d %12.1f %14.1f %18.1f\n", isa.name, threads, r.best_gflops, r.median_gflops,
                     r.best_cpu_time_gflops);
       }
     }

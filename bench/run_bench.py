@@ -15,6 +15,10 @@ median, divided by the peak at that thread count from build/bench/tessera_peak
 (register-only AVX-512 FMA loops, the larger of its wall-clock and CPU-time
 rates; --peak-gflops gives the peaks instead).
 
+A configuration may end in @PRECISION (e.g. dnnl+native@bf16): it is run with
+`tessera bench --precision PRECISION`, and its fraction of peak is taken
+against tessera_peak's bf16 dot-product peak (vdpbf16ps) instead.
+
 Usage: /usr/bin/python3 bench/run_bench.py [--tessera build/tessera] [--work build/bench]
            [--threads 1,2] [--iterations 20] [--warmup 5] [--models resnet50,mobilenet_v2,bert_base]
            [--configs native,dnnl+native] [--backend-plugin PATH.so ...] [--peak build/bench/tessera_peak | --peak-gflops 224,443]
@@ -112,6 +116,9 @@ def measured_peaks(args, thread_counts):
         for r in results:
             if r["isa"] == isa and r["threads"] not in peaks:
                 peaks[r["threads"]] = max(r["gflops_best"], r.get("gflops_best_cpu_time", 0))
+    for r in results:
+        if r["isa"] == "avx512_bf16":
+            peaks[("bf16", r["threads"])] = max(r["gflops_best"], r.get("gflops_best_cpu_time", 0))
     return peaks
 
 
@@ -120,9 +127,11 @@ def ensure_onnxruntime():
         subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=HERE, check=True)
 
 
-def tessera_median(tessera, path, inputs, threads, warmup, iterations, backends, plugins=()):
+def tessera_median(tessera, path, inputs, threads, warmup, iterations, backends, plugins=(), precision=None):
     cmd = [tessera, "bench", path, "--threads", str(threads), "--warmup", str(warmup), "--iterations",
            str(iterations), "--json", "--backends", backends] + sum((["--input", "%s=%s" % kv] for kv in inputs), [])
+    if precision:
+        cmd += ["--precision", precision]
     cmd += sum((["--backend-plugin", p] for p in plugins), [])
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
@@ -148,7 +157,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--models", default="resnet50,mobilenet_v2,bert_base")
     parser.add_argument("--configs", default="native,dnnl+native",
-                        help="Tessera backend lists to time, comma-separated, '+' between backends")
+                        help="Tessera backend lists to time, comma-separated, '+' between backends, "
+                             "optionally @PRECISION (dnnl+native@bf16)")
     parser.add_argument("--backend-plugin", action="append", default=[], dest="plugins",
                         help="a backend plug-in to load (repeatable), e.g. build/plugins/libtessera_xnnpack.so "
                              "for --configs xnnpack+native,dnnl+xnnpack+native")
@@ -169,6 +179,10 @@ def main():
     if peaks:
         print("FMA peak (GFLOP/s): " + ", ".join("%d thread%s %.0f" % (t, "" if t == 1 else "s", peaks[t])
                                                 for t in thread_counts if t in peaks))
+        if any(("bf16", t) in peaks for t in thread_counts):
+            print("bf16 dot-product peak (GFLOP/s): " + ", ".join(
+                "%d thread%s %.0f" % (t, "" if t == 1 else "s", peaks[("bf16", t)])
+                for t in thread_counts if ("bf16", t) in peaks))
     rows = []
     header = "%-14s %7s %7s" % ("model", "threads", "GFLOP")
     for config in configs:
@@ -183,9 +197,11 @@ def main():
         inputs = [(n, os.path.join(folder, n + ".npy")) for n in input_names]
         flops = model_flops(path, inputs)
 
-        def fraction(ms, threads):
-            """The fraction of the FMA peak that `flops` in `ms` milliseconds is (None without a peak)."""
-            return flops / (ms * 1e-3) * 1e-9 / peaks[threads] if threads in peaks else None
+        def fraction(ms, threads, precision=None):
+            """The fraction of the FMA peak (bf16: the bf16 dot-product peak) that `flops` in `ms`
+            milliseconds is (None without a peak)."""
+            key = ("bf16", threads) if precision and precision.startswith("bf16") else threads
+            return flops / (ms * 1e-3) * 1e-9 / peaks[key] if key in peaks else None
 
         def percent(value):
             return "%6.1f" % (100 * value) if value is not None else "%6s" % "-"
@@ -197,15 +213,17 @@ def main():
                 row.update({"onnxruntime_ms": theirs, "onnxruntime_fraction_of_peak": fraction(theirs, threads)})
             line = "%-14s %7d %7.2f" % (name, threads, flops * 1e-9)
             for config in configs:
-                backends = config.replace("+", ",")
+                backend_list, _, precision = config.partition("@")
+                backends = backend_list.replace("+", ",")
                 ours = tessera_median(os.path.abspath(args.tessera), path, inputs, threads, args.warmup,
-                                      args.iterations, backends, [os.path.abspath(p) for p in args.plugins])
+                                      args.iterations, backends, [os.path.abspath(p) for p in args.plugins],
+                                      precision or None)
                 row[config + "_ms"] = ours
-                row[config + "_fraction_of_peak"] = fraction(ours, threads)
+                row[config + "_fraction_of_peak"] = fraction(ours, threads, precision)
                 if with_ort:
                     row[config + "_ratio"] = ours / theirs
                 line += " %16.2f %7s %s" % (ours, "%.2f" % (ours / theirs) if with_ort else "-",
-                                            percent(fraction(ours, threads)))
+                                            percent(fraction(ours, threads, precision)))
             rows.append(row)
             print(line + (" %15.2f %s" % (theirs, percent(fraction(theirs, threads))) if with_ort else ""),
                   flush=True)

@@ -139,7 +139,7 @@ std::unique_ptr<Options> make_options(py::object threads, py::object backends, c
                                       const std::vector<std::string>& deny, py::object min_region_size,
                                       py::object strict, const std::map<std::string, std::vector<int64_t>>& shapes,
                                       const std::map<std::string, std::vector<int64_t>>& data_shapes,
-                                      py::object freeze_weights) {
+                                      py::object freeze_weights, py::object precision) {
   auto options = std::make_unique<Options>();
   tsr_options* o = options->options;
   if (!threads.is_none()) check(tsr_options_set_threads(o, threads.cast<int32_t>()));
@@ -153,6 +153,7 @@ std::unique_ptr<Options> make_options(py::object threads, py::object backends, c
     check(tsr_options_set_input_data_shape(o, name.c_str(), dims.data(), dims.size()));
   }
   if (!freeze_weights.is_none()) check(tsr_options_set_freeze_weights(o, freeze_weights.cast<bool>() ? 1 : 0));
+  if (!precision.is_none()) check(tsr_options_set_precision(o, precision.cast<std::string>().c_str()));
   return options;
 }
 
@@ -466,6 +467,10 @@ class Model {
       node["region"] = region;
       node["reason"] = reason;
       node["note"] = note;
+      const char *precision = nullptr, *precision_note = nullptr;
+      check(tsr_model_node_precision(model.get(), i, &precision, &precision_note));
+      node["precision"] = precision;
+      node["precision_note"] = precision_note;
       nodes.append(node);
     }
     return nodes;
@@ -668,7 +673,7 @@ PYBIND11_MODULE(_tessera, m) {
            py::arg("min_region_size") = py::none(), py::arg("strict") = py::none(),
            py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{},
            py::arg("data_shapes") = std::map<std::string, std::vector<int64_t>>{},
-           py::arg("freeze_weights") = py::none());
+           py::arg("freeze_weights") = py::none(), py::arg("precision") = py::none());
 
   py::class_<Tensor>(m, "Tensor", "An output Tessera allocated, shared without copies through DLPack")
       .def("__dlpack__", &Tensor::dlpack, py::arg("stream") = py::none())
@@ -688,6 +693,17 @@ PYBIND11_MODULE(_tessera, m) {
       .def("save", &Model::save)
       .def("to_bytes", &Model::to_bytes)
       .def("placement", &Model::placement)
+      .def("warnings", [](const Model& m) {
+        py::list result;
+        const std::string text = tsr_model_warnings(m.get().get());
+        for (size_t start = 0; start < text.size();) {
+          size_t end = text.find('\n', start);
+          if (end == std::string::npos) end = text.size();
+          result.append(text.substr(start, end - start));
+          start = end + 1;
+        }
+        return result;
+      })
       .def("regions", &Model::regions)
       .def("summary", &Model::summary)
       .def("run", &Model::run, py::arg("inputs"), py::arg("as_dlpack") = false)

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <unistd.h>
 #include <iostream>
+#include <optional>
 #include <map>
 #include <memory>
 #include <random>
@@ -58,6 +59,9 @@ const char* kUsage =
     "  --deny BACKEND:SELECTOR  never run the selected nodes on BACKEND (repeatable)\n"
     "  --min-region-size N      smaller regions of non-native backends run on native instead\n"
     "  --strict                 fail, naming each node the listed backends refuse, instead of falling back\n"
+    "  --precision P            fp32 (default); bf16: Conv, MatMul and Gemm in bfloat16 with float32\n"
+    "                           accumulation where a backend supports it (oneDNN with AVX512_BF16), the\n"
+    "                           final layer and sensitive ops in float32; bf16-all: the final layer too\n"
     "  SELECTOR is a node name, op:TYPE, or an op type when no node has that name.\n"
     "DIMS is like 1x3x224x224 (or 'scalar'); a symbolic dimension can be bound by name: --input-shape batch=4.\n"
     "Without --input, inputs are random (seeded, uniform in [-1, 1) for float32/64, 0 otherwise), and run\n"
@@ -86,6 +90,7 @@ struct Args {
   std::vector<std::string> deny;
   int min_region_size = 1;
   bool strict = false;
+  std::optional<std::string> precision;
   std::string output;       // compile -o
   std::string report_file;  // compile --report
   std::string json_file, dot_file, html_file;  // partition
@@ -192,6 +197,8 @@ Args parse_args(int argc, char** argv) {
       args.deny.push_back(value());
     } else if (a == "--min-region-size") {
       args.min_region_size = static_cast<int>(parse_int(value(), a, INT32_MIN, INT32_MAX));
+    } else if (a == "--precision") {
+      args.precision = value();
     } else if (a == "--strict") {
       args.strict = true;
     } else if (a == "--placement") {
@@ -242,6 +249,7 @@ void load_model(const Args& args, const std::map<std::string, NpyArray>& files, 
   for (const std::string& d : args.deny) check(tsr_options_add_denial(options, d.c_str()));
   if (args.min_region_size != 1) check(tsr_options_set_min_region_size(options, args.min_region_size));
   if (args.strict) check(tsr_options_set_strict(options, 1));
+  if (args.precision) check(tsr_options_set_precision(options, args.precision->c_str()));
   // An artifact's input shapes were fixed when it was compiled: files are checked at run time instead.
   const bool artifact = tsr_file_is_artifact(args.model.c_str()) != 0;
   std::map<std::string, bool> explicit_shape;
@@ -256,6 +264,14 @@ void load_model(const Args& args, const std::map<std::string, NpyArray>& files, 
     }
   }
   check(tsr_model_load(args.model.c_str(), options, &handle.model));
+  // Warnings go to stderr, one line each, so that a script reading stdout sees them too.
+  std::string warnings = tsr_model_warnings(handle.model);
+  for (size_t start = 0; start < warnings.size();) {
+    size_t end = warnings.find('\n', start);
+    if (end == std::string::npos) end = warnings.size();
+    std::cerr << "warning: " << warnings.substr(start, end - start) << "\n";
+    start = end + 1;
+  }
 }
 
 tsr_value_info input_info(const tsr_model* model, size_t i) {
@@ -430,14 +446,17 @@ void print_placement(const tsr_model* model) {
   size_t n = tsr_model_node_count(model);
   std::cout << "placement (" << n << " nodes):\n";
   for (size_t i = 0; i < n; ++i) {
-    const char *name, *op, *backend, *note, *why;
+    const char *name, *op, *backend, *note, *why, *precision, *precision_note;
     int64_t region = -1;
     check(tsr_model_node_placement(model, i, &name, &op, &backend));
     check(tsr_model_node_note(model, i, &note));
     check(tsr_model_node_region(model, i, &region, &why));
+    check(tsr_model_node_precision(model, i, &precision, &precision_note));
     ++per_backend[backend];
     std::cout << "  " << name << " (" << op << ") -> " << backend
               << (region >= 0 ? " (region " + std::to_string(region) + ")" : std::string())
+              << (*precision ? std::string(", ") + precision : "")
+              << (*precision_note ? std::string(", float32: ") + precision_note : "")
               << (*note ? std::string(", ") + note : "") << "\n";
   }
   for (const auto& [backend, count] : per_backend) std::cout << "  total on " << backend << ": " << count << "\n";

@@ -72,6 +72,12 @@ TSR_API tsr_status* tsr_options_add_denial(tsr_options* options, const char* den
 TSR_API tsr_status* tsr_options_set_min_region_size(tsr_options* options, int32_t min_nodes);
 /* Strict placement: fail, naming each node no listed backend supports, instead of falling back to native. */
 TSR_API tsr_status* tsr_options_set_strict(tsr_options* options, int32_t strict);
+/* Compute precision: "fp32" (default); "bf16": Conv, MatMul and Gemm in
+ * bfloat16 with float32 accumulation on backends that support it (oneDNN on
+ * CPUs with AVX512_BF16), the final layer and numerically sensitive ops in
+ * float32; "bf16-all": the final layer too. Where no backend runs bf16 the
+ * model runs in float32 and tsr_model_warnings says so. */
+TSR_API tsr_status* tsr_options_set_precision(tsr_options* options, const char* precision);
 
 /* Backends, highest priority first: the plug-ins loaded so far (in load
  * order), then the built-in ones (native, the fallback, last). Strings are
@@ -176,6 +182,14 @@ TSR_API tsr_status* tsr_model_node_placement(const tsr_model* model, size_t inde
 /* Why node `index` runs where it does, or "" : e.g. "fused into 'conv_3'",
  * "computed at compile time". The string lives as long as the model. */
 TSR_API tsr_status* tsr_model_node_note(const tsr_model* model, size_t index, const char** out_note);
+
+/* The precision node i computes in: "bf16" (float32 accumulation) or "" (its
+ * values' own types); and under --precision bf16, for a Conv/MatMul/Gemm kept
+ * in float32, why ("" otherwise). Strings live as long as the model. */
+TSR_API tsr_status* tsr_model_node_precision(const tsr_model* model, size_t index, const char** out_precision,
+                                             const char** out_note);
+/* Compile-time warnings, one per line ("" when none); lives as long as the model. */
+TSR_API const char* tsr_model_warnings(const tsr_model* model);
 
 /* The region (index into tsr_model_region_info) node i ran in, -1 for
  * folded nodes, and why the partitioner put it on its backend. */

@@ -24,6 +24,7 @@ up front).
 import collections
 import os
 import threading
+import warnings
 
 __all__ = [
     "Error", "InvalidArgument", "Unsupported", "InternalError",
@@ -113,10 +114,12 @@ class SessionOptions:
     input_shapes     {input or dim name: shape or int}: compile for these shapes up front
     freeze_weights   initializers listed as graph inputs become constants (default True)
     max_variants     compiled variants kept for models with open dims (default 8)
+    precision        "fp32" (default), "bf16" (Conv/MatMul/Gemm in bfloat16 with float32 accumulation where a
+                     backend supports it; the final layer in float32) or "bf16-all" (the final layer too)
     """
 
     _FIELDS = ("threads", "backends", "place", "deny", "min_region_size", "strict", "input_shapes",
-               "freeze_weights", "max_variants")
+               "freeze_weights", "max_variants", "precision")
 
     def __init__(self, **fields):
         for name in self._FIELDS:
@@ -155,7 +158,14 @@ class SessionOptions:
         return _tessera.Options(
             threads=self.threads, backends=backends, place=_strings(self.place, "place"),
             deny=_strings(self.deny, "deny"), min_region_size=self.min_region_size, strict=self.strict,
-            input_shapes=shapes, data_shapes=data_shapes or {}, freeze_weights=self.freeze_weights)
+            input_shapes=shapes, data_shapes=data_shapes or {}, freeze_weights=self.freeze_weights,
+            precision=self.precision)
+
+
+def _warn(model):
+    """Compile-time warnings (e.g. bf16 asked for where no backend runs it) as Python warnings."""
+    for text in model.warnings():
+        warnings.warn("tessera: " + text, RuntimeWarning, stacklevel=3)
 
 
 def _strings(value, what):
@@ -211,7 +221,7 @@ class InferenceSession:
 
     def __init__(self, path_or_bytes, backends=None, threads=None, options=None, providers=None, **overrides):
         unknown = set(overrides) - {"place", "deny", "min_region_size", "strict", "input_shapes", "max_variants",
-                                    "freeze_weights", "sess_options", "provider_options"}
+                                    "freeze_weights", "precision", "sess_options", "provider_options"}
         if unknown:
             raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))
         if options is None and overrides.get("sess_options") is not None:
@@ -247,6 +257,7 @@ class InferenceSession:
         if not open_dims:
             # Every shape is known: compile once, now (errors show up here, as ONNX Runtime's do).
             self._fixed = source.compile(self._options._native())
+            _warn(self._fixed)
             self._inputs = [NodeArg(*i) for i in self._fixed.inputs()]
             self._outputs = [NodeArg(*o) for o in self._fixed.outputs()]
         else:
@@ -292,7 +303,9 @@ class InferenceSession:
         return latest
 
     def placement(self):
-        """Where each node ran and why: a list of dicts (node, op_type, backend, region, reason, note)."""
+        """Where each node ran and why: a list of dicts (node, op_type, backend, region, reason, note,
+        precision: "bf16" where it computes in bfloat16, else ""; precision_note: why a Conv/MatMul/Gemm
+        stays float32 under precision="bf16")."""
         return self._model("placement").placement()
 
     def regions(self):
@@ -357,6 +370,7 @@ class InferenceSession:
                 return model
         data_shapes = {arg.name: list(shape) for arg, shape in zip(self._inputs, shapes)}
         model = self._source.compile(self._options._native(data_shapes=data_shapes))  # GIL released inside
+        _warn(model)
         with self._lock:
             if self._closed:
                 raise InvalidArgument("the session is closed")
@@ -441,7 +455,8 @@ def compile(model, path, backends=None, threads=None, options=None, **overrides)
     """Compiles ``model`` (an ONNX path, bytes or onnx.ModelProto) and writes it to ``path`` as one .tsr
     artifact (plan, constants and every backend's payload), for ``InferenceSession``, ``tessera run`` and
     the C API. Options as for InferenceSession; open dims must be bound with input_shapes. Returns path."""
-    unknown = set(overrides) - {"place", "deny", "min_region_size", "strict", "input_shapes", "freeze_weights"}
+    unknown = set(overrides) - {"place", "deny", "min_region_size", "strict", "input_shapes", "freeze_weights",
+                                "precision"}
     if unknown:
         raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))
     opts = _options_from(backends, threads, options, overrides)
@@ -451,6 +466,7 @@ def compile(model, path, backends=None, threads=None, options=None, **overrides)
     native = opts._native()
     compiled = (_tessera.Model.load_bytes(data, label, native) if data is not None
                 else _tessera.Model.load_path(source_path, native))
+    _warn(compiled)
     try:
         compiled.save(os.fspath(path))
     finally:

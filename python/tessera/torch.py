@@ -79,7 +79,7 @@ def _strings(value, what):
 
 
 def _options(backends=None, threads=None, place=None, deny=None, min_region_size=None, strict=False,
-             cache_size=None):
+             cache_size=None, precision=None):
     options = {}
     if backends is not None:
         options["backends"] = ",".join(_strings(backends, "backends"))
@@ -95,6 +95,8 @@ def _options(backends=None, threads=None, place=None, deny=None, min_region_size
         options["strict"] = "1"
     if cache_size is not None:
         options["cache_size"] = str(int(cache_size))
+    if precision is not None:
+        options["precision"] = str(precision)
     return options
 
 
@@ -103,7 +105,8 @@ def make_model(data, kind="tsr", **options):
 
     kind="tsr": data is a .tsr artifact, or an ONNX model compiled now for its fixed shapes.
     kind="onnx": data is an ONNX model compiled per input shape at run time (for dynamic axes).
-    options: backends, threads, place, deny, min_region_size, strict, cache_size (compiled shapes kept).
+    options: backends, threads, place, deny, min_region_size, strict, cache_size (compiled shapes kept),
+    precision ("fp32", "bf16" or "bf16-all", as the CLI's --precision).
     """
     load_library()
     if isinstance(data, (str, os.PathLike)):
@@ -221,7 +224,7 @@ def _outputs_structure(module, example_inputs):
 
 def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=None, *, place=None, deny=None,
             min_region_size=None, strict=False, cache_size=8, input_names=None, output_names=None,
-            opset_version=14):
+            opset_version=14, precision=None):
     """Compiles `module` with Tessera and returns a :class:`TesseraModule` that runs it.
 
     module: an ``nn.Module`` (or ScriptModule) that ``torch.onnx.export`` can export; it is exported
@@ -234,6 +237,7 @@ def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=No
         dynamic_axes the model is compiled now for the example shapes only.
     threads: Tessera's intra-op threads (default 1).
     place, deny, min_region_size, strict: Tessera's placement options (see the CLI's --place ...).
+    precision: "fp32" (default), "bf16" or "bf16-all" (see the CLI's --precision).
     input_names, output_names: names in the exported ONNX model (default input_0..., output_0...).
 
     The result returns a tensor when the module returns one, a tuple otherwise. Inference only:
@@ -283,7 +287,8 @@ def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=No
         # ("Unable to cast from non-held to held instance"). Only the message is kept.
         raise ExportError(f"tessera.torch.compile: torch.onnx.export failed: {failure}")
     options = _options(backends=backends, threads=threads, place=place, deny=deny,
-                       min_region_size=min_region_size, strict=strict, cache_size=cache_size)
+                       min_region_size=min_region_size, strict=strict, cache_size=cache_size,
+                       precision=precision)
     model = torch.classes.tessera.Model("onnx" if axes else "tsr", buffer.getvalue(), options)
     if len(model.input_names()) != len(example_inputs):
         raise ValueError(f"tessera.torch.compile: the exported model has {len(model.input_names())} inputs "

@@ -62,6 +62,12 @@ class ValueStore {
 
 struct RegionOptions {
   int num_threads = 1;
+  /// Per region-graph node (empty: none): 1 where the core allows the node to
+  /// compute in bfloat16 with float32 accumulation (--precision bf16; the
+  /// core keeps numerically sensitive ops and, unless asked, the final layer
+  /// in float32). A backend that declares bf16 support (Backend::bf16_refusal)
+  /// may lower such convolutions and matmuls in bf16; others ignore it.
+  std::vector<char> bf16_nodes;
 };
 
 class ExecutableRegion {
@@ -76,6 +82,9 @@ class ExecutableRegion {
   /// inputs (its constants once, at compile or load) and runs the same region
   /// graph on the native backend instead when one holds NaN or ±Inf.
   virtual bool exact_only_for_finite_inputs() const { return false; }
+  /// The reduced precision a region node computes in ("bf16"), or "" when it
+  /// computes in its values' own types. Read by placement reports.
+  virtual std::string node_precision(size_t node) const { return ""; }
 };
 
 struct CompiledRegion {
@@ -100,6 +109,9 @@ class Backend {
   /// plans no memory for the region's inner values, and keeps its inputs and
   /// outputs apart for the whole region.
   virtual bool opaque_regions() const { return false; }
+  /// "" when the backend computes the nodes the core marks for bfloat16
+  /// (RegionOptions::bf16_nodes) in bf16, else why not (shown in reports).
+  virtual std::string bf16_refusal() const { return "backend '" + name() + "' computes in float32 only"; }
   /// What this backend can run: per-op predicates and fused patterns.
   virtual const Declarations& declarations() const = 0;
   /// Compiles a region: a standalone graph whose inputs and outputs are the

@@ -58,9 +58,11 @@ struct tsr_dim_name_arrays {
 struct tsr_model {
   std::unique_ptr<tessera::CompiledModel> compiled;
   tsr_dim_name_arrays dim_names;
+  std::string warnings;  // compiled->warnings(), one per line
 
   explicit tsr_model(std::unique_ptr<tessera::CompiledModel> model) : compiled(std::move(model)) {
     dim_names.build(compiled->inputs(), compiled->outputs());
+    for (const std::string& w : compiled->warnings()) warnings += w + "\n";
   }
 };
 
@@ -489,6 +491,12 @@ tsr_status* tsr_options_set_strict(tsr_options* options, int32_t strict) {
   return nullptr;
 }
 
+tsr_status* tsr_options_set_precision(tsr_options* options, const char* precision) {
+  if (!options) return null_argument("options");
+  if (!precision) return null_argument("precision");
+  return guarded([&] { options->compile.precision = tessera::parse_precision(precision); });
+}
+
 size_t tsr_backend_count(void) {
   try {
     return tessera::all_backends().size();
@@ -718,6 +726,21 @@ tsr_status* tsr_model_node_note(const tsr_model* model, size_t index, const char
   if (index >= placement.size()) return make_status(TSR_INVALID_ARGUMENT, "node index out of range");
   *out_note = placement[index].note.c_str();
   return nullptr;
+}
+
+tsr_status* tsr_model_node_precision(const tsr_model* model, size_t index, const char** out_precision,
+                                     const char** out_note) {
+  if (!model) return null_argument("model");
+  const auto& placement = model->compiled->placement();
+  if (index >= placement.size()) return make_status(TSR_INVALID_ARGUMENT, "node index out of range");
+  if (out_precision) *out_precision = placement[index].precision.c_str();
+  if (out_note) *out_note = placement[index].precision_note.c_str();
+  return nullptr;
+}
+
+const char* tsr_model_warnings(const tsr_model* model) {
+  if (!model) return "";
+  return model->warnings.c_str();
 }
 
 tsr_status* tsr_model_node_region(const tsr_model* model, size_t index, int64_t* out_region, const char** out_reason) {

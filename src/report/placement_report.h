@@ -31,6 +31,8 @@ struct ReportNode {
   std::vector<int64_t> inputs;   // indices into PlacementReport::values (constants included)
   std::vector<int64_t> outputs;  // indices into PlacementReport::values
   double milliseconds = -1;      // from a profiled run, -1 when not profiled
+  std::string precision;         // "bf16" where it computes in bfloat16 (--precision bf16), "" otherwise
+  std::string precision_note;    // why a Conv/MatMul/Gemm stays float32 under --precision bf16
 };
 
 struct ReportRegion {

@@ -130,7 +130,8 @@ void append_item_data(const PlacementReport& report, const GraphLayout& layout, 
     const ReportNode& node = report.nodes[static_cast<size_t>(item.index)];
     html += "\"kind\":\"node\",\"name\":" + script_string(node.name) + ",\"op\":" + script_string(node.op_type) +
             ",\"backend\":" + script_string(node.backend) + str_cat(",\"region\":", node.region) +
-            ",\"why\":" + script_string(node.why) + ",\"note\":" + script_string(node.note) +
+            ",\"why\":" + script_string(node.why) + ",\"note\":" + script_string(node.note) + ",\"precision\":" + script_string(node.precision) +
+            ",\"precisionNote\":" + script_string(node.precision_note) +
             ",\"ms\":" + report_detail::json_milliseconds(node.milliseconds) + ",\"refusals\":[";
     for (size_t backend = 0; backend < node.refusals.size(); ++backend) {
       html += (backend ? ",[" : "[") + script_string(report.backends[backend]) + "," +

@@ -91,6 +91,8 @@ const char kHtmlScript[] = R"JS(
         add(list, 'backend', item.backend + (item.region >= 0 ? ', region ' + item.region : ''));
         if (item.why) add(list, 'why', item.why);
         if (item.note) add(list, 'note', item.note);
+        if (item.precision) add(list, 'precision', item.precision + ' (float32 accumulation)');
+        if (item.precisionNote) add(list, 'precision', 'float32: ' + item.precisionNote);
         if (item.ms !== null) add(list, 'time', item.ms.toFixed(3) + ' ms');
         item.refusals.forEach(function (r) {
           add(list, r[0], r[1] ? 'refuses: ' + r[1] : 'claims it', r[1] ? '' : 'claims');

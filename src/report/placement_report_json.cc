@@ -57,6 +57,8 @@ void write_nodes(const PlacementReport& report, std::ostream& out) {
       out << "null";
     }
     out << ",\n     \"why\": " << json_string(node.why) << ", \"note\": " << json_string(node.note)
+        << ", \"precision\": " << json_string(node.precision.empty() ? "" : node.precision)
+        << ", \"precision_note\": " << json_string(node.precision_note)
         << ", \"milliseconds\": " << json_milliseconds(node.milliseconds) << ",\n     \"refusals\": {";
     // An empty refusal list means nobody asked the backends (e.g. a folded node).
     for (size_t backend = 0; backend < node.refusals.size(); ++backend) {

@@ -3,6 +3,7 @@
 // backend refused (identical reasons grouped), then totals. Everything fits a
 // 100-column terminal; long lists end in "... and N more".
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "ir/error.h"
@@ -160,6 +161,41 @@ void write_refusals(const PlacementReport& report, std::ostream& out) {
   }
 }
 
+/// Under --precision bf16: how many nodes compute in each reduced precision
+/// (by op type), and each node that stays float32 with the reason. Nothing
+/// when the model runs in its own types only.
+void write_precision(const PlacementReport& report, std::ostream& out) {
+  std::map<std::string, std::map<std::string, size_t>> reduced;  // precision -> op type -> count
+  std::vector<const ReportNode*> kept;
+  for (const ReportNode& node : report.nodes) {
+    if (!node.precision.empty()) ++reduced[node.precision][node.op_type];
+    if (!node.precision_note.empty()) kept.push_back(&node);
+  }
+  if (reduced.empty() && kept.empty()) return;
+  out << "Precision:\n";
+  for (const auto& [precision, ops] : reduced) {
+    size_t total = 0;
+    std::string by_op;
+    for (const auto& [op, count] : ops) {
+      total += count;
+      by_op += (by_op.empty() ? "" : ", ") + op + " " + std::to_string(count);
+    }
+    out << wrap("  ", std::to_string(total) + (total == 1 ? " node computes" : " nodes compute") + " in " + precision +
+                          " with float32 accumulation (" + by_op + ")",
+                "      ")
+        << "\n";
+  }
+  const size_t shown = std::min<size_t>(kept.size(), 20);
+  for (size_t i = 0; i < shown; ++i) {
+    out << wrap("  ", "float32: '" + report_detail::printable(kept[i]->name) + "' (" + kept[i]->op_type +
+                          "): " + report_detail::printable(kept[i]->precision_note),
+                "      ")
+        << "\n";
+  }
+  if (kept.size() > shown) out << "  ... and " << kept.size() - shown << " more nodes kept in float32\n";
+  out << "\n";
+}
+
 void write_totals(const PlacementReport& report, std::ostream& out) {
   const auto totals = report_detail::backend_totals(report);
   size_t backend_width = 7;
@@ -200,6 +236,7 @@ std::string render_report_table(const PlacementReport& report) {
   out << "\n";
   write_refusals(report, out);
   out << "\n";
+  write_precision(report, out);
   write_totals(report, out);
   return out.str();
 }

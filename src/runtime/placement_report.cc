@@ -41,6 +41,8 @@ PlacementReport CompiledModel::placement_report(const std::string& model_name, c
     node.region = p.region;
     node.why = p.why;
     node.note = p.note;
+    node.precision = p.precision;
+    node.precision_note = p.precision_note;
     if (i < g.nodes.size()) {
       if (i < partition_.decisions.size()) node.refusals = partition_.decisions[i].refusals;
       node.refusals.resize(report.backends.size());

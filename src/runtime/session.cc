@@ -158,6 +158,8 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   order_nodes_by_region(graph, model->partition_);
   after_pass(graph, "partition");
   model->graph_ = std::move(graph);
+  std::vector<char> final_layer;
+  const std::vector<char> bf16 = bf16_nodes(model->graph_, options.precision, &final_layer);
   RegionOptions region_options;
   region_options.num_threads = options.num_threads;
   for (const Region& region : model->partition_.regions) {
@@ -166,7 +168,14 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
     plan->backend = model->backends_[region.backend].get();
     plan->region = extract_region(model->graph_, region);
     plan->fallback_options = region_options;
-    CompiledRegion compiled = plan->backend->compile(plan->region.graph, region_options);
+    RegionOptions options_here = region_options;
+    if (options.precision.bf16) {
+      options_here.bf16_nodes.assign(plan->region.graph.nodes.size(), 0);
+      for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
+        for (size_t node : plan->region.global_nodes[i]) options_here.bf16_nodes[i] |= bf16[node];
+      }
+    }
+    CompiledRegion compiled = plan->backend->compile(plan->region.graph, options_here);
     plan->payload_owned = std::move(compiled.payload);
     plan->payload = plan->payload_owned;
     plan->executable = std::move(compiled.executable);
@@ -194,17 +203,57 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   for (const auto& [name, op_type] : nodes_before) {
     if (!executed.count(name)) model->placement_.push_back({name, op_type, "folded", "computed at compile time", -1, ""});
   }
+  model->read_node_precisions();
+  if (options.precision.bf16) {
+    // Why each Conv/MatMul/Gemm that stays float32 does; a warning when none runs bf16.
+    size_t reduced = 0, candidates = 0;
+    std::string refusals;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      NodePlacement& row = model->placement_[i];
+      if (!is_bf16_compute_op(g.nodes[i])) continue;
+      ++candidates;
+      if (!row.precision.empty()) {
+        ++reduced;
+      } else if (final_layer[i]) {
+        row.precision_note = "final layer kept in float32 (--precision bf16-all includes it)";
+      } else if (!bf16[i]) {
+        row.precision_note = "operands are not float32";
+      } else {
+        const Backend& backend = *model->backends_[model->partition_.regions[model->partition_.region_of_node[i]].backend];
+        const std::string refusal = backend.bf16_refusal();
+        row.precision_note = refusal.empty() ? "its backend kept it in float32 (no bf16 implementation for it)" : refusal;
+        if (!refusal.empty() && refusals.find(refusal) == std::string::npos) refusals += (refusals.empty() ? "" : "; ") + refusal;
+      }
+    }
+    if (reduced == 0 && candidates > 0) {
+      model->warnings_.push_back("--precision " + precision_text(options.precision) +
+                                 ": no node runs in bfloat16, the model runs in float32" +
+                                 (refusals.empty() ? std::string() : " (" + refusals + ")"));
+    }
+  }
   model->finish();
   return model;
+}
+
+void CompiledModel::read_node_precisions() {
+  for (const std::unique_ptr<RegionPlan>& plan : regions_) {
+    for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
+      const std::string precision = plan->executable->node_precision(i);
+      if (precision.empty()) continue;
+      for (size_t node : plan->region.global_nodes[i]) {
+        if (is_bf16_compute_op(graph_.nodes[node])) placement_[node].precision = precision;
+      }
+    }
+  }
 }
 
 namespace {
 
 void check_artifact_options(const std::string& name, const CompileOptions& options) {
   if (!options.input_shapes.empty() || !options.backends.empty() || !options.place.empty() || !options.deny.empty() ||
-      options.strict || options.min_region_size != 1) {
-    throw_user_error("'", name, "' is a compiled artifact: input shapes, backends and placement were fixed when it ",
-                     "was compiled (only the thread count applies when loading)");
+      options.strict || options.min_region_size != 1 || options.precision.bf16) {
+    throw_user_error("'", name, "' is a compiled artifact: input shapes, backends, placement and precision were fixed ",
+                     "when it was compiled (only the thread count applies when loading)");
   }
 }
 
@@ -319,6 +368,7 @@ std::unique_ptr<CompiledModel> CompiledModel::from_artifact(Artifact artifact, c
     const std::string why = i < g.nodes.size() ? partition.decisions[i].why : "";
     model->placement_.push_back({row.node_name, row.op_type, row.backend, row.note, region, why});
   }
+  model->read_node_precisions();
   model->finish();
   return model;
 }

@@ -14,6 +14,7 @@
 #include "backends/backend.h"
 #include "ir/graph.h"
 #include "partition/partitioner.h"
+#include "passes/precision.h"
 #include "runtime/memory_plan.h"
 
 namespace tessera {
@@ -34,6 +35,9 @@ struct CompileOptions {
   std::vector<std::pair<std::string, std::string>> deny;   // backend → selector
   int min_region_size = 1;
   bool strict = false;
+  /// --precision: bf16 lets backends that declare bf16 support run Conv,
+  /// MatMul and Gemm in bfloat16 with float32 accumulation (passes/precision.h).
+  PrecisionPolicy precision;
 };
 
 struct ValueDesc {
@@ -50,6 +54,10 @@ struct NodePlacement {
   std::string note;     // e.g. "fused into 'conv_3' (pattern ConvActivation)", "computed at compile time"
   int64_t region = -1;  // index into regions(), -1 for folded nodes
   std::string why;      // the partitioner's reason for the backend
+  std::string precision;  // "bf16" where the node computes in bfloat16 (float32 accumulation), "" otherwise
+  /// Under --precision bf16, for a Conv/MatMul/Gemm that stays float32: why
+  /// (the final layer, or its backend's refusal). Not kept in artifacts.
+  std::string precision_note;
 };
 
 struct RegionSummary {
@@ -107,6 +115,8 @@ class CompiledModel {
   /// shapes known only at run time count as copies of 0 bytes here).
   int64_t copies_per_run() const { return copies_per_run_; }
   int64_t copy_bytes_per_run() const { return copy_bytes_per_run_; }
+  /// Compile-time warnings (e.g. --precision bf16 where no backend runs bf16).
+  const std::vector<std::string>& warnings() const { return warnings_; }
   /// Where each node ran and why, for the table / JSON / DOT / HTML reports.
   /// `profile` (optional) adds times.
   PlacementReport placement_report(const std::string& model_name, const RunProfile* profile = nullptr) const;
@@ -146,6 +156,9 @@ class CompiledModel {
   mutable std::mutex arena_mutex_;
   mutable std::vector<std::unique_ptr<Buffer>> free_arenas_;
   int64_t parameter_count_ = 0;
+  std::vector<std::string> warnings_;
+  /// Sets placement_[].precision from the regions' executables (after they exist).
+  void read_node_precisions();
 };
 
 }  // namespace tessera

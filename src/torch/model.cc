@@ -149,7 +149,7 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 const std::set<std::string>& known_options() {
   static const std::set<std::string> keys = {"threads", "backends", "place", "deny", "min_region_size", "strict",
-                                             "cache_size"};
+                                             "cache_size", "precision"};
   return keys;
 }
 
@@ -170,7 +170,7 @@ Model::Model(std::string kind, std::string bytes, OptionDict options)
     : kind_(std::move(kind)), bytes_(std::move(bytes)), options_(options.copy()) {
   for (const auto& entry : options_) {
     TORCH_CHECK_VALUE(known_options().count(entry.key()), "Tessera: unknown option '", entry.key(),
-                      "' (known: threads, backends, place, deny, min_region_size, strict, cache_size)");
+                      "' (known: threads, backends, place, deny, min_region_size, strict, cache_size, precision)");
   }
   if (options_.contains("cache_size")) cache_capacity_ = parse_int("cache_size", options_.at("cache_size"), 1, 1 << 20);
   OptionsPtr load_options = make_options();  // checks every option now, not at the first run
@@ -234,6 +234,7 @@ OptionsPtr Model::make_options() const {
   if (options_.contains("strict")) {
     check(tsr_options_set_strict(options.get(), static_cast<int32_t>(parse_int("strict", options_.at("strict"), 0, 1))));
   }
+  if (options_.contains("precision")) check(tsr_options_set_precision(options.get(), options_.at("precision").c_str()));
   return options;
 }
 

@@ -41,7 +41,7 @@ struct ValueSpec {
 
 /// The load options a Model keeps, as strings so they travel in its pickle.
 /// Keys: threads, backends, place, deny (lists joined by '\n'),
-/// min_region_size, strict ("0"/"1"), cache_size (compiled variants kept).
+/// min_region_size, strict ("0"/"1"), cache_size (compiled variants kept), precision ("fp32", "bf16", "bf16-all").
 using OptionDict = c10::Dict<std::string, std::string>;
 
 class Model : public torch::CustomClassHolder {

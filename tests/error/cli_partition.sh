@@ -15,11 +15,6 @@ PYTHON=/usr/bin/python3
 # shellcheck source=../lib/cli_checks.sh
 source "$(dirname "$0")/../lib/cli_checks.sh"
 
-# expect_in FILE "substring" "what"
-expect_in() {
-  if grep -qF -- "$2" "$1"; then pass; else fail "$3: '$2' not in $(basename "$1"): $(head -c 2000 "$1")"; fi
-}
-
 # --- partition: table, refusals, JSON, DOT, HTML ---
 if expect_ok "partition" partition "$MODEL" --backends test,native --json "$work/p.json" --dot "$work/p.dot" \
      --html "$work/p.html"; then

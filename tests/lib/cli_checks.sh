@@ -1,5 +1,6 @@
 # Checks shared by the CLI test scripts (sourced, not run): a scratch folder $work removed on exit, pass
-# and fail counters, and expect_ok / expect_error around "$TESSERA" (set it before sourcing). A script
+# and fail counters, expect_ok / expect_error around "$TESSERA" (set it before sourcing) and
+# expect_in / expect_not_in on files. A script
 # ends with `finish_checks`, which prints the counts and fails when any check failed.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -36,6 +37,16 @@ expect_error() {
   else
     pass
   fi
+}
+
+# expect_in FILE "substring" "what": FILE holds the substring (else the failure shows its start).
+expect_in() {
+  if grep -qF -- "$2" "$1"; then pass; else fail "$3: '$2' not in $(basename "$1"): $(head -c 3000 "$1")"; fi
+}
+
+# expect_not_in FILE "substring" "what": FILE does not hold the substring.
+expect_not_in() {
+  if grep -qF -- "$2" "$1"; then fail "$3: '$2' in $(basename "$1")"; else pass; fi
 }
 
 finish_checks() {

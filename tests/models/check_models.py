@@ -3,7 +3,8 @@
 PyTorch and through `tessera run`, and checks that the outputs agree.
 
 Usage: /usr/bin/python3 tests/models/check_models.py --tessera build/tessera --work DIR
-           [--backends LIST] [--backend-plugin PATH]... [--artifact] [--threads N] MODEL [MODEL ...]
+           [--backends LIST] [--backend-plugin PATH]... [--artifact] [--threads N] [--precision P]
+           MODEL [MODEL ...]
        (MODEL: a name from MODELS below, or "all"; --backends is passed to tessera,
        --artifact compiles a .tsr first and runs that; without --threads each
        model runs at 1 and at 2 threads)
@@ -14,6 +15,10 @@ with torch's dtype and shape, and max |tessera - torch| <= 1e-4 * max |torch|
 per float output (exact for integer and bool outputs); a reference whose
 max |torch| is below 1e-3 fails as degenerate (the check could not fail), so
 weights are randomised to keep outputs O(1).
+With --precision bf16 (passed to tessera): at least one node must report bf16
+in the placement, and each float output must have cosine similarity >= 0.999
+with torch's and max |tessera - torch| <= 3e-2 * max |torch| (bfloat16 keeps
+8 significant bits: about 0.4% per rounded operand).
 Nothing is downloaded: torchvision models are built with weights=None.
 """
 import argparse
@@ -227,7 +232,7 @@ def export(name, work):
     return folder, path, input_names, output_names, [e.numpy() for e in expected]
 
 
-def compile_artifact(tessera, folder, path, input_names, backends, plugins=()):
+def compile_artifact(tessera, folder, path, input_names, backends, plugins=(), precision=None):
     """Compiles the ONNX model to a .tsr artifact (input shapes fixed from the
     example inputs); returns its path, or None after printing why it failed."""
     artifact = os.path.join(folder, "model.tsr")
@@ -236,6 +241,8 @@ def compile_artifact(tessera, folder, path, input_names, backends, plugins=()):
         cmd += ["--backend-plugin", plugin]
     if backends:
         cmd += ["--backends", backends]
+    if precision:
+        cmd += ["--precision", precision]
     for n in input_names:
         shape = np.load(os.path.join(folder, n + ".npy")).shape
         cmd += ["--input-shape", "%s=%s" % (n, "x".join(str(d) for d in shape))]
@@ -246,7 +253,11 @@ def compile_artifact(tessera, folder, path, input_names, backends, plugins=()):
     return artifact
 
 
-def compare_outputs(name, out_dir, output_names, expected):
+# Per precision: (max |tessera - torch| / max |torch|, minimum cosine similarity or None).
+TOLERANCES = {None: (1e-4, None), "fp32": (1e-4, None), "bf16": (3e-2, 0.999), "bf16-all": (3e-2, 0.999)}
+
+
+def compare_outputs(name, out_dir, output_names, expected, precision=None):
     """Checks the files tessera wrote in out_dir against torch's outputs;
     prints one line per output (or problem) and returns whether all agree."""
     ok = True
@@ -281,19 +292,24 @@ def compare_outputs(name, out_dir, output_names, expected):
                   % (name, out_name, scale))
             ok = False
             continue
+        relative, min_cosine = TOLERANCES[precision]
+        a = got.astype(np.float64).ravel()
+        b = ref.astype(np.float64).ravel()
+        cosine = float(np.dot(a, b) / np.sqrt(np.dot(a, a) * np.dot(b, b)))
         # NaN compares false, so a NaN anywhere in tessera's output fails here.
-        status = "ok" if err <= 1e-4 * scale else "FAIL"
+        status = "ok" if err <= relative * scale and (min_cosine is None or cosine >= min_cosine) else "FAIL"
         ok &= status == "ok"
-        print("%s %s %s: max abs error %.3g (output scale %.3g)" % (status, name, out_name, err, scale))
+        print("%s %s %s: max abs error %.3g (output scale %.3g, relative %.3g), cosine %.6f" %
+              (status, name, out_name, err, scale, err / scale, cosine))
     return ok
 
 
-def check(name, tessera, work, threads_list, backends=None, artifact=False, plugins=()):
+def check(name, tessera, work, threads_list, backends=None, artifact=False, plugins=(), precision=None):
     t0 = time.time()
     folder, path, input_names, output_names, expected = export(name, work)
     model = path
     if artifact:
-        model = compile_artifact(tessera, folder, path, input_names, backends, plugins)
+        model = compile_artifact(tessera, folder, path, input_names, backends, plugins, precision)
         if model is None:
             return False
         os.remove(path)  # the artifact must run on its own
@@ -306,7 +322,9 @@ def check(name, tessera, work, threads_list, backends=None, artifact=False, plug
             cmd += ["--backend-plugin", plugin]
         if backends and not artifact:  # an artifact's backends were fixed when it was compiled
             cmd += ["--backends", backends]
-        if backends:
+        if precision and not artifact:
+            cmd += ["--precision", precision]
+        if backends or precision:
             cmd += ["--placement"]
         for n in input_names:
             cmd += ["--input", "%s=%s" % (n, os.path.join(folder, n + ".npy"))]
@@ -324,7 +342,14 @@ def check(name, tessera, work, threads_list, backends=None, artifact=False, plug
             if backend and backend != "native" and "total on %s:" % backend not in result.stdout:
                 print("FAIL %s: no node ran on backend '%s'" % (name, backend))
                 ok = False
-        ok &= compare_outputs("%s (%d threads)" % (name, threads), out_dir, output_names, expected)
+        if precision and precision.startswith("bf16"):
+            # The placement lists ", bf16" after each node that computes in bfloat16.
+            reduced = sum(1 for line in result.stdout.splitlines() if ") -> " in line and ", bf16" in line)
+            print("  %d nodes in bf16" % reduced)
+            if reduced == 0:
+                print("FAIL %s: no node computes in bf16: %s" % (name, result.stderr.strip()))
+                ok = False
+        ok &= compare_outputs("%s (%d threads)" % (name, threads), out_dir, output_names, expected, precision)
     print("  export %.1fs" % (t1 - t0))
     return ok
 
@@ -340,13 +365,15 @@ def main():
                         help="passed to tessera as --backend-plugin (repeatable)")
     parser.add_argument("--artifact", action="store_true",
                         help="compile to a .tsr artifact first (tessera compile) and run that")
+    parser.add_argument("--precision", choices=["fp32", "bf16", "bf16-all"],
+                        help="passed to tessera as --precision; bf16 is compared with looser tolerances")
     parser.add_argument("models", nargs="+")
     args = parser.parse_args()
     names = DEFAULT if args.models == ["all"] else args.models
     torch.set_num_threads(1)
     failed = [n for n in names
               if not check(n, os.path.abspath(args.tessera), args.work, args.threads or [1, 2], args.backends,
-                           args.artifact, [os.path.abspath(p) for p in args.plugins])]
+                           args.artifact, [os.path.abspath(p) for p in args.plugins], args.precision)]
     print("%d passed, %d failed" % (len(names) - len(failed), len(failed)))
     sys.exit(1 if failed else 0)
 

@@ -410,3 +410,68 @@ def test_backends_lists_the_built_in_backends():
     names = [b["name"] for b in tessera.backends()]
     assert "native" in names and "dnnl" in names
     assert all(b["description"] for b in tessera.backends())
+
+
+# ------------------------------------------------------------------------------------- precision --
+
+def two_matmul_model(rows=6):
+    """y = relu(x @ W1) @ W2: the first MatMul may run in bf16, the second is the final layer."""
+    w1 = (np.random.default_rng(3).standard_normal((32, 48)) / 6).astype(np.float32)
+    w2 = (np.random.default_rng(4).standard_normal((48, 8)) / 7).astype(np.float32)
+    model = make_model(
+        [helper.make_node("MatMul", ["x", "W1"], ["h"], name="mm1"), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("MatMul", ["r", "W2"], ["y"], name="mm2")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 8])],
+        [numpy_helper.from_array(w1, "W1"), numpy_helper.from_array(w2, "W2")])
+    return model, w1, w2
+
+
+def bf16(a):
+    """Rounds float32 to bfloat16 (nearest, ties to even), kept as float32: the reference's own rounding."""
+    bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def test_precision_bf16_runs_the_first_matmul_in_bf16_and_reports_it(tmp_path):
+    model, w1, w2 = two_matmul_model()
+    x = rand(6, 32, seed=5)
+    session = tessera.InferenceSession(model.SerializeToString(), backends="dnnl,native", precision="bf16")
+    rows = {row["node"]: row for row in session.placement()}
+    assert rows["mm1"]["precision"] == "bf16"
+    assert rows["mm2"]["precision"] == ""
+    assert "final layer" in rows["mm2"]["precision_note"]
+    (y,) = session.run(None, {"x": x})
+    # Independent reference: the first product on bf16-rounded operands, in float64.
+    h = np.maximum(bf16(x).astype(np.float64) @ bf16(w1).astype(np.float64), 0)
+    expected = h @ w2.astype(np.float64)
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+    exact = np.maximum(x.astype(np.float64) @ w1, 0) @ w2
+    assert np.max(np.abs(y - exact)) > 1e-5, "identical to float32: the operands were not rounded"
+    # bf16-all reduces the final layer too.
+    session_all = tessera.InferenceSession(model.SerializeToString(), backends="dnnl,native", precision="bf16-all")
+    assert [r["precision"] for r in session_all.placement() if r["op_type"] == "MatMul"] == ["bf16", "bf16"]
+    # The artifact keeps it.
+    path = tmp_path / "bf16.tsr"
+    tessera.compile(model.SerializeToString(), path, backends="dnnl,native", precision="bf16")
+    loaded = tessera.InferenceSession(str(path))
+    assert {r["node"]: r["precision"] for r in loaded.placement()}["mm1"] == "bf16"
+    np.testing.assert_array_equal(loaded.run(None, {"x": x})[0], y)
+
+
+def test_precision_bf16_without_a_bf16_backend_warns_and_runs_float32():
+    model, w1, w2 = two_matmul_model()
+    x = rand(6, 32, seed=6)
+    with pytest.warns(RuntimeWarning, match="no node runs in bfloat16"):
+        session = tessera.InferenceSession(model.SerializeToString(), backends="native", precision="bf16")
+    note = {r["node"]: r["precision_note"] for r in session.placement()}["mm1"]
+    assert "computes in float32 only" in note
+    expected = np.maximum(x.astype(np.float64) @ w1, 0) @ w2
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_precision_bad_value_is_an_invalid_argument():
+    model, _, _ = two_matmul_model()
+    with pytest.raises(tessera.InvalidArgument, match="unknown precision 'fp8'"):
+        tessera.InferenceSession(model.SerializeToString(), precision="fp8")

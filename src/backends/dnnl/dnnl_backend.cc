@@ -31,7 +31,7 @@ class DnnlBackend : public Backend {
  public:
   DnnlBackend() : engine_(dnnl::engine::kind::cpu, 0) {}
   std::string name() const override { return "dnnl"; }
-  std::string version() const override { return "1"; }
+  std::string version() const override { return "2"; }  // 2: slots carry a data type (bf16)
   /// Layouts are chosen for one oneDNN version and instruction set.
   std::string compatibility() const override {
     const dnnl_version_t* v = dnnl_version();
@@ -39,12 +39,18 @@ class DnnlBackend : public Backend {
            isa_name(dnnl::get_effective_cpu_isa());
   }
   const Declarations& declarations() const override { return dnnl_backend::dnnl_declarations(); }
+  std::string bf16_refusal() const override {
+    if (dnnl_backend::cpu_has_native_bf16()) return "";
+    return "this CPU runs oneDNN at " + isa_name(dnnl::get_effective_cpu_isa()) +
+           ", without AVX512_BF16 (emulated bf16 would be slower than float32)";
+  }
 
   CompiledRegion compile(const Graph& region, const RegionOptions& options) const override {
     CompiledRegion result;
     omp_set_num_threads(options.num_threads);  // layouts are chosen for the thread count runs use
     try {
-      result.payload = dnnl_backend::serialize_program(dnnl_backend::lower_region(region, engine_));
+      result.payload = dnnl_backend::serialize_program(dnnl_backend::lower_region(
+          region, engine_, bf16_refusal().empty() ? options.bf16_nodes : std::vector<char>{}));
     } catch (const dnnl::error& e) {
       throw_unsupported("oneDNN backend: ", e.what());
     }

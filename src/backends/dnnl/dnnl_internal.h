@@ -71,9 +71,17 @@ inline constexpr int64_t kMaxSlotDim = int64_t{1} << 32;
 inline constexpr int64_t kMaxSlotElements = int64_t{1} << 34;
 inline constexpr int64_t kMaxConstantElements = int64_t{1} << 32;
 
+/// A slot's element type. Region inputs and outputs are always float32;
+/// under --precision bf16 the sources and weights of convolutions and
+/// matmuls (and intermediates only such steps read) are bfloat16.
+enum class SlotType : uint8_t { kFloat32 = 0, kBFloat16 = 1 };
+
+memory::data_type data_type_of(SlotType type);
+
 struct Slot {
   enum class Kind : uint8_t { kInput = 1, kOutput, kIntermediate, kConstant };
   Kind kind = Kind::kIntermediate;
+  SlotType type = SlotType::kFloat32;
   int32_t value = -1;        // region graph value (inputs, outputs, constants' first source)
   std::vector<int64_t> dims;  // the slot's dims (may differ from the value's: grouped weights, bias views)
   int32_t format_tag = 0;    // dnnl_format_tag_t of the layout; 0 plain; kLayoutOfReader below
@@ -103,11 +111,15 @@ struct Program {
 };
 
 // --- layouts ---
-memory::desc plain_desc(const std::vector<int64_t>& dims);
+memory::desc plain_desc(const std::vector<int64_t>& dims, memory::data_type type = memory::data_type::f32);
 memory::desc desc_of(const Slot& slot);
-/// The format tag whose layout equals `desc`, or 0 when none does.
+/// The format tag whose layout equals `desc` (of its own data type), 0 for
+/// plain row-major, or -1 when none does.
 int32_t format_tag_of(const memory::desc& desc);
+/// Plain row-major, of any data type.
 bool is_plain(const memory::desc& desc);
+/// The slot type of a layout's data type; throws an unsupported error for others.
+SlotType slot_type_of(const memory::desc& desc);
 
 // --- payload ---
 std::vector<uint8_t> serialize_program(const Program& program);
@@ -128,9 +140,15 @@ memory::desc role_desc(const Step& step, const dnnl::primitive_desc_base& pd, si
 std::vector<int> role_args(const Step& step);
 
 // --- lowering (compile) ---
-/// Lowers a region graph into a program. Throws a user or unsupported error
-/// naming the node when a node cannot be lowered.
-Program lower_region(const Graph& region, const dnnl::engine& engine);
+/// Lowers a region graph into a program. `bf16_nodes` (per region node,
+/// may be empty) marks the nodes the core allows to compute in bfloat16:
+/// convolutions and matmuls among them read bf16 sources and weights and
+/// accumulate in float32. Throws a user or unsupported error naming the node
+/// when a node cannot be lowered.
+Program lower_region(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes = {});
+/// True when oneDNN runs bf16 convolutions and matmuls natively on this CPU
+/// (AVX512_BF16 or AMX); elsewhere it would emulate them, slower than float32.
+bool cpu_has_native_bf16();
 
 // --- NaN and Inf semantics (dnnl_nan_semantics.cc) ---
 /// Why `step` (or a post-op fused into it) may drop or invent NaN or ±Inf when

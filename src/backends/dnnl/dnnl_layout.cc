@@ -10,24 +10,44 @@
 
 namespace tessera::dnnl_backend {
 
-memory::desc plain_desc(const std::vector<int64_t>& dims) {
+memory::data_type data_type_of(SlotType type) {
+  return type == SlotType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+}
+
+SlotType slot_type_of(const memory::desc& desc) {
+  switch (desc.data_type()) {
+    case memory::data_type::f32: return SlotType::kFloat32;
+    case memory::data_type::bf16: return SlotType::kBFloat16;
+    default: throw_unsupported("oneDNN backend: a layout of data type ", static_cast<int>(desc.data_type()));
+  }
+}
+
+memory::desc plain_desc(const std::vector<int64_t>& dims, memory::data_type type) {
   memory::dims d(dims.begin(), dims.end());
   if (d.empty()) d = {1};  // oneDNN has no rank-0 tensors; a scalar is one element
   memory::dims strides(d.size(), 1);
   for (size_t i = d.size() - 1; i > 0; --i) strides[i - 1] = strides[i] * d[i];
-  return memory::desc(d, memory::data_type::f32, strides);
+  return memory::desc(d, type, strides);
 }
 
 memory::desc desc_of(const Slot& slot) {
   memory::dims d(slot.dims.begin(), slot.dims.end());
   if (d.empty()) d = {1};
-  if (slot.format_tag == 0 || slot.format_tag == kLayoutOfReader) return plain_desc(slot.dims);  // the latter: until a reader chooses
-  return memory::desc(d, memory::data_type::f32, static_cast<memory::format_tag>(slot.format_tag));
+  const memory::data_type type = data_type_of(slot.type);
+  if (slot.format_tag == 0 || slot.format_tag == kLayoutOfReader) return plain_desc(slot.dims, type);  // the latter: until a reader chooses
+  return memory::desc(d, type, static_cast<memory::format_tag>(slot.format_tag));
+}
+
+bool cpu_has_native_bf16() {
+  // ISA values are nested bit sets; ONEDNN_MAX_CPU_ISA lowers the effective one.
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (isa & bf16) == bf16;
 }
 
 bool is_plain(const memory::desc& desc) {
   memory::dims dims = desc.dims();
-  return desc == plain_desc(std::vector<int64_t>(dims.begin(), dims.end()));
+  return desc == plain_desc(std::vector<int64_t>(dims.begin(), dims.end()), desc.data_type());
 }
 
 int32_t format_tag_of(const memory::desc& desc) {
@@ -35,7 +55,7 @@ int32_t format_tag_of(const memory::desc& desc) {
   const memory::dims dims = desc.dims();
   for (int tag = dnnl_format_tag_any + 1; tag < dnnl_format_tag_last; ++tag) {
     dnnl_memory_desc_t candidate;
-    if (dnnl_memory_desc_init_by_tag(&candidate, static_cast<int>(dims.size()), dims.data(), dnnl_f32,
+    if (dnnl_memory_desc_init_by_tag(&candidate, static_cast<int>(dims.size()), dims.data(), desc.data.data_type,
                                      static_cast<dnnl_format_tag_t>(tag)) != dnnl_success) {
       continue;
     }

@@ -2,7 +2,8 @@
 // after it: BatchNormalization folded into the weights and bias when the
 // region is loaded, a per-channel constant Add as the bias, a residual Add as
 // a sum post-op (or a binary post-op when it broadcasts), and activations as
-// eltwise post-ops. ConvTranspose lowers to oneDNN's deconvolution.
+// eltwise post-ops. ConvTranspose lowers to oneDNN's deconvolution. Nodes the
+// core marks for bfloat16 read bf16 source and weights (float32 accumulation).
 #include "backends/dnnl/dnnl_geometry.h"
 #include "backends/dnnl/dnnl_lowering.h"
 #include "backends/dnnl/dnnl_op_tables.h"
@@ -139,14 +140,19 @@ void lower_convolution(Lowering& lowering, const FusedNode& fused) {
     chain = next.outputs[0];
   }
 
+  // bf16 (where the core allows it): bf16 source and weights, float32 accumulation, bias and post-ops;
+  // the output in bf16 only when bf16 convolutions and matmuls alone read it.
+  const bool bf16 = lowering.bf16(fused.region_node);
+  const memory::data_type compute_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const memory::data_type output_type = bf16 ? lowering.compute_output_type(fused.outputs[0]) : memory::data_type::f32;
   step.inputs = {lowering.slot_of(x), weight_slot};
-  std::vector<memory::desc> requests = {any_desc(x_dims), any_desc(weight_dims)};
+  std::vector<memory::desc> requests = {any_desc(x_dims, compute_type), any_desc(weight_dims, compute_type)};
   if (bias_slot >= 0) {
     step.inputs.push_back(bias_slot);
     requests.push_back(any_desc({out_channels}));
   }
-  if (!transposed) step.algorithm = choose_convolution_algorithm(lowering, step, requests, any_desc(y_dims));
-  lowering.add_step(std::move(step), requests, any_desc(y_dims), fused.outputs[0], y_dims);
+  if (!transposed) step.algorithm = choose_convolution_algorithm(lowering, step, requests, any_desc(y_dims, output_type));
+  lowering.add_step(std::move(step), requests, any_desc(y_dims, output_type), fused.outputs[0], y_dims);
 }
 
 }  // namespace tessera::dnnl_backend

@@ -1,5 +1,6 @@
 // Lowering of MatMul and Gemm to oneDNN's matmul, with a constant Add as
-// the bias and activations (GELU included) as eltwise post-ops. Constant
+// the bias and activations (GELU included) as eltwise post-ops; in bfloat16
+// (float32 accumulation) where the core marks the node. Constant
 // weights take the packed layout oneDNN chooses, reordered once at load.
 #include "backends/dnnl/dnnl_lowering.h"
 #include "backends/dnnl/dnnl_op_tables.h"
@@ -116,16 +117,28 @@ void lower_matmul(Lowering& lowering, const FusedNode& fused) {
     chain = next.outputs[0];
   }
 
+  // bf16 (where the core allows it): bf16 operands, float32 accumulation, bias and post-ops.
+  const bool bf16 = lowering.bf16(fused.region_node);
+  const memory::data_type compute_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const memory::data_type output_type = bf16 ? lowering.compute_output_type(fused.outputs[0]) : memory::data_type::f32;
+  // A computed operand keeps its layout (in bf16: converted, plain when it was plain).
+  auto keep_layout = [&](int32_t slot) {
+    if (!bf16) return memory::desc();
+    const memory::desc& current = lowering.desc(slot);
+    if (current.data_type() == memory::data_type::bf16) return current;
+    return is_plain(current) ? plain_desc(lowering.dims(slot), memory::data_type::bf16)
+                             : any_desc(lowering.dims(slot), memory::data_type::bf16);
+  };
   step.inputs = {lowering.slot_of(a), b_slot};
-  std::vector<memory::desc> requests = {memory::desc(), any_desc(weight_dims)};
+  std::vector<memory::desc> requests = {keep_layout(step.inputs[0]), any_desc(weight_dims, compute_type)};
   if (!lowering.is_constant_value(b) && !(gemm && (node.attrs.get_int_or("transB", 0) || node.attrs.get_float_or("alpha", 1.0f) != 1.0f))) {
-    requests[1] = memory::desc();  // a computed operand keeps its layout
+    requests[1] = keep_layout(b_slot);
   }
   if (bias_slot >= 0) {
     step.inputs.push_back(bias_slot);
     requests.push_back(any_desc(bias_dims));
   }
-  lowering.add_step(std::move(step), requests, any_desc(y_dims), fused.outputs[0], y_dims);
+  lowering.add_step(std::move(step), requests, any_desc(y_dims, output_type), fused.outputs[0], y_dims);
 }
 
 }  // namespace tessera::dnnl_backend

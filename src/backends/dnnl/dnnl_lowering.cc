@@ -16,16 +16,58 @@ ValueId FusedNode::region_value(ValueId id) const {
   return body_to_region[static_cast<size_t>(id)];
 }
 
-memory::desc any_desc(const std::vector<int64_t>& dims) {
+memory::desc any_desc(const std::vector<int64_t>& dims, memory::data_type type) {
   memory::dims d(dims.begin(), dims.end());
   if (d.empty()) d = {1};
-  return memory::desc(d, memory::data_type::f32, memory::format_tag::any);
+  return memory::desc(d, type, memory::format_tag::any);
 }
 
 std::vector<int64_t> dims_of(const Graph& graph, ValueId id) { return graph.value(id).type.dims; }
 
-Lowering::Lowering(const Graph& region, const dnnl::engine& engine)
-    : graph_(region), engine_(engine), slot_of_value_(region.values.size(), -1) {}
+Lowering::Lowering(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes)
+    : graph_(region), engine_(engine), slot_of_value_(region.values.size(), -1), bf16_nodes_(bf16_nodes) {}
+
+namespace {
+
+bool is_compute_op(const std::string& op_type) {
+  return op_type == "Conv" || op_type == "MatMul" || op_type == "Gemm";
+}
+
+}  // namespace
+
+memory::data_type Lowering::compute_output_type(ValueId value) const {
+  for (ValueId id : graph_.outputs) {
+    if (id == value) return memory::data_type::f32;
+  }
+  bool read = false;
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    const Node& node = graph_.nodes[i];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (node.inputs[k] != value) continue;
+      read = true;
+      if (!bf16(static_cast<int32_t>(i))) return memory::data_type::f32;
+      if (node.domain.empty()) {
+        if (k != 0 || !is_compute_op(node.op_type)) return memory::data_type::f32;
+        continue;
+      }
+      // A composite: its input k must reach only the source of the body's first (main) node.
+      const Attribute* body = node.attrs.find("body");
+      if (node.domain != "tessera" || !body || !body->graph || body->graph->nodes.empty() ||
+          k >= body->graph->inputs.size()) {
+        return memory::data_type::f32;
+      }
+      const Graph& g = *body->graph;
+      const ValueId inner = g.inputs[k];
+      if (!is_compute_op(g.nodes[0].op_type)) return memory::data_type::f32;
+      for (size_t n = 0; n < g.nodes.size(); ++n) {
+        for (size_t j = 0; j < g.nodes[n].inputs.size(); ++j) {
+          if (g.nodes[n].inputs[j] == inner && (n != 0 || j != 0)) return memory::data_type::f32;
+        }
+      }
+    }
+  }
+  return read ? memory::data_type::bf16 : memory::data_type::f32;
+}
 
 void Lowering::unsupported(const Node& node, const std::string& why) const {
   throw_unsupported(node.describe(), ": oneDNN backend: ", why);
@@ -82,6 +124,7 @@ int32_t Lowering::in_layout(int32_t slot, const memory::desc& desc) {
   s.kind = Slot::Kind::kIntermediate;
   s.dims = program_.slots[static_cast<size_t>(slot)].dims;
   s.format_tag = tag;
+  s.type = slot_type_of(desc);
   const int32_t out = add_slot(std::move(s), desc);
   Step step;
   step.kind = StepKind::kReorder;
@@ -105,31 +148,40 @@ std::optional<dnnl::primitive_desc_base> Lowering::try_desc(const Step& step, co
 
 int32_t Lowering::add_step(Step step, const std::vector<memory::desc>& requests, const memory::desc& output_request,
                            ValueId value, const std::vector<int64_t>& output_dims) {
+  const Step original = step;  // for the float32 retry below
   const size_t n = step.inputs.size();
   // A collapsed matmul reads its (plain) source and writes its output as 2-D views.
   const bool collapse = step.kind == StepKind::kMatMul && !step.ints.empty() && step.ints[0] == 1;
-  auto as_2d = [](const std::vector<int64_t>& dims) {
+  // Data types: a request's where it makes one, else the slot's (float32 unless a bf16 step wrote it).
+  auto request_type = [&](size_t i) {
+    if (requests[i] != memory::desc()) return requests[i].data_type();
+    return descs_[static_cast<size_t>(step.inputs[i])].data_type();
+  };
+  const memory::data_type output_type =
+      output_request == memory::desc() ? memory::data_type::f32 : output_request.data_type();
+  auto as_2d = [](const std::vector<int64_t>& dims, memory::data_type type) {
     int64_t rows = 1;
     for (size_t i = 0; i + 1 < dims.size(); ++i) rows *= dims[i];
-    return plain_desc({rows, dims.back()});
+    return plain_desc({rows, dims.back()}, type);
   };
-  if (collapse) step.inputs[0] = plain(step.inputs[0]);
+  const memory::data_type source_type = n > 0 ? request_type(0) : memory::data_type::f32;
+  if (collapse) step.inputs[0] = in_layout(step.inputs[0], plain_desc(dims(step.inputs[0]), source_type));
   auto roles_for = [&](bool plain_everywhere) {
     std::vector<memory::desc> roles;
     for (size_t i = 0; i < n; ++i) {
       const int32_t slot = step.inputs[i];
       if (plain_everywhere && !layout_pending_[static_cast<size_t>(slot)]) {
-        roles.push_back(plain_desc(program_.slots[static_cast<size_t>(slot)].dims));
+        roles.push_back(plain_desc(program_.slots[static_cast<size_t>(slot)].dims, request_type(i)));
       } else if (requests[i] == memory::desc()) {
         roles.push_back(descs_[static_cast<size_t>(slot)]);
       } else {
         roles.push_back(requests[i]);
       }
     }
-    roles.push_back(plain_everywhere ? plain_desc(output_dims) : output_request);
+    roles.push_back(plain_everywhere ? plain_desc(output_dims, output_type) : output_request);
     if (collapse) {
-      roles[0] = as_2d(program_.slots[static_cast<size_t>(step.inputs[0])].dims);
-      roles.back() = as_2d(output_dims);
+      roles[0] = as_2d(program_.slots[static_cast<size_t>(step.inputs[0])].dims, source_type);
+      roles.back() = as_2d(output_dims, output_type);
     }
     return roles;
   };
@@ -156,6 +208,20 @@ int32_t Lowering::add_step(Step step, const std::vector<memory::desc>& requests,
     pd = try_desc(step, roles);
   }
   if (!pd || !representable(*pd)) {
+    // A bf16 request oneDNN has no implementation for: the same step in float32.
+    auto as_f32 = [](const memory::desc& desc) {
+      if (desc == memory::desc() || desc.data_type() != memory::data_type::bf16) return desc;
+      const memory::dims d = desc.dims();
+      const std::vector<int64_t> dims(d.begin(), d.end());
+      return desc.data.format_kind == dnnl_format_kind_any ? any_desc(dims) : plain_desc(dims);
+    };
+    bool reduced = as_f32(output_request) != output_request;
+    std::vector<memory::desc> f32_requests;
+    for (const memory::desc& r : requests) {
+      f32_requests.push_back(as_f32(r));
+      reduced |= f32_requests.back() != r;
+    }
+    if (reduced) return add_step(original, f32_requests, as_f32(output_request), value, output_dims);
     throw_unsupported("oneDNN backend: no primitive for step kind ", static_cast<int>(step.kind), " with these layouts");
   }
   step.any_roles = any_roles_of(roles);
@@ -168,17 +234,19 @@ int32_t Lowering::add_step(Step step, const std::vector<memory::desc>& requests,
       const int32_t tag = (step.any_roles & (1u << i)) ? kLayoutOfReader : format_tag_of(chosen);
       if (tag == -1) throw_unsupported("oneDNN backend: a constant's layout has no format tag");
       program_.slots[slot].format_tag = tag;
+      program_.slots[slot].type = slot_type_of(chosen);
       descs_[slot] = chosen;
       layout_pending_[slot] = 0;
     } else {
       step.inputs[i] = in_layout(step.inputs[i], chosen);
     }
   }
-  const memory::desc out_desc = collapse ? plain_desc(output_dims) : role_desc(step, *pd, n);
+  const memory::desc out_desc = collapse ? plain_desc(output_dims, output_type) : role_desc(step, *pd, n);
   Slot s;
   s.kind = Slot::Kind::kIntermediate;
   s.dims = output_dims;
   s.format_tag = format_tag_of(out_desc);
+  s.type = slot_type_of(out_desc);
   step.output = add_slot(std::move(s), out_desc);
   // A sum post-op's operand must have the output's layout.
   for (PostOp& p : step.post_ops) {
@@ -227,7 +295,8 @@ Program Lowering::finish() {
     const int32_t slot = slot_of_value_[static_cast<size_t>(value)];
     if (slot < 0) throw_internal_error("oneDNN lowering: region output '", graph_.value(value).name, "' was never computed");
     Slot& s = program_.slots[static_cast<size_t>(slot)];
-    if (s.kind == Slot::Kind::kIntermediate && s.format_tag == 0 && !claimed[static_cast<size_t>(slot)] &&
+    if (s.kind == Slot::Kind::kIntermediate && s.format_tag == 0 && s.type == SlotType::kFloat32 &&
+        !claimed[static_cast<size_t>(slot)] &&
         s.dims == graph_.value(value).type.dims) {
       s.kind = Slot::Kind::kOutput;
       s.value = value;
@@ -296,8 +365,8 @@ std::optional<PostOp> chain_activation(const Lowering& lowering, const FusedNode
   return activation_post_op(lowering.graph(), in_region);
 }
 
-Program lower_region(const Graph& region, const dnnl::engine& engine) {
-  Lowering lowering(region, engine);
+Program lower_region(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes) {
+  Lowering lowering(region, engine, bf16_nodes);
   for (size_t i = 0; i < region.nodes.size(); ++i) {
     const Node& node = region.nodes[i];
     FusedNode fused;

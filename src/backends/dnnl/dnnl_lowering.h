@@ -29,7 +29,7 @@ struct FusedNode {
 
 class Lowering {
  public:
-  Lowering(const Graph& region, const dnnl::engine& engine);
+  Lowering(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes = {});
   Program finish();
 
   const Graph& graph() const { return graph_; }
@@ -38,6 +38,15 @@ class Lowering {
   const std::vector<memory::desc>& slot_descs() const { return descs_; }
   std::vector<int64_t> dims(int32_t slot) const { return program_.slots[static_cast<size_t>(slot)].dims; }
   bool is_constant_value(ValueId value) const;
+  /// True when the core allows region node `node` to compute in bfloat16.
+  bool bf16(int32_t node) const {
+    return node >= 0 && static_cast<size_t>(node) < bf16_nodes_.size() && bf16_nodes_[static_cast<size_t>(node)];
+  }
+  /// The data type a bf16 compute step writes `value` in: bf16 when every
+  /// reader of it in the region is a bf16 convolution or matmul reading it as
+  /// its source (so no conversion is needed in between) and it is not a region
+  /// output; float32 otherwise.
+  memory::data_type compute_output_type(ValueId value) const;
 
   /// The slot holding `value` now, in whatever layout (region inputs become plain input slots).
   int32_t slot_of(ValueId value);
@@ -78,9 +87,10 @@ class Lowering {
   std::vector<memory::desc> descs_;
   std::vector<char> layout_pending_;     // constant slots whose layout no step has chosen yet
   std::vector<int32_t> slot_of_value_;   // per region value
+  std::vector<char> bf16_nodes_;         // per region node
 };
 
-memory::desc any_desc(const std::vector<int64_t>& dims);
+memory::desc any_desc(const std::vector<int64_t>& dims, memory::data_type type = memory::data_type::f32);
 std::vector<int64_t> dims_of(const Graph& graph, ValueId id);
 
 /// The eltwise post-op (or step) an activation node stands for, if oneDNN has it.

@@ -1,5 +1,5 @@
-// The oneDNN payload: the lowered program (slots with their layouts as
-// format tags, steps with their parameters and post-ops), in a small
+// The oneDNN payload: the lowered program (slots with their data types and
+// layouts as format tags, steps with their parameters and post-ops), in a small
 // little-endian encoding. Parsing checks every count and length against the
 // bytes that are there; what the values mean is checked when the program
 // is loaded against its region graph.
@@ -11,7 +11,7 @@
 namespace tessera::dnnl_backend {
 namespace {
 
-constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '1'};
+constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '2'};
 
 class Writer {
  public:
@@ -71,6 +71,7 @@ std::vector<uint8_t> serialize_program(const Program& program) {
     w.put<int32_t>(s.value);
     w.put_vector<int64_t>(s.dims);
     w.put<int32_t>(s.format_tag);
+    w.put<uint8_t>(static_cast<uint8_t>(s.type));
     w.put<uint8_t>(static_cast<uint8_t>(s.transform));
     w.put_vector<int32_t>(s.sources);
     w.put_vector<float>(s.floats);
@@ -103,7 +104,7 @@ Program parse_program(std::span<const uint8_t> payload) {
     if (r.get<char>() != c) throw_user_error("oneDNN payload: bad magic (not a oneDNN region payload)");
   }
   Program program;
-  program.slots.resize(r.count(14));
+  program.slots.resize(r.count(15));
   for (Slot& s : program.slots) {
     const uint8_t kind = r.get<uint8_t>();
     if (kind < 1 || kind > 4) throw_user_error("oneDNN payload: slot kind ", int{kind}, " is unknown");
@@ -111,6 +112,9 @@ Program parse_program(std::span<const uint8_t> payload) {
     s.value = r.get<int32_t>();
     s.dims = r.get_vector<int64_t>();
     s.format_tag = r.get<int32_t>();
+    const uint8_t type = r.get<uint8_t>();
+    if (type > static_cast<uint8_t>(SlotType::kBFloat16)) throw_user_error("oneDNN payload: slot data type ", int{type}, " is unknown");
+    s.type = static_cast<SlotType>(type);
     const uint8_t transform = r.get<uint8_t>();
     if (transform > static_cast<uint8_t>(ConstantTransform::kDeconvolutionWeights)) {
       throw_user_error("oneDNN payload: constant transform ", int{transform}, " is unknown");

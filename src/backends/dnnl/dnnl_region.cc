@@ -105,6 +105,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       const bool boundary = slot.kind == Slot::Kind::kInput ? is_input[static_cast<size_t>(slot.value)] != 0
                                                             : is_output[static_cast<size_t>(slot.value)] != 0;
       if (!boundary || !v.type.is_static() || v.type.dtype != DType::kFloat32 || slot.format_tag != 0 ||
+          slot.type != SlotType::kFloat32 ||
           shape_numel(v.type.dims) != count) {
         throw_user_error("oneDNN payload: slot for '", v.name, "' does not match the region's boundary value");
       }
@@ -158,7 +159,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     // Ask for `any` where lowering did, so oneDNN picks the implementation it picked then.
     std::vector<memory::desc> requests = roles;
     for (size_t i = 0; i < requests.size(); ++i) {
-      if (step.any_roles & (1u << i)) requests[i] = memory::desc(roles[i].dims(), memory::data_type::f32, memory::format_tag::any);
+      if (step.any_roles & (1u << i)) requests[i] = memory::desc(roles[i].dims(), roles[i].data_type(), memory::format_tag::any);
     }
     CompiledStep compiled;
     try {
@@ -266,6 +267,16 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
 }
 
 DnnlRegion::~DnnlRegion() = default;
+
+std::string DnnlRegion::node_precision(size_t node) const {
+  for (const Step& step : program_.steps) {
+    if (step.node != static_cast<int32_t>(node) || step.inputs.empty()) continue;
+    const bool compute = step.kind == StepKind::kConvolution || step.kind == StepKind::kDeconvolution ||
+                         step.kind == StepKind::kMatMul || step.kind == StepKind::kInnerProduct;
+    if (compute && program_.slots[static_cast<size_t>(step.inputs[0])].type == SlotType::kBFloat16) return "bf16";
+  }
+  return "";
+}
 
 std::unique_ptr<DnnlRegion::RunContext> DnnlRegion::make_context() const {
   auto context = std::make_unique<RunContext>(engine_);

@@ -19,6 +19,8 @@ class DnnlRegion : public ExecutableRegion {
   void run(ValueStore& store) const override;
   /// True when a step of the program is in finite_only_reason's table.
   bool exact_only_for_finite_inputs() const override { return finite_only_; }
+  /// "bf16" for a convolution or matmul node whose step reads bfloat16 sources.
+  std::string node_precision(size_t node) const override;
 
  private:
   struct CompiledStep {
