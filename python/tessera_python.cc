@@ -541,6 +541,25 @@ class Model {
                           profile.copy_bytes);
   }
 
+  /// The accuracy check (tsr_model_check): (table text, JSON text, regions over tolerance).
+  py::tuple check_accuracy(const py::sequence& inputs, double tolerance, double min_cosine, const std::string& name) const {
+    ModelPtr model = get();
+    RunInputs held;
+    hold_inputs(model, inputs, held);
+    const std::vector<DLTensor>& in = held.tensors();
+    char* table = nullptr;
+    char* json = nullptr;
+    size_t flagged = 0;
+    check_without_gil([&] {
+      return tsr_model_check(model.get(), in.data(), in.size(), tolerance, min_cosine, name.c_str(), &table, &json,
+                             &flagged);
+    });
+    const std::string table_text = table, json_text = json;
+    tsr_string_free(table);
+    tsr_string_free(json);
+    return py::make_tuple(table_text, json_text, flagged);
+  }
+
   std::string report(const std::string& format, const std::string& name) const {
     ModelPtr model = get();
     char* text = nullptr;
@@ -551,20 +570,25 @@ class Model {
   }
 
  private:
-  std::vector<SharedOutput> run_raw(const ModelPtr& model, const py::sequence& inputs, tsr_run_profile* profile) const {
+  /// One DLTensor per model input (in model order), checked against the model's count and dtypes.
+  static void hold_inputs(const ModelPtr& model, const py::sequence& inputs, RunInputs& held) {
     const size_t num_inputs = tsr_model_input_count(model.get());
-    const size_t num_outputs = tsr_model_output_count(model.get());
     if (inputs.size() != num_inputs) {
       invalid("the model has " + std::to_string(num_inputs) + " inputs but " + std::to_string(inputs.size()) +
               " were given");
     }
-    RunInputs held;
     for (size_t i = 0; i < num_inputs; ++i) {
       tsr_value_info info{};
       info.struct_size = sizeof(info);
       check(tsr_model_input_info(model.get(), i, &info));
       held.add(inputs[i], info.name, info.dtype);
     }
+  }
+
+  std::vector<SharedOutput> run_raw(const ModelPtr& model, const py::sequence& inputs, tsr_run_profile* profile) const {
+    const size_t num_outputs = tsr_model_output_count(model.get());
+    RunInputs held;
+    hold_inputs(model, inputs, held);
     std::vector<DLManagedTensor*> raw(num_outputs, nullptr);
     const std::vector<DLTensor>& in = held.tensors();
     check_without_gil([&] {  // on failure every output is NULL
@@ -709,6 +733,8 @@ PYBIND11_MODULE(_tessera, m) {
       .def("run", &Model::run, py::arg("inputs"), py::arg("as_dlpack") = false)
       .def("profile", &Model::profile, py::arg("inputs"), py::arg("runs"), py::arg("as_dlpack") = false)
       .def("report", &Model::report)
+      .def("check", &Model::check_accuracy, py::arg("inputs"), py::arg("tolerance"), py::arg("min_cosine"),
+           py::arg("name"))
       .def("close", &Model::close)
       .def_property_readonly("closed", &Model::closed);
 

@@ -47,6 +47,12 @@ const char* kUsage =
     "  tessera info MODEL [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
     "  tessera bench MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [--threads N]\n"
     "              [--warmup W] [--iterations K] [--json] [--profile] [--random-inputs] [PLACEMENT OPTIONS]\n"
+    "  tessera check MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
+    "              [--threads N] [--tolerance R] [--min-cosine C] [--json FILE] [--random-inputs] [--seed S]\n"
+    "              runs the model and each region's nodes again on native (float32) on that region's\n"
+    "              inputs; prints per region and output the max abs / relative error and cosine, and\n"
+    "              exits 2 when a region is over its tolerance (default 1e-4 relative; with bf16\n"
+    "              nodes 3e-2 and cosine >= 0.999)\n"
     "  tessera backends\n"
     "Every command also takes --backend-plugin PATH.so (repeatable): a backend plug-in to load first\n"
     "(include/tessera/backend_plugin.h); TESSERA_BACKEND_PLUGINS=PATH:PATH... does the same.\n"
@@ -93,8 +99,24 @@ struct Args {
   std::optional<std::string> precision;
   std::string output;       // compile -o
   std::string report_file;  // compile --report
-  std::string json_file, dot_file, html_file;  // partition
+  std::string json_file, dot_file, html_file;  // partition, check (json_file)
+  double tolerance = -1;   // check
+  double min_cosine = -1;  // check
 };
+
+/// A finite decimal number (check's --tolerance and --min-cosine).
+double parse_number(const std::string& text, const std::string& what, double lo, double hi) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(v)) throw CliError(what + ": '" + text + "' is not a number");
+  if (v < lo || v > hi) throw CliError(what + ": " + text + " is out of range (" + std::to_string(lo) + " to " + std::to_string(hi) + ")");
+  return v;
+}
 
 /// A decimal integer in [lo, hi]: no spaces, signs only '-', nothing after the digits.
 int64_t parse_int(const std::string& text, const std::string& what, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) {
@@ -175,7 +197,11 @@ Args parse_args(int argc, char** argv) {
       args.iterations = static_cast<int>(parse_int(value(), a, 1, 1000000));
     } else if (a == "--seed") {
       args.seed = static_cast<uint64_t>(parse_int(value(), a, 0, INT64_MAX));
-    } else if (a == "--json" && args.command == "partition") {
+    } else if (a == "--tolerance" && args.command == "check") {
+      args.tolerance = parse_number(value(), a, 0, 1e30);
+    } else if (a == "--min-cosine" && args.command == "check") {
+      args.min_cosine = parse_number(value(), a, -1, 1);
+    } else if (a == "--json" && (args.command == "partition" || args.command == "check")) {
       args.json_file = value();
     } else if (a == "--json") {
       args.json = true;
@@ -631,6 +657,31 @@ int command_backends() {
   return 0;
 }
 
+/// Accuracy region by region (tsr_model_check): the table on stdout, JSON to
+/// --json FILE; exit 2 when a region is over its tolerance.
+int command_check(const Args& args) {
+  ModelHandle handle;
+  std::map<std::string, NpyArray> files = read_input_files(args);
+  load_model(args, files, handle);
+  std::vector<NpyArray> arrays = make_inputs(args, files, handle.model, std::cout);
+  std::vector<DLTensor> inputs = as_dl(arrays);
+  const std::string name = file_name(args.model);
+  size_t flagged = 0;
+  char* table = nullptr;
+  char* json = nullptr;
+  check(tsr_model_check(handle.model, inputs.data(), inputs.size(), args.tolerance, args.min_cosine, name.c_str(), &table,
+                        args.json_file.empty() ? nullptr : &json, &flagged));
+  const std::string table_text = table, json_text = json ? json : "";
+  tsr_string_free(table);
+  tsr_string_free(json);
+  std::cout << table_text;
+  if (!args.json_file.empty()) {
+    write_text_file(args.json_file, json_text);
+    std::cout << "json: " << args.json_file << "\n";
+  }
+  return flagged ? 2 : 0;
+}
+
 int command_run(const Args& args) {
   ModelHandle handle;
   std::map<std::string, NpyArray> files = read_input_files(args);
@@ -804,6 +855,7 @@ int main(int argc, char** argv) {
     if (args.command == "bench") return command_bench(args);
     if (args.command == "compile") return command_compile(args);
     if (args.command == "partition") return command_partition(args);
+    if (args.command == "check") return command_check(args);
     if (args.command == "backends") return command_backends();
     throw CliError("unknown command '" + args.command + "'\n" + kUsage);
   } catch (const std::exception& e) {

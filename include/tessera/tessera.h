@@ -280,6 +280,21 @@ TSR_API tsr_status* tsr_model_report(const tsr_model* model, const char* format,
                                      const tsr_run_profile* profile, char** out_text);
 TSR_API void tsr_string_free(char* text);
 
+/* Accuracy check, region by region: runs the model once on `inputs` and,
+ * after each region, the same region's nodes on the native backend in float32
+ * on the inputs the region just read, and compares every region output (max
+ * abs and relative error, cosine similarity, NaN/Inf placement; exact for
+ * integers). A region is flagged when an output's relative error (max abs
+ * error over max |reference|) exceeds `tolerance` or its cosine is below
+ * `min_cosine`; a negative value picks the default by precision (1e-4 and no
+ * cosine for float32 regions, 3e-2 and 0.999 for regions with bf16 nodes).
+ * Writes the report as a text table to *out_table and as JSON to *out_json
+ * (either may be NULL; free each with tsr_string_free), and the number of
+ * flagged regions to *out_flagged (may be NULL). model_name labels the report. */
+TSR_API tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size_t num_inputs, double tolerance,
+                                    double min_cosine, const char* model_name, char** out_table, char** out_json,
+                                    size_t* out_flagged);
+
 #ifdef __cplusplus
 }
 #endif

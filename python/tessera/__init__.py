@@ -22,6 +22,7 @@ up front).
 """
 
 import collections
+import json
 import os
 import threading
 import warnings
@@ -409,6 +410,21 @@ class InferenceSession:
         inputs = self._ordered_inputs(input_feed)
         model = self._variant(inputs)
         return self._select(model.run(inputs, as_dlpack), output_names)
+
+    def check(self, input_feed, tolerance=None, min_cosine=None, as_text=False):
+        """Accuracy region by region: runs the model on ``input_feed`` and, after each region, the same
+        region's nodes on the native backend (float32) on the inputs that region read, and compares every
+        region output. Returns a dict (as ``tessera check --json`` writes): ``regions`` with per output
+        ``max_abs_error``, ``relative_error`` (over max |reference|), ``cosine``, ``mismatches`` and
+        ``within_tolerance``, and ``regions_over_tolerance``. ``tolerance`` (relative error) and
+        ``min_cosine`` default by precision (1e-4 for float32 regions; 3e-2 and 0.999 with bf16 nodes).
+        ``as_text=True`` returns the table instead."""
+        self._check_open()
+        inputs = self._ordered_inputs(input_feed)
+        model = self._variant(inputs)
+        table, text, _ = model.check(inputs, -1.0 if tolerance is None else float(tolerance),
+                                     -1.0 if min_cosine is None else float(min_cosine), self._label)
+        return table if as_text else json.loads(text)
 
     def profile(self, input_feed, runs=10):
         """Runs ``runs`` times and returns what it measured (mean per run): total_ms, nodes (dicts of node,

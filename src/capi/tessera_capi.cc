@@ -2,6 +2,7 @@
 // into a tsr_status. Nothing here throws.
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "artifact/artifact.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/error.h"
+#include "report/check_report.h"
 #include "report/placement_report.h"
 #include "runtime/backend_registry.h"
 #include "runtime/session.h"
@@ -833,6 +835,37 @@ tsr_status* tsr_model_run_with_profile(const tsr_model* model, const DLTensor* i
                                        DLManagedTensor** out_outputs, size_t num_outputs, tsr_run_profile* profile) {
   if (!profile) return null_argument("profile");
   return run_alloc(model, inputs, num_inputs, out_outputs, num_outputs, profile);
+}
+
+tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size_t num_inputs, double tolerance,
+                            double min_cosine, const char* model_name, char** out_table, char** out_json,
+                            size_t* out_flagged) {
+  if (!model) return null_argument("model");
+  if (out_table) *out_table = nullptr;
+  if (out_json) *out_json = nullptr;
+  if (out_flagged) *out_flagged = 0;
+  return guarded([&] {
+    if (std::isnan(tolerance) || std::isnan(min_cosine) || min_cosine > 1) {
+      tessera::throw_user_error("check: tolerance must be a number and min_cosine at most 1");
+    }
+    std::vector<tessera::TensorView> in = input_views(model, inputs, num_inputs);
+    tessera::CheckOptions options;
+    options.tolerance = tolerance;
+    options.min_cosine = min_cosine;
+    const tessera::CheckReport report = model->compiled->check(in, options, model_name ? model_name : "");
+    auto c_string = [](const std::string& text) {
+      char* out = static_cast<char*>(std::malloc(text.size() + 1));
+      if (!out) throw std::bad_alloc();
+      std::memcpy(out, text.c_str(), text.size() + 1);
+      return out;
+    };
+    // Both made before either is handed out: on a failure the caller owns nothing.
+    std::unique_ptr<char, void (*)(void*)> table(out_table ? c_string(tessera::render_check_table(report)) : nullptr, std::free);
+    std::unique_ptr<char, void (*)(void*)> json(out_json ? c_string(tessera::render_check_json(report)) : nullptr, std::free);
+    if (out_table) *out_table = table.release();
+    if (out_json) *out_json = json.release();
+    if (out_flagged) *out_flagged = report.regions_over_tolerance;
+  });
 }
 
 tsr_status* tsr_model_report(const tsr_model* model, const char* format, const char* model_name,

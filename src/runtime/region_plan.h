@@ -84,7 +84,28 @@ class ResidentValues {
 /// RunStore directly; device regions get their inputs copied in (unless
 /// resident) and their outputs copied out where the plan says so. A guarded
 /// region whose inputs or constants are not all finite runs on native.
+/// A region graph's values kept apart from the run's: constants as views,
+/// inputs bound by the caller (bind), everything computed in tensors of its
+/// own. For regions run off the plan: the non-finite guard's native fallback
+/// and the accuracy check's reference.
+class DetachedRegionStore : public ValueStore {
+ public:
+  explicit DetachedRegionStore(const Graph& graph);
+  void bind(ValueId local, const TensorView& view) { views_[static_cast<size_t>(local)] = view; }
+  const TensorView& get(ValueId id) override { return views_[static_cast<size_t>(id)]; }
+  TensorView& output(ValueId id) override;
+  void allocate(ValueId id) override;
+
+ protected:
+  const Graph& graph_;
+  std::vector<TensorView> views_;
+  std::vector<Tensor> owned_;
+};
+
+/// `standalone` (accuracy checks): a device region copies every input in from
+/// the host and every output back out, keeping nothing resident, so that all
+/// boundary values of the run are on the host after each region.
 void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& resident, RunProfile* profile,
-                size_t region_index);
+                size_t region_index, bool standalone = false);
 
 }  // namespace tessera

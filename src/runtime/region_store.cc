@@ -60,6 +60,31 @@ const TensorView* ResidentValues::find(ValueId id, const MemorySpace* space) con
   return nullptr;
 }
 
+DetachedRegionStore::DetachedRegionStore(const Graph& graph)
+    : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()) {
+  for (size_t i = 0; i < graph.values.size(); ++i) {
+    const Value& v = graph.values[i];
+    if (v.constant) {
+      views_[i] = v.constant->view();
+    } else {
+      views_[i].dtype = v.type.dtype;
+      if (v.type.is_static()) views_[i].shape = v.type.dims;
+    }
+  }
+}
+
+TensorView& DetachedRegionStore::output(ValueId id) {
+  TensorView& v = views_[static_cast<size_t>(id)];
+  if (!v.data && graph_.value(id).type.is_static()) allocate(id);
+  return v;
+}
+
+void DetachedRegionStore::allocate(ValueId id) {
+  TensorView& v = views_[static_cast<size_t>(id)];
+  owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
+  v.data = owned_[static_cast<size_t>(id)].data();
+}
+
 namespace {
 
 /// Reports a region node's time on the global node the placement lists it under.
@@ -91,9 +116,10 @@ class HostRegionStore : public ValueStore {
 /// resident), everything it computes allocated in its space.
 class DeviceRegionStore : public ValueStore {
  public:
-  DeviceRegionStore(const RegionPlan& plan, RunStore& store, ResidentValues& resident, RunProfile* profile)
+  DeviceRegionStore(const RegionPlan& plan, RunStore& store, ResidentValues& resident, RunProfile* profile,
+                    bool standalone)
       : plan_(plan), space_(*plan.space), store_(store), resident_(resident), profile_(profile),
-        views_(plan.region.graph.values.size()), owned_(plan.region.graph.values.size(), 0) {
+        standalone_(standalone), views_(plan.region.graph.values.size()), owned_(plan.region.graph.values.size(), 0) {
     const Graph& g = plan.region.graph;
     for (size_t i = 0; i < g.values.size(); ++i) {
       const Value& v = g.values[i];
@@ -107,7 +133,7 @@ class DeviceRegionStore : public ValueStore {
     for (size_t k = 0; k < g.inputs.size(); ++k) {
       const ValueId local = g.inputs[k];
       const ValueId global = plan.region.global_value[static_cast<size_t>(local)];
-      if (plan.input_resident[k]) {
+      if (plan.input_resident[k] && !standalone) {
         const TensorView* on_device = resident.find(global, plan.space);
         if (!on_device) throw_internal_error("region input '", g.value(local).name, "' is not resident in ", space_.name());
         views_[static_cast<size_t>(local)] = *on_device;
@@ -120,7 +146,7 @@ class DeviceRegionStore : public ValueStore {
       allocate(local);
       space_.copy_from_host(device.data, host.data, host.nbytes());
       count_copy(host.nbytes());
-      if (plan.input_keep[k]) {
+      if (plan.input_keep[k] && !standalone) {
         resident.put(global, plan.space, device);
         owned_[static_cast<size_t>(local)] = 0;
       }
@@ -160,7 +186,7 @@ class DeviceRegionStore : public ValueStore {
       if (!device.data && device.numel() != 0) {
         throw_internal_error("backend '", plan_.backend->name(), "' did not write region output '", g.values[local].name, "'");
       }
-      if (plan_.output_to_host[k]) {
+      if (plan_.output_to_host[k] || standalone_) {
         TensorView& host = store_.output(global);
         if (!host.data) {
           host.dtype = device.dtype;
@@ -171,7 +197,7 @@ class DeviceRegionStore : public ValueStore {
         space_.copy_to_host(host.data, device.data, device.nbytes());
         count_copy(device.nbytes());
       }
-      if (plan_.output_resident[k] && owned_[local]) {
+      if (plan_.output_resident[k] && !standalone_ && owned_[local]) {
         resident_.put(global, plan_.space, device);
         owned_[local] = 0;
       }
@@ -193,6 +219,7 @@ class DeviceRegionStore : public ValueStore {
   RunStore& store_;
   ResidentValues& resident_;
   RunProfile* profile_;
+  bool standalone_;
   std::vector<TensorView> views_;
   std::vector<char> owned_;
 };
@@ -201,32 +228,11 @@ class DeviceRegionStore : public ValueStore {
 /// the run's values, everything it computes lives in tensors of its own (the
 /// memory plan's offsets follow the original region's steps, not native's
 /// node by node order), and its outputs are copied into the run's values.
-class FallbackRegionStore : public ValueStore {
+class FallbackRegionStore : public DetachedRegionStore {
  public:
   FallbackRegionStore(const RegionPlan& plan, RunStore& store, RunProfile* profile)
-      : plan_(plan), graph_(plan.fallback_region.graph), store_(store), profile_(profile),
-        views_(graph_.values.size()), owned_(graph_.values.size()) {
-    for (size_t i = 0; i < graph_.values.size(); ++i) {
-      const Value& v = graph_.values[i];
-      if (v.constant) {
-        views_[i] = v.constant->view();
-      } else {
-        views_[i].dtype = v.type.dtype;
-        if (v.type.is_static()) views_[i].shape = v.type.dims;
-      }
-    }
-    for (ValueId local : graph_.inputs) views_[static_cast<size_t>(local)] = store.get(global(local));
-  }
-  const TensorView& get(ValueId id) override { return views_[static_cast<size_t>(id)]; }
-  TensorView& output(ValueId id) override {
-    TensorView& v = views_[static_cast<size_t>(id)];
-    if (!v.data && graph_.value(id).type.is_static()) allocate(id);
-    return v;
-  }
-  void allocate(ValueId id) override {
-    TensorView& v = views_[static_cast<size_t>(id)];
-    owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
-    v.data = owned_[static_cast<size_t>(id)].data();
+      : DetachedRegionStore(plan.fallback_region.graph), plan_(plan), store_(store), profile_(profile) {
+    for (ValueId local : graph_.inputs) bind(local, store.get(global(local)));
   }
   bool profiling() const override { return profile_ != nullptr; }
   void node_finished(size_t node_index, double milliseconds) override {
@@ -255,11 +261,8 @@ class FallbackRegionStore : public ValueStore {
  private:
   ValueId global(ValueId local) const { return plan_.fallback_region.global_value[static_cast<size_t>(local)]; }
   const RegionPlan& plan_;
-  const Graph& graph_;
   RunStore& store_;
   RunProfile* profile_;
-  std::vector<TensorView> views_;
-  std::vector<Tensor> owned_;
 };
 
 /// True when every floating-point input of the region is finite.
@@ -284,7 +287,7 @@ void run_on_native(const RegionPlan& plan, RunStore& store, RunProfile* profile)
 }  // namespace
 
 void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& resident, RunProfile* profile,
-                size_t region_index) {
+                size_t region_index, bool standalone) {
   const auto start = std::chrono::steady_clock::now();
   if (plan.guarded && (plan.constants_not_finite || !inputs_finite(plan, store))) {
     run_on_native(plan, store, profile);
@@ -293,7 +296,7 @@ void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& residen
     HostRegionStore region_store(plan, store, profile);
     plan.executable->run(region_store);
   } else {
-    DeviceRegionStore region_store(plan, store, resident, profile);
+    DeviceRegionStore region_store(plan, store, resident, profile, standalone);
     plan.executable->run(region_store);
     region_store.finish();
   }

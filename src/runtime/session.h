@@ -15,6 +15,7 @@
 #include "ir/graph.h"
 #include "partition/partitioner.h"
 #include "passes/precision.h"
+#include "report/check_report.h"
 #include "runtime/memory_plan.h"
 
 namespace tessera {
@@ -81,6 +82,15 @@ struct RunProfile {
   int64_t copy_bytes = 0;
 };
 
+/// What an accuracy check (CompiledModel::check) allows per region output.
+struct CheckOptions {
+  /// max |actual - reference| / max |reference|; negative: by precision
+  /// (1e-4 for float32 regions, 3e-2 for regions with bf16 nodes).
+  double tolerance = -1;
+  /// Cosine similarity required; negative: by precision (none for float32, 0.999 with bf16 nodes).
+  double min_cosine = -1;
+};
+
 class CompiledModel {
  public:
   /// Runs the compile pipeline on `graph` (straight from a frontend).
@@ -128,6 +138,11 @@ class CompiledModel {
   /// When `profile` is given, its vectors are resized and times are added.
   std::vector<Tensor> run(const std::vector<TensorView>& inputs, const std::vector<TensorView*>& caller_outputs = {},
                           RunProfile* profile = nullptr) const;
+  /// Runs the model once on `inputs` and, after each region, the same region's
+  /// nodes on the native backend (float32, no fused patterns) on the inputs
+  /// the region just read, comparing every output (src/runtime/region_check.cc).
+  /// Regions of native itself are listed, not compared. `model_name` labels the report.
+  CheckReport check(const std::vector<TensorView>& inputs, const CheckOptions& options, const std::string& model_name) const;
 
  private:
   CompiledModel();

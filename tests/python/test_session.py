@@ -475,3 +475,28 @@ def test_precision_bad_value_is_an_invalid_argument():
     model, _, _ = two_matmul_model()
     with pytest.raises(tessera.InvalidArgument, match="unknown precision 'fp8'"):
         tessera.InferenceSession(model.SerializeToString(), precision="fp8")
+
+
+# ----------------------------------------------------------------------------------------- check --
+
+def test_check_passes_a_correct_session_and_finds_a_planted_error(monkeypatch):
+    model, w1, w2 = two_matmul_model()
+    x = rand(6, 32, seed=7)
+    session = tessera.InferenceSession(model.SerializeToString(), backends="test,native")
+    report = session.check({"x": x})
+    compared = [r for r in report["regions"] if r["compared"]]
+    assert compared and report["regions_over_tolerance"] == 0
+    assert all(o["relative_error"] <= 1e-6 and o["max_reference"] > 0 for r in compared for o in r["outputs"])
+    assert "all within tolerance" in session.check({"x": x}, as_text=True)
+    # The test backend with a 1% error planted in its MatMul (read when a region is loaded).
+    monkeypatch.setenv("TESSERA_TEST_BACKEND_PLANTED_ERROR", "MatMul")
+    planted = tessera.InferenceSession(model.SerializeToString(), backends="test,native")
+    report = planted.check({"x": x})
+    flagged = [r for r in report["regions"] if not r["within_tolerance"]]
+    assert report["regions_over_tolerance"] == len(flagged) >= 1
+    assert all(r["backend"] == "test" for r in flagged)
+    # Both MatMuls of the one test region are off by 1%: about 2% at its output.
+    assert any(0.005 < o["relative_error"] < 0.03 for r in flagged for o in r["outputs"])
+    assert planted.check({"x": x}, tolerance=0.05)["regions_over_tolerance"] == 0
+    with pytest.raises(tessera.InvalidArgument):
+        planted.check({"x": x}, min_cosine=2.0)

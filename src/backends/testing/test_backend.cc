@@ -4,9 +4,17 @@
 // copies of the constants it reads (the region graph's constants are host
 // tensors) and runs each instruction by copying its inputs out of device
 // memory, computing on the host, and copying the result back in.
+//
+// A planted error, for tests of the accuracy check (`tessera check`): with
+// TESSERA_TEST_BACKEND_PLANTED_ERROR=NAME in the environment when a region
+// is loaded, every instruction whose opcode is NAME (Relu, AddRelu,
+// MatMulBias, ...; see opcode_name) scales its output by 1.01.
 #include "backends/testing/test_backend.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
 
 #include "backends/testing/test_backend_internal.h"
 #include "ir/error.h"
@@ -40,6 +48,11 @@ class TestRegion : public ExecutableRegion {
   TestRegion(const Graph& region, Program program)
       : region_(region), program_(std::move(program)), space_(test_device_memory_space()),
         device_constants_(region.values.size(), nullptr) {
+    if (const char* planted = std::getenv("TESSERA_TEST_BACKEND_PLANTED_ERROR")) {
+      for (uint32_t op = 1; op <= static_cast<uint32_t>(Opcode::kLast); ++op) {
+        if (std::strcmp(planted, test_backend::opcode_name(static_cast<Opcode>(op))) == 0) planted_ = static_cast<Opcode>(op);
+      }
+    }
     for (const Instruction& instruction : program_.instructions) {
       for (ValueId id : instruction.inputs) {
         const Tensor* constant = region.value(id).constant.get();
@@ -163,6 +176,9 @@ class TestRegion : public ExecutableRegion {
         break;
       }
     }
+    if (planted_ && *planted_ == instruction.opcode) {
+      for (float& v : out) v *= 1.01f;
+    }
     write_output(store, instruction.outputs[0], out);
   }
 
@@ -171,6 +187,7 @@ class TestRegion : public ExecutableRegion {
   MemorySpace& space_;
   std::vector<DeviceBuffer> constant_buffers_;
   std::vector<void*> device_constants_;  // per region value: its device copy, for constants read
+  std::optional<Opcode> planted_;        // TESSERA_TEST_BACKEND_PLANTED_ERROR
 };
 
 class TestBackend : public Backend {

@@ -1,0 +1,145 @@
+// Accuracy check, region by region (CompiledModel::check, `tessera check`).
+//
+// Contract: one run of the compiled model on the caller's inputs, every
+// region as compiled (its backend, precision and fused patterns); device
+// regions run standalone, so every boundary value is on the host after its
+// region. Before each region its inputs are copied aside (the memory plan may
+// reuse their slots inside the region); after it, the same nodes without
+// composites run on the native backend in float32 on those copies, and each
+// region output is compared with native's: max |actual - reference|, that
+// over max |reference| (the relative error), cosine similarity of the finite
+// elements, and NaN/Inf placed differently; integer and bool outputs exactly.
+// A region over its tolerance is flagged: that is how a user finds the backend
+// (or the precision) that is wrong. Regions of native itself are not compared.
+// The model's own outputs are not changed: each region goes on from its own
+// outputs, as in a normal run.
+#include <cmath>
+#include <cstring>
+
+#include "backends/native/native_backend.h"
+#include "ir/error.h"
+#include "runtime/backend_registry.h"
+#include "runtime/region_plan.h"
+#include "runtime/session.h"
+
+namespace tessera {
+namespace {
+
+bool is_floating(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+}
+
+CheckedOutput compare(const std::string& name, const TensorView& actual, const TensorView& reference, double tolerance,
+                      double min_cosine) {
+  CheckedOutput out;
+  out.name = name;
+  out.type = std::string(dtype_name(reference.dtype)) + "[" + shape_to_string(reference.shape) + "]";
+  out.elements = reference.numel();
+  out.floating = is_floating(reference.dtype);
+  if (actual.dtype != reference.dtype || actual.shape != reference.shape) {
+    out.mismatches = out.elements;
+    out.within_tolerance = false;
+    out.type += " (the region gave " + std::string(dtype_name(actual.dtype)) + "[" + shape_to_string(actual.shape) + "])";
+    return out;
+  }
+  if (!out.floating) {
+    const size_t element = dtype_size(reference.dtype);
+    const auto* a = static_cast<const uint8_t*>(actual.data);
+    const auto* b = static_cast<const uint8_t*>(reference.data);
+    for (int64_t i = 0; i < out.elements; ++i) {
+      if (std::memcmp(a + i * element, b + i * element, element) != 0) ++out.mismatches;
+    }
+    out.within_tolerance = out.mismatches == 0;
+    return out;
+  }
+  double dot = 0, xx = 0, yy = 0;
+  for (int64_t i = 0; i < out.elements; ++i) {
+    const double x = view_double_at(actual, i), y = view_double_at(reference, i);
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      // Both NaN, or the same infinity: agreement. Anything else is a mismatch.
+      const bool same = (std::isnan(x) && std::isnan(y)) || (!std::isnan(x) && x == y);
+      if (!same) ++out.mismatches;
+      continue;
+    }
+    out.max_abs_error = std::max(out.max_abs_error, std::fabs(x - y));
+    out.max_reference = std::max(out.max_reference, std::fabs(y));
+    dot += x * y;
+    xx += x * x;
+    yy += y * y;
+  }
+  out.relative_error = out.max_reference > 0 ? out.max_abs_error / out.max_reference : (out.max_abs_error > 0 ? INFINITY : 0);
+  out.cosine = xx > 0 && yy > 0 ? dot / std::sqrt(xx * yy) : (xx == yy ? 1.0 : 0.0);
+  out.within_tolerance = out.mismatches == 0 && out.relative_error <= tolerance && (min_cosine <= 0 || out.cosine >= min_cosine);
+  return out;
+}
+
+}  // namespace
+
+CheckReport CompiledModel::check(const std::vector<TensorView>& inputs, const CheckOptions& options,
+                                 const std::string& model_name) const {
+  validate_inputs(inputs);
+  const BackendEntry& reference_entry = fallback_backend();
+  CheckReport report;
+  report.model = model_name;
+  report.reference = reference_entry.name;
+  Buffer arena(static_cast<size_t>(memory_plan_.arena_bytes), false);
+  RunStore store(graph_, memory_plan_, arena, /*poison=*/true);  // a value nobody wrote shows as NaN
+  for (size_t i = 0; i < inputs.size(); ++i) store.bind(graph_.inputs[i], inputs[i]);
+  ResidentValues resident;
+  std::unique_ptr<Backend> reference;
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    const RegionPlan& plan = *regions_[r];
+    const Region& region = partition_.regions[r];
+    CheckedRegion checked;
+    checked.index = r;
+    checked.backend = plan.backend->name();
+    checked.node_count = region.nodes.size();
+    if (!region.nodes.empty()) checked.first_node = graph_.nodes[region.nodes.front()].name;
+    size_t bf16 = 0;
+    for (size_t node : region.nodes) bf16 += placement_[node].precision == "bf16" ? 1 : 0;
+    checked.precision = bf16 ? "bf16 (" + std::to_string(bf16) + (bf16 == 1 ? " node)" : " nodes)") : "fp32";
+    checked.tolerance = options.tolerance >= 0 ? options.tolerance : (bf16 ? 3e-2 : 1e-4);
+    checked.min_cosine = options.min_cosine >= 0 ? options.min_cosine : (bf16 ? 0.999 : 0.0);
+    checked.compared = checked.backend != reference_entry.name;
+
+    std::vector<Tensor> region_inputs;
+    if (checked.compared) {
+      for (ValueId id : region.inputs) region_inputs.push_back(Tensor::from_view(store.get(id)));
+    }
+    run_region(plan, store, resident, nullptr, r, /*standalone=*/true);
+    if (checked.compared) {
+      if (!reference) reference = reference_entry.make(plan.fallback_options);
+      Region plain = region;
+      plain.composites.clear();
+      const RegionGraph graph = extract_region(graph_, plain);
+      // extract_region lists the region graph's inputs in region.inputs order.
+      if (graph.graph.inputs.size() != region_inputs.size()) {
+        throw_internal_error("check: region ", r, " has ", region_inputs.size(), " boundary inputs, its graph ",
+                             graph.graph.inputs.size());
+      }
+      std::vector<Tensor> ordered;
+      for (ValueId local : graph.graph.inputs) {
+        const ValueId global = graph.global_value[static_cast<size_t>(local)];
+        size_t k = 0;
+        while (k < region.inputs.size() && region.inputs[k] != global) ++k;
+        if (k == region.inputs.size()) throw_internal_error("check: region ", r, " input is not a boundary value");
+        ordered.push_back(region_inputs[k]);
+      }
+      std::unique_ptr<ExecutableRegion> executable = reference->compile(graph.graph, plan.fallback_options).executable;
+      DetachedRegionStore reference_store(graph.graph);
+      for (size_t k = 0; k < ordered.size(); ++k) reference_store.bind(graph.graph.inputs[k], ordered[k].view());
+      executable->run(reference_store);
+      for (ValueId local : graph.graph.outputs) {
+        const ValueId global = graph.global_value[static_cast<size_t>(local)];
+        checked.outputs.push_back(compare(graph_.value(global).name, store.get(global), reference_store.get(local),
+                                          checked.tolerance, checked.min_cosine));
+        checked.within_tolerance &= checked.outputs.back().within_tolerance;
+      }
+    }
+    if (!checked.within_tolerance) ++report.regions_over_tolerance;
+    report.regions.push_back(std::move(checked));
+  }
+  return report;
+}
+
+}  // namespace tessera

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# `tessera check` end to end: a correct placement passes (exit 0, every region
+# within tolerance); the test backend with an error planted in its Relu
+# (TESSERA_TEST_BACKEND_PLANTED_ERROR=Relu) is found: exit 2, each region
+# holding a Relu flagged and named, the JSON listing exactly those; a looser
+# --tolerance lets the 1% error through; bf16 regions are checked with bf16
+# tolerances; an artifact can be checked; bad options are clear errors.
+#
+# Usage: cli_check.sh TESSERA_BINARY MODEL.onnx (tests use models/tiny_resnet.onnx)
+set -u
+TESSERA="$1"
+MODEL="$2"
+PYTHON=/usr/bin/python3
+# shellcheck source=../lib/cli_checks.sh
+source "$(dirname "$0")/../lib/cli_checks.sh"
+
+# expect_exit CODE "what" args...: exits with CODE; stdout in $work/out, stderr in $work/err.
+expect_exit() {
+  local want="$1" what="$2"; shift 2
+  "$TESSERA" "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [ $rc -eq "$want" ]; then pass; else fail "$what: tessera $* -> exit $rc (expected $want): $(cat "$work/err") $(head -c 2000 "$work/out")"; fi
+}
+
+expect_exit 0 "default placement" check "$MODEL" --seed 3
+expect_in "$work/out" "1 region checked, all within tolerance." "dnnl region within tolerance"
+expect_in "$work/out" "dnnl" "the dnnl region listed"
+
+expect_exit 0 "test backend" check "$MODEL" --backends test,native --seed 3 --json "$work/clean.json"
+expect_in "$work/out" "all within tolerance" "test regions within tolerance"
+expect_in "$work/out" "(the reference itself)" "native regions not compared"
+
+TESSERA_TEST_BACKEND_PLANTED_ERROR=Relu expect_exit 2 "planted error" check "$MODEL" --backends test,native --seed 3 \
+  --json "$work/planted.json"
+expect_in "$work/out" "checked regions over tolerance" "summary of flagged regions"
+expect_in "$work/out" "<-- over tolerance" "flagged rows"
+expect_in "$work/out" "nodes from '/stem/stem.2/Relu'" "the first flagged region named by its node"
+"$PYTHON" - "$work/planted.json" "$work/clean.json" >"$work/json_check" 2>&1 <<'PY'
+import json, sys
+planted = json.load(open(sys.argv[1]))
+clean = json.load(open(sys.argv[2]))
+flagged = [r for r in planted["regions"] if not r["within_tolerance"]]
+assert planted["regions_over_tolerance"] == len(flagged) > 0, planted["regions_over_tolerance"]
+for r in flagged:
+    assert r["backend"] == "test" and r["first_node"].endswith("Relu"), r
+    assert all(abs(o["relative_error"] - 0.01) < 2e-3 for o in r["outputs"] if not o["within_tolerance"]), r
+# Every test region holding a lone Relu is flagged, and nothing else.
+lone_relu = [r["index"] for r in clean["regions"] if r["backend"] == "test" and r["first_node"].endswith("Relu")]
+assert sorted(r["index"] for r in flagged) == sorted(lone_relu), (flagged, lone_relu)
+assert clean["regions_over_tolerance"] == 0
+print(len(flagged), "flagged")
+PY
+if [ $? -eq 0 ]; then pass; else fail "planted-error JSON: $(cat "$work/json_check")"; fi
+
+TESSERA_TEST_BACKEND_PLANTED_ERROR=Relu expect_exit 0 "loose tolerance" check "$MODEL" --backends test,native --seed 3 \
+  --tolerance 0.05
+
+expect_exit 0 "bf16" check "$MODEL" --precision bf16 --seed 3
+expect_in "$work/out" "bf16 (9 nodes)" "bf16 region precision"
+expect_exit 2 "bf16 against a float32 tolerance" check "$MODEL" --precision bf16 --seed 3 --tolerance 1e-6
+
+if expect_ok "compile" compile "$MODEL" -o "$work/m.tsr" --backends test,native; then
+  TESSERA_TEST_BACKEND_PLANTED_ERROR=Relu expect_exit 2 "artifact with planted error" check "$work/m.tsr" --seed 3
+fi
+
+expect_error "--tolerance: 'abc' is not a number" check "$MODEL" --tolerance abc
+expect_error "--min-cosine: 2 is out of range" check "$MODEL" --min-cosine 2
+expect_error "unknown option '--tolerance'" run "$MODEL" --tolerance 0.1
+
+finish_checks

@@ -1,0 +1,146 @@
+// CompiledModel::check (tessera check): region by region against native.
+// The check must find a backend that is wrong: the test backend with an
+// error planted in one instruction kind (TESSERA_TEST_BACKEND_PLANTED_ERROR)
+// is flagged exactly in the regions holding that instruction, named by their
+// first node; correct regions pass with errors at float32 noise; device
+// regions hand their values over through the host (a value only a later
+// region of the same device reads is still checked on real data); bf16
+// regions get bf16 tolerances; and a tolerance the error exceeds flags it.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "passes/precision.h"
+#include "runtime/session.h"
+#include "graph_builder.h"
+#include "test_util.h"
+
+namespace tessera::testing {
+namespace {
+
+using Builder = GraphBuilder;
+
+/// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+/// x → Relu (test) → a;  x → Conv (native) → b;  Add(a, b) → Relu (test, AddRelu) → y;  MatMul on test → z.
+/// Region order: test [Relu], native [Conv], test [AddRelu, ...]. `a` is read only by the
+/// second test region, so a normal run keeps it on the device.
+Graph mixed_graph() {
+  Builder b;
+  const ValueId x = b.input({1, 4, 5, 5});
+  const ValueId a = b.node("Relu", {x});
+  const ValueId conv = b.node("Conv", {x, b.constant(random_float({4, 4, 1, 1}, 3))});
+  const ValueId sum = b.node("Add", {a, conv});
+  const ValueId y = b.node("Relu", {sum});
+  b.output(y);
+  return b.graph;
+}
+
+std::unique_ptr<CompiledModel> compile_on(const Graph& graph, std::vector<std::string> backends, const std::string& precision = "fp32") {
+  CompileOptions options;
+  options.backends = std::move(backends);
+  options.precision = parse_precision(precision);
+  return CompiledModel::compile(graph, options);
+}
+
+TEST(RegionCheck, CorrectBackendsPassAndNativeIsNotComparedWithItself) {
+  std::unique_ptr<CompiledModel> model = compile_on(mixed_graph(), {"test", "native"});
+  ASSERT_GE(model->regions().size(), 3u);
+  const Tensor x = random_float({1, 4, 5, 5}, 7);
+  const CheckReport report = model->check({x.view()}, CheckOptions{}, "mixed");
+  EXPECT_EQ(report.reference, "native");
+  EXPECT_EQ(report.regions_over_tolerance, 0u);
+  ASSERT_EQ(report.regions.size(), model->regions().size());
+  size_t compared = 0;
+  for (const CheckedRegion& region : report.regions) {
+    EXPECT_EQ(region.compared, region.backend != "native") << region.index;
+    if (!region.compared) continue;
+    ++compared;
+    ASSERT_FALSE(region.outputs.empty());
+    for (const CheckedOutput& output : region.outputs) {
+      EXPECT_TRUE(output.within_tolerance) << output.name;
+      EXPECT_GT(output.max_reference, 0.0) << output.name << ": compared on no data";
+      EXPECT_EQ(output.mismatches, 0) << output.name << ": NaN where the reference has numbers (poisoned memory?)";
+      EXPECT_LE(output.relative_error, 1e-6);
+    }
+  }
+  EXPECT_EQ(compared, 2u);
+  // The check leaves the model as it was: a normal run still matches native.
+  const std::vector<Tensor> again = model->run({x.view()});
+  const std::vector<Tensor> reference = compile_on(mixed_graph(), {"native"})->run({x.view()});
+  for (int64_t i = 0; i < reference[0].numel(); ++i) EXPECT_FLOAT_EQ(again[0].as<float>()[i], reference[0].as<float>()[i]);
+}
+
+TEST(RegionCheck, FindsThePlantedErrorAndNamesTheRegion) {
+  const ScopedEnv planted("TESSERA_TEST_BACKEND_PLANTED_ERROR", "AddRelu");
+  std::unique_ptr<CompiledModel> model = compile_on(mixed_graph(), {"test", "native"});
+  const Tensor x = random_float({1, 4, 5, 5}, 8);
+  const CheckReport report = model->check({x.view()}, CheckOptions{}, "mixed");
+  ASSERT_EQ(report.regions_over_tolerance, 1u);
+  for (const CheckedRegion& region : report.regions) {
+    if (!region.compared) continue;
+    const bool planted_here = region.first_node.rfind("Add", 0) == 0;  // the AddRelu composite's first node
+    EXPECT_EQ(region.within_tolerance, !planted_here) << "region " << region.index << " from " << region.first_node;
+    if (planted_here) {
+      ASSERT_EQ(region.outputs.size(), 1u);
+      EXPECT_NEAR(region.outputs[0].relative_error, 0.01, 2e-3) << "a 1% error was planted";
+    }
+  }
+  const std::string table = render_check_table(report);
+  EXPECT_NE(table.find("1 of 2 checked regions over tolerance"), std::string::npos) << table;
+  EXPECT_NE(table.find("<-- over tolerance"), std::string::npos) << table;
+  const std::string json = render_check_json(report);
+  EXPECT_NE(json.find("\"regions_over_tolerance\": 1"), std::string::npos) << json;
+  // A tolerance above the planted error lets it through.
+  CheckOptions loose;
+  loose.tolerance = 0.05;
+  EXPECT_EQ(model->check({x.view()}, loose, "mixed").regions_over_tolerance, 0u);
+}
+
+TEST(RegionCheck, Bf16RegionsGetBf16TolerancesAndATightToleranceFlagsThem) {
+  Builder b;
+  const ValueId x = b.input({1, 8, 6, 6});
+  const ValueId c1 = b.node("Conv", {x, b.constant(random_float({8, 8, 3, 3}, 11))},
+                            attributes({{"pads", Attribute::of_ints({1, 1, 1, 1})}}));
+  b.output(b.node("Conv", {b.node("Relu", {c1}), b.constant(random_float({4, 8, 1, 1}, 12))}));
+  std::unique_ptr<CompiledModel> model = compile_on(b.graph, {"dnnl", "native"}, "bf16-all");
+  const Tensor input = random_float({1, 8, 6, 6}, 13);
+  const CheckReport report = model->check({input.view()}, CheckOptions{}, "convs");
+  ASSERT_EQ(report.regions.size(), 1u);
+  const CheckedRegion& region = report.regions[0];
+  EXPECT_EQ(region.backend, "dnnl");
+  EXPECT_EQ(region.precision, "bf16 (2 nodes)");
+  EXPECT_DOUBLE_EQ(region.tolerance, 3e-2);
+  EXPECT_DOUBLE_EQ(region.min_cosine, 0.999);
+  EXPECT_TRUE(region.within_tolerance);
+  ASSERT_EQ(region.outputs.size(), 1u);
+  EXPECT_GT(region.outputs[0].relative_error, 1e-5) << "bf16 must differ from the float32 reference";
+  EXPECT_GT(region.outputs[0].cosine, 0.999);
+  CheckOptions tight;
+  tight.tolerance = 1e-6;
+  EXPECT_EQ(model->check({input.view()}, tight, "convs").regions_over_tolerance, 1u);
+  CheckOptions cosine;
+  cosine.min_cosine = 1.0;
+  cosine.tolerance = 1.0;
+  EXPECT_EQ(model->check({input.view()}, cosine, "convs").regions_over_tolerance, 1u) << "cosine below 1 must flag";
+}
+
+TEST(RegionCheck, WrongInputsAreUserErrors) {
+  std::unique_ptr<CompiledModel> model = compile_on(mixed_graph(), {"test", "native"});
+  const Tensor wrong = random_float({1, 4, 5, 6}, 9);
+  EXPECT_THROW(model->check({wrong.view()}, CheckOptions{}, "mixed"), Error);
+  EXPECT_THROW(model->check({}, CheckOptions{}, "mixed"), Error);
+}
+
+}  // namespace
+}  // namespace tessera::testing
