@@ -542,7 +542,8 @@ class Model {
   }
 
   /// The accuracy check (tsr_model_check): (table text, JSON text, regions over tolerance).
-  py::tuple check_accuracy(const py::sequence& inputs, double tolerance, double min_cosine, const std::string& name) const {
+  py::tuple check_accuracy(const py::sequence& inputs, double tolerance, double min_cosine, bool float64_reference,
+                           const std::string& name) const {
     ModelPtr model = get();
     RunInputs held;
     hold_inputs(model, inputs, held);
@@ -551,8 +552,8 @@ class Model {
     char* json = nullptr;
     size_t flagged = 0;
     check_without_gil([&] {
-      return tsr_model_check(model.get(), in.data(), in.size(), tolerance, min_cosine, name.c_str(), &table, &json,
-                             &flagged);
+      return tsr_model_check(model.get(), in.data(), in.size(), tolerance, min_cosine, float64_reference ? 1 : 0,
+                             name.c_str(), &table, &json, &flagged);
     });
     const std::string table_text = table, json_text = json;
     tsr_string_free(table);
@@ -734,7 +735,7 @@ PYBIND11_MODULE(_tessera, m) {
       .def("profile", &Model::profile, py::arg("inputs"), py::arg("runs"), py::arg("as_dlpack") = false)
       .def("report", &Model::report)
       .def("check", &Model::check_accuracy, py::arg("inputs"), py::arg("tolerance"), py::arg("min_cosine"),
-           py::arg("name"))
+           py::arg("float64_reference"), py::arg("name"))
       .def("close", &Model::close)
       .def_property_readonly("closed", &Model::closed);
 

@@ -48,9 +48,10 @@ const char* kUsage =
     "  tessera bench MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [--threads N]\n"
     "              [--warmup W] [--iterations K] [--json] [--profile] [--random-inputs] [PLACEMENT OPTIONS]\n"
     "  tessera check MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
-    "              [--threads N] [--tolerance R] [--min-cosine C] [--json FILE] [--random-inputs] [--seed S]\n"
-    "              runs the model and each region's nodes again on native (float32) on that region's\n"
-    "              inputs; prints per region and output the max abs / relative error and cosine, and\n"
+    "              [--threads N] [--tolerance R] [--min-cosine C] [--reference native|fp64] [--json FILE]\n"
+    "              [--random-inputs] [--seed S]\n"
+    "              runs the model and each region's nodes again on native (float32, or float64 with\n"
+    "              --reference fp64) on that region's inputs; prints per region and output the max abs / relative error and cosine, and\n"
     "              exits 2 when a region is over its tolerance (default 1e-4 relative; with bf16\n"
     "              nodes 3e-2 and cosine >= 0.999)\n"
     "  tessera backends\n"
@@ -102,6 +103,7 @@ struct Args {
   std::string json_file, dot_file, html_file;  // partition, check (json_file)
   double tolerance = -1;   // check
   double min_cosine = -1;  // check
+  bool float64_reference = false;  // check --reference fp64
 };
 
 /// A finite decimal number (check's --tolerance and --min-cosine).
@@ -199,6 +201,12 @@ Args parse_args(int argc, char** argv) {
       args.seed = static_cast<uint64_t>(parse_int(value(), a, 0, INT64_MAX));
     } else if (a == "--tolerance" && args.command == "check") {
       args.tolerance = parse_number(value(), a, 0, 1e30);
+    } else if (a == "--reference" && args.command == "check") {
+      const std::string reference = value();
+      if (reference != "native" && reference != "fp64") {
+        throw CliError("--reference: '" + reference + "' is not a reference (native: native in float32; fp64: in float64)");
+      }
+      args.float64_reference = reference == "fp64";
     } else if (a == "--min-cosine" && args.command == "check") {
       args.min_cosine = parse_number(value(), a, -1, 1);
     } else if (a == "--json" && (args.command == "partition" || args.command == "check")) {
@@ -669,8 +677,9 @@ int command_check(const Args& args) {
   size_t flagged = 0;
   char* table = nullptr;
   char* json = nullptr;
-  check(tsr_model_check(handle.model, inputs.data(), inputs.size(), args.tolerance, args.min_cosine, name.c_str(), &table,
-                        args.json_file.empty() ? nullptr : &json, &flagged));
+  check(tsr_model_check(handle.model, inputs.data(), inputs.size(), args.tolerance, args.min_cosine,
+                        args.float64_reference ? 1 : 0, name.c_str(), &table, args.json_file.empty() ? nullptr : &json,
+                        &flagged));
   const std::string table_text = table, json_text = json ? json : "";
   tsr_string_free(table);
   tsr_string_free(json);

@@ -282,7 +282,8 @@ TSR_API void tsr_string_free(char* text);
 
 /* Accuracy check, region by region: runs the model once on `inputs` and,
  * after each region, the same region's nodes on the native backend in float32
- * on the inputs the region just read, and compares every region output (max
+ * (float64_reference = 0) or float64 (1: every float32 value of the region
+ * widened; native regions are compared too) on the inputs the region just read, and compares every region output (max
  * abs and relative error, cosine similarity, NaN/Inf placement; exact for
  * integers). A region is flagged when an output's relative error (max abs
  * error over max |reference|) exceeds `tolerance` or its cosine is below
@@ -292,8 +293,8 @@ TSR_API void tsr_string_free(char* text);
  * (either may be NULL; free each with tsr_string_free), and the number of
  * flagged regions to *out_flagged (may be NULL). model_name labels the report. */
 TSR_API tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size_t num_inputs, double tolerance,
-                                    double min_cosine, const char* model_name, char** out_table, char** out_json,
-                                    size_t* out_flagged);
+                                    double min_cosine, int32_t float64_reference, const char* model_name,
+                                    char** out_table, char** out_json, size_t* out_flagged);
 
 #ifdef __cplusplus
 }

@@ -411,19 +411,23 @@ class InferenceSession:
         model = self._variant(inputs)
         return self._select(model.run(inputs, as_dlpack), output_names)
 
-    def check(self, input_feed, tolerance=None, min_cosine=None, as_text=False):
+    def check(self, input_feed, tolerance=None, min_cosine=None, reference="native", as_text=False):
         """Accuracy region by region: runs the model on ``input_feed`` and, after each region, the same
         region's nodes on the native backend (float32) on the inputs that region read, and compares every
         region output. Returns a dict (as ``tessera check --json`` writes): ``regions`` with per output
         ``max_abs_error``, ``relative_error`` (over max |reference|), ``cosine``, ``mismatches`` and
         ``within_tolerance``, and ``regions_over_tolerance``. ``tolerance`` (relative error) and
         ``min_cosine`` default by precision (1e-4 for float32 regions; 3e-2 and 0.999 with bf16 nodes).
+        ``reference="fp64"`` runs the reference in float64 (native regions are then compared too).
         ``as_text=True`` returns the table instead."""
         self._check_open()
+        if reference not in ("native", "fp64"):
+            raise InvalidArgument("reference must be 'native' or 'fp64', not %r" % (reference,))
         inputs = self._ordered_inputs(input_feed)
         model = self._variant(inputs)
         table, text, _ = model.check(inputs, -1.0 if tolerance is None else float(tolerance),
-                                     -1.0 if min_cosine is None else float(min_cosine), self._label)
+                                     -1.0 if min_cosine is None else float(min_cosine), reference == "fp64",
+                                     self._label)
         return table if as_text else json.loads(text)
 
     def profile(self, input_feed, runs=10):

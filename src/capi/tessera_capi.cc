@@ -838,8 +838,8 @@ tsr_status* tsr_model_run_with_profile(const tsr_model* model, const DLTensor* i
 }
 
 tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size_t num_inputs, double tolerance,
-                            double min_cosine, const char* model_name, char** out_table, char** out_json,
-                            size_t* out_flagged) {
+                            double min_cosine, int32_t float64_reference, const char* model_name, char** out_table,
+                            char** out_json, size_t* out_flagged) {
   if (!model) return null_argument("model");
   if (out_table) *out_table = nullptr;
   if (out_json) *out_json = nullptr;
@@ -852,6 +852,7 @@ tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size
     tessera::CheckOptions options;
     options.tolerance = tolerance;
     options.min_cosine = min_cosine;
+    options.float64_reference = float64_reference != 0;
     const tessera::CheckReport report = model->compiled->check(in, options, model_name ? model_name : "");
     auto c_string = [](const std::string& text) {
       char* out = static_cast<char*>(std::malloc(text.size() + 1));

@@ -43,7 +43,8 @@ std::string render_check_table(const CheckReport& report) {
                              pad(report_detail::shorten(region.backend, 8), 8) + pad(std::to_string(region.node_count), 7, true) +
                              "  " + pad(region.precision, 16) + "  ";
     if (!region.compared) {
-      out << head << "(the reference itself)\n";
+      out << head << (region.note.empty() ? std::string("(the reference itself)") : "not checked: " + printable(region.note))
+          << "\n";
       continue;
     }
     bool first = true;
@@ -93,6 +94,7 @@ std::string render_check_json(const CheckReport& report) {
     out << (r ? ",\n" : "\n") << "    {\"index\": " << region.index << ", \"backend\": " << json_string(region.backend)
         << ", \"nodes\": " << region.node_count << ", \"first_node\": " << json_string(region.first_node)
         << ", \"precision\": " << json_string(region.precision) << ", \"compared\": " << (region.compared ? "true" : "false")
+        << ", \"note\": " << json_string(region.note)
         << ", \"tolerance\": " << json_number(region.tolerance) << ", \"min_cosine\": " << json_number(region.min_cosine)
         << ", \"within_tolerance\": " << (region.within_tolerance ? "true" : "false") << ",\n     \"outputs\": [";
     for (size_t o = 0; o < region.outputs.size(); ++o) {

@@ -28,7 +28,8 @@ struct CheckedRegion {
   size_t node_count = 0;
   std::string first_node;          // the region's first node, to find it in the placement report
   std::string precision;           // "fp32", or "bf16 (N nodes)"
-  bool compared = true;            // false for regions of the reference backend itself
+  bool compared = true;            // false for regions of the reference backend itself (or, see note, no reference)
+  std::string note;                // why a region was not compared, when it is not the reference itself
   double tolerance = 0;            // relative error allowed
   double min_cosine = 0;           // cosine similarity required (0: none)
   std::vector<CheckedOutput> outputs;

@@ -89,6 +89,10 @@ struct CheckOptions {
   double tolerance = -1;
   /// Cosine similarity required; negative: by precision (none for float32, 0.999 with bf16 nodes).
   double min_cosine = -1;
+  /// The reference computes in float64 (every float32 value, constant and
+  /// Cast target of the region widened) instead of float32; native regions
+  /// are then compared too.
+  bool float64_reference = false;
 };
 
 class CompiledModel {

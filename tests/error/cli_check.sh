@@ -63,6 +63,13 @@ if expect_ok "compile" compile "$MODEL" -o "$work/m.tsr" --backends test,native;
   TESSERA_TEST_BACKEND_PLANTED_ERROR=Relu expect_exit 2 "artifact with planted error" check "$work/m.tsr" --seed 3
 fi
 
+expect_exit 0 "float64 reference" check "$MODEL" --backends test,native --reference fp64 --seed 3
+expect_in "$work/out" "against native (float64)" "float64 reference named"
+expect_not_in "$work/out" "(the reference itself)" "native regions compared against float64"
+TESSERA_TEST_BACKEND_PLANTED_ERROR=Relu expect_exit 2 "planted error, float64 reference" check "$MODEL" \
+  --backends test,native --reference fp64 --seed 3
+expect_error "--reference: 'fp16' is not a reference" check "$MODEL" --reference fp16
+
 expect_error "--tolerance: 'abc' is not a number" check "$MODEL" --tolerance abc
 expect_error "--min-cosine: 2 is out of range" check "$MODEL" --min-cosine 2
 expect_error "unknown option '--tolerance'" run "$MODEL" --tolerance 0.1

@@ -500,3 +500,7 @@ def test_check_passes_a_correct_session_and_finds_a_planted_error(monkeypatch):
     assert planted.check({"x": x}, tolerance=0.05)["regions_over_tolerance"] == 0
     with pytest.raises(tessera.InvalidArgument):
         planted.check({"x": x}, min_cosine=2.0)
+    wide = planted.check({"x": x}, reference="fp64")
+    assert wide["reference"] == "native (float64)" and wide["regions_over_tolerance"] >= 1
+    with pytest.raises(tessera.InvalidArgument):
+        planted.check({"x": x}, reference="fp16")

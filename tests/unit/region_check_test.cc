@@ -58,7 +58,7 @@ TEST(RegionCheck, CorrectBackendsPassAndNativeIsNotComparedWithItself) {
   ASSERT_GE(model->regions().size(), 3u);
   const Tensor x = random_float({1, 4, 5, 5}, 7);
   const CheckReport report = model->check({x.view()}, CheckOptions{}, "mixed");
-  EXPECT_EQ(report.reference, "native");
+  EXPECT_EQ(report.reference, "native (float32)");
   EXPECT_EQ(report.regions_over_tolerance, 0u);
   ASSERT_EQ(report.regions.size(), model->regions().size());
   size_t compared = 0;
@@ -133,6 +133,37 @@ TEST(RegionCheck, Bf16RegionsGetBf16TolerancesAndATightToleranceFlagsThem) {
   cosine.min_cosine = 1.0;
   cosine.tolerance = 1.0;
   EXPECT_EQ(model->check({input.view()}, cosine, "convs").regions_over_tolerance, 1u) << "cosine below 1 must flag";
+}
+
+TEST(RegionCheck, AFloat64ReferenceComparesNativeRegionsToo) {
+  Builder b;
+  const ValueId x = b.input({3, 16});
+  const ValueId product = b.node("MatMul", {x, b.constant(random_float({16, 8}, 21))});
+  // A Cast to float32 inside the region: widened with everything else.
+  const ValueId cast = b.node("Cast", {product}, attributes({{"to", Attribute::of_int(1)}}));
+  b.output(b.node("Relu", {cast}));
+  std::unique_ptr<CompiledModel> model = compile_on(b.graph, {"native"});
+  const Tensor input = random_float({3, 16}, 22);
+  CheckOptions options;
+  EXPECT_FALSE(model->check({input.view()}, options, "m").regions[0].compared) << "float32: native is the reference";
+  options.float64_reference = true;
+  const CheckReport report = model->check({input.view()}, options, "m");
+  EXPECT_EQ(report.reference, "native (float64)");
+  ASSERT_EQ(report.regions.size(), 1u);
+  const CheckedRegion& region = report.regions[0];
+  ASSERT_TRUE(region.compared) << region.note;
+  ASSERT_EQ(region.outputs.size(), 1u);
+  EXPECT_TRUE(region.within_tolerance);
+  EXPECT_GT(region.outputs[0].max_reference, 0.0);
+  EXPECT_LE(region.outputs[0].relative_error, 1e-6) << "float32 against float64: rounding only";
+  EXPECT_EQ(region.outputs[0].type, "float32[3x8]");
+  // The planted error shows against float64 as well.
+  const ScopedEnv planted("TESSERA_TEST_BACKEND_PLANTED_ERROR", "AddRelu");
+  std::unique_ptr<CompiledModel> test = compile_on(mixed_graph(), {"test", "native"});
+  const Tensor x2 = random_float({1, 4, 5, 5}, 23);
+  const CheckReport mixed = test->check({x2.view()}, options, "mixed");
+  EXPECT_EQ(mixed.regions_over_tolerance, 1u);
+  for (const CheckedRegion& r : mixed.regions) EXPECT_TRUE(r.compared) << r.index << ": " << r.note;
 }
 
 TEST(RegionCheck, WrongInputsAreUserErrors) {
