@@ -221,7 +221,8 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
       } else {
         const Backend& backend = *model->backends_[model->partition_.regions[model->partition_.region_of_node[i]].backend];
         const std::string refusal = backend.bf16_refusal();
-        row.precision_note = refusal.empty() ? "its backend kept it in float32 (no bf16 implementation for it)" : refusal;
+        row.precision_note =
+            refusal.empty() ? "its backend kept it in float32 (measured faster in float32, or no bf16 implementation)" : refusal;
         if (!refusal.empty() && refusals.find(refusal) == std::string::npos) refusals += (refusals.empty() ? "" : "; ") + refusal;
       }
     }

@@ -15,6 +15,9 @@ MODEL="$2"
 PYTHON=/usr/bin/python3
 # shellcheck source=../lib/cli_checks.sh
 source "$(dirname "$0")/../lib/cli_checks.sh"
+# oneDNN's measured choices off, so that the node counts in bf16 below are fixed: with tuning a 3x3
+# convolution measured faster in float32 (Winograd) stays float32.
+export TESSERA_DNNL_TUNE=0
 
 # Outputs of a float32 and a bf16 run on the same seeded random inputs.
 expect_ok "fp32 run" run "$MODEL" --output-dir "$work/fp32" --seed 7

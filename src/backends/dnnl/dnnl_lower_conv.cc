@@ -143,15 +143,32 @@ void lower_convolution(Lowering& lowering, const FusedNode& fused) {
   // bf16 (where the core allows it): bf16 source and weights, float32 accumulation, bias and post-ops;
   // the output in bf16 only when bf16 convolutions and matmuls alone read it.
   const bool bf16 = lowering.bf16(fused.region_node);
-  const memory::data_type compute_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
-  const memory::data_type output_type = bf16 ? lowering.compute_output_type(fused.outputs[0]) : memory::data_type::f32;
+  memory::data_type compute_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  memory::data_type output_type = bf16 ? lowering.compute_output_type(fused.outputs[0]) : memory::data_type::f32;
   step.inputs = {lowering.slot_of(x), weight_slot};
-  std::vector<memory::desc> requests = {any_desc(x_dims, compute_type), any_desc(weight_dims, compute_type)};
-  if (bias_slot >= 0) {
-    step.inputs.push_back(bias_slot);
-    requests.push_back(any_desc({out_channels}));
+  auto requests_for = [&](memory::data_type type) {
+    std::vector<memory::desc> r = {any_desc(x_dims, type), any_desc(weight_dims, type)};
+    if (bias_slot >= 0) r.push_back(any_desc({out_channels}));
+    return r;
+  };
+  if (bias_slot >= 0) step.inputs.push_back(bias_slot);
+  std::vector<memory::desc> requests = requests_for(compute_type);
+  if (!transposed) {
+    double ms = 0;
+    step.algorithm = choose_convolution_algorithm(lowering, step, requests, any_desc(y_dims, output_type), &ms);
+    if (bf16 && ms > 0) {
+      // Where float32 has Winograd (fewer multiplies), it can beat bf16's direct convolution: measure
+      // both and keep bf16 unless float32 is clearly (5%) faster.
+      double f32_ms = 0;
+      const int32_t f32_algorithm = choose_convolution_algorithm(lowering, step, requests_for(memory::data_type::f32),
+                                                                 any_desc(y_dims), &f32_ms);
+      if (f32_ms > 0 && f32_ms < 0.95 * ms) {
+        compute_type = output_type = memory::data_type::f32;
+        requests = requests_for(compute_type);
+        step.algorithm = f32_algorithm;
+      }
+    }
   }
-  if (!transposed) step.algorithm = choose_convolution_algorithm(lowering, step, requests, any_desc(y_dims, output_type));
   lowering.add_step(std::move(step), requests, any_desc(y_dims, output_type), fused.outputs[0], y_dims);
 }
 

@@ -102,9 +102,10 @@ std::optional<PostOp> chain_activation(const Lowering& lowering, const FusedNode
 /// Tuning by measurement (dnnl_tuning.cc): times the convolution step with
 /// the direct and the Winograd algorithm (where oneDNN has it), each with the
 /// reorders its layouts would add around it, and returns the faster one's
-/// algorithm for Step::algorithm.
+/// algorithm for Step::algorithm. `milliseconds` (optional) receives its time,
+/// or 0 when nothing was measured (not a Winograd shape, or tuning off).
 int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const std::vector<memory::desc>& requests,
-                                     const memory::desc& output_request);
+                                     const memory::desc& output_request, double* milliseconds = nullptr);
 
 // Op families: each lowers one node (with its fused tail) into steps.
 void lower_convolution(Lowering& lowering, const FusedNode& fused);

@@ -45,7 +45,8 @@ double reorder_milliseconds(const memory::desc& from, const memory::desc& to, co
 }  // namespace
 
 int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const std::vector<memory::desc>& requests,
-                                     const memory::desc& output_request) {
+                                     const memory::desc& output_request, double* milliseconds) {
+  if (milliseconds) *milliseconds = 0;
   const int32_t direct = static_cast<int32_t>(dnnl::algorithm::convolution_direct);
   // TESSERA_DNNL_TUNE=0 turns measurement off (direct always), for
   // reproducible layouts in tests and comparisons.
@@ -94,14 +95,15 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
         std::fprintf(stderr, "dnnl tuning: node %d %s %s: %.3f ms (with reorders)\n", step.node,
                      candidate.name, pd.impl_info_str(), ms);
       }
-      if (algorithm == direct || ms < best_ms) {
+      if (best_ms == 0 || ms < best_ms) {
         best_ms = ms;
         best = algorithm;
       }
     } catch (const dnnl::error&) {
-      // This algorithm has no implementation for these shapes: keep the other.
+      // This algorithm has no implementation for these shapes (or data types): keep the other.
     }
   }
+  if (milliseconds) *milliseconds = best_ms;
   return best;
 }
 
