@@ -587,6 +587,26 @@ TEST(DnnlBackend, ConvBatchNormAddReluFusesAndMatchesNative) {
   }
 }
 
+/// A residual Add fused as a sum post-op writes over its operand when the
+/// operand is not read afterwards (no copy); here one residual is read again
+/// after the Add (by a Mul and a later Conv) and must survive it, the other
+/// is not and may be overwritten. Both are checked against native.
+TEST(DnnlBackend, SumPostOpsInPlaceKeepOperandsThatAreReadLater) {
+  Random random(54);
+  const int64_t c = 64;  // blocked layouts alike for every convolution, so the sums can run in place
+  Builder b;
+  const ValueId x = b.input({1, c, 14, 14});
+  auto conv = [&](ValueId in) { return b.node("Conv", {in, b.constant(random.floats({c, c, 1, 1}))}); };
+  const ValueId r1 = b.node("Relu", {conv(x)});
+  const ValueId s1 = b.node("Relu", {b.node("Add", {conv(conv(r1)), r1})});  // r1 read again below
+  const ValueId later = b.node("Mul", {r1, s1});
+  const ValueId r2 = b.node("Relu", {conv(later)});
+  const ValueId s2 = b.node("Add", {conv(conv(r2)), r2});  // r2's last reader
+  b.output(b.node("Add", {s2, conv(r1)}));
+  expect_dnnl_matches_native(b.graph, {random.floats({1, c, 14, 14})}, {"Conv", "Add", "Mul", "Relu"}, "residuals",
+                             kSumsOfProducts);
+}
+
 TEST(DnnlBackend, MatMulBiasGeluFusesAndMatchesNative) {
   Random random(52);
   for (int64_t rank : {2, 3}) {

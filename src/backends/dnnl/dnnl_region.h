@@ -29,6 +29,7 @@ class DnnlRegion : public ExecutableRegion {
     dnnl::reorder sum_copy;           // copies a sum post-op's operand into the output first
     int32_t sum_slot = -1;
     size_t sum_bytes = 0;  // when the operand already has the output's layout: a plain copy
+    bool sum_in_place = false;  // the output shares the operand's memory: nothing to copy
   };
   /// What one concurrent run needs: a stream, the workspace, memory objects.
   struct RunContext {
