@@ -596,15 +596,18 @@ TEST(DnnlBackend, SumPostOpsInPlaceKeepOperandsThatAreReadLater) {
   const int64_t c = 64;  // blocked layouts alike for every convolution, so the sums can run in place
   Builder b;
   const ValueId x = b.input({1, c, 14, 14});
-  auto conv = [&](ValueId in) { return b.node("Conv", {in, b.constant(random.floats({c, c, 1, 1}))}); };
+  // Weights of about 1/sqrt(c) keep values O(1) through the chain of seven convolutions.
+  auto conv = [&](ValueId in) { return b.node("Conv", {in, b.constant(random.floats({c, c, 1, 1}, -0.2f, 0.2f))}); };
   const ValueId r1 = b.node("Relu", {conv(x)});
   const ValueId s1 = b.node("Relu", {b.node("Add", {conv(conv(r1)), r1})});  // r1 read again below
   const ValueId later = b.node("Mul", {r1, s1});
   const ValueId r2 = b.node("Relu", {conv(later)});
   const ValueId s2 = b.node("Add", {conv(conv(r2)), r2});  // r2's last reader
   b.output(b.node("Add", {s2, conv(r1)}));
+  // A clobbered operand is off by O(1); the tolerance only absorbs seven layers of summation order
+  // (native's portable kernels, TESSERA_ISA=baseline, sum in another order than AVX-512's).
   expect_dnnl_matches_native(b.graph, {random.floats({1, c, 14, 14})}, {"Conv", "Add", "Mul", "Relu"}, "residuals",
-                             kSumsOfProducts);
+                             Tolerance{1e-4, 1e-3});
 }
 
 TEST(DnnlBackend, MatMulBiasGeluFusesAndMatchesNative) {
