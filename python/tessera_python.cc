@@ -541,7 +541,7 @@ class Model {
                           profile.copy_bytes);
   }
 
-  /// The accuracy check (tsr_model_check): (table text, JSON text, regions over tolerance).
+  /// The accuracy check (tsr_model_check): (table text, JSON text, HTML page, regions over tolerance).
   py::tuple check_accuracy(const py::sequence& inputs, double tolerance, double min_cosine, bool float64_reference,
                            const std::string& name) const {
     ModelPtr model = get();
@@ -550,15 +550,17 @@ class Model {
     const std::vector<DLTensor>& in = held.tensors();
     char* table = nullptr;
     char* json = nullptr;
+    char* html = nullptr;
     size_t flagged = 0;
     check_without_gil([&] {
       return tsr_model_check(model.get(), in.data(), in.size(), tolerance, min_cosine, float64_reference ? 1 : 0,
-                             name.c_str(), &table, &json, &flagged);
+                             name.c_str(), &table, &json, &html, &flagged);
     });
-    const std::string table_text = table, json_text = json;
+    const std::string table_text = table, json_text = json, html_text = html;
     tsr_string_free(table);
     tsr_string_free(json);
-    return py::make_tuple(table_text, json_text, flagged);
+    tsr_string_free(html);
+    return py::make_tuple(table_text, json_text, html_text, flagged);
   }
 
   std::string report(const std::string& format, const std::string& name) const {

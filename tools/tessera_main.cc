@@ -48,7 +48,7 @@ const char* kUsage =
     "  tessera bench MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [--threads N]\n"
     "              [--warmup W] [--iterations K] [--json] [--profile] [--random-inputs] [PLACEMENT OPTIONS]\n"
     "  tessera check MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
-    "              [--threads N] [--tolerance R] [--min-cosine C] [--reference native|fp64] [--json FILE]\n"
+    "              [--threads N] [--tolerance R] [--min-cosine C] [--reference native|fp64] [--json FILE] [--html FILE]\n"
     "              [--random-inputs] [--seed S]\n"
     "              runs the model and each region's nodes again on native (float32, or float64 with\n"
     "              --reference fp64) on that region's inputs; prints per region and output the max abs / relative error and cosine, and\n"
@@ -100,7 +100,7 @@ struct Args {
   std::optional<std::string> precision;
   std::string output;       // compile -o
   std::string report_file;  // compile --report
-  std::string json_file, dot_file, html_file;  // partition, check (json_file)
+  std::string json_file, dot_file, html_file;  // partition; check (json_file, html_file)
   double tolerance = -1;   // check
   double min_cosine = -1;  // check
   bool float64_reference = false;  // check --reference fp64
@@ -677,16 +677,22 @@ int command_check(const Args& args) {
   size_t flagged = 0;
   char* table = nullptr;
   char* json = nullptr;
+  char* html = nullptr;
   check(tsr_model_check(handle.model, inputs.data(), inputs.size(), args.tolerance, args.min_cosine,
                         args.float64_reference ? 1 : 0, name.c_str(), &table, args.json_file.empty() ? nullptr : &json,
-                        &flagged));
-  const std::string table_text = table, json_text = json ? json : "";
+                        args.html_file.empty() ? nullptr : &html, &flagged));
+  const std::string table_text = table, json_text = json ? json : "", html_text = html ? html : "";
   tsr_string_free(table);
   tsr_string_free(json);
+  tsr_string_free(html);
   std::cout << table_text;
   if (!args.json_file.empty()) {
     write_text_file(args.json_file, json_text);
     std::cout << "json: " << args.json_file << "\n";
+  }
+  if (!args.html_file.empty()) {
+    write_text_file(args.html_file, html_text);
+    std::cout << "html: " << args.html_file << "\n";
   }
   return flagged ? 2 : 0;
 }

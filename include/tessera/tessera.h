@@ -289,12 +289,13 @@ TSR_API void tsr_string_free(char* text);
  * error over max |reference|) exceeds `tolerance` or its cosine is below
  * `min_cosine`; a negative value picks the default by precision (1e-4 and no
  * cosine for float32 regions, 3e-2 and 0.999 for regions with bf16 nodes).
- * Writes the report as a text table to *out_table and as JSON to *out_json
- * (either may be NULL; free each with tsr_string_free), and the number of
- * flagged regions to *out_flagged (may be NULL). model_name labels the report. */
+ * Writes the report as a text table to *out_table, as JSON to *out_json and
+ * as a self-contained HTML page to *out_html (each may be NULL; free each
+ * with tsr_string_free), and the number of flagged regions to *out_flagged
+ * (may be NULL). model_name labels the report. */
 TSR_API tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size_t num_inputs, double tolerance,
                                     double min_cosine, int32_t float64_reference, const char* model_name,
-                                    char** out_table, char** out_json, size_t* out_flagged);
+                                    char** out_table, char** out_json, char** out_html, size_t* out_flagged);
 
 #ifdef __cplusplus
 }

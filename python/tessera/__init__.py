@@ -411,7 +411,7 @@ class InferenceSession:
         model = self._variant(inputs)
         return self._select(model.run(inputs, as_dlpack), output_names)
 
-    def check(self, input_feed, tolerance=None, min_cosine=None, reference="native", as_text=False):
+    def check(self, input_feed, tolerance=None, min_cosine=None, reference="native", format="dict"):
         """Accuracy region by region: runs the model on ``input_feed`` and, after each region, the same
         region's nodes on the native backend (float32) on the inputs that region read, and compares every
         region output. Returns a dict (as ``tessera check --json`` writes): ``regions`` with per output
@@ -419,16 +419,19 @@ class InferenceSession:
         ``within_tolerance``, and ``regions_over_tolerance``. ``tolerance`` (relative error) and
         ``min_cosine`` default by precision (1e-4 for float32 regions; 3e-2 and 0.999 with bf16 nodes).
         ``reference="fp64"`` runs the reference in float64 (native regions are then compared too).
-        ``as_text=True`` returns the table instead."""
+        ``format``: "dict" (the default), "table" (the CLI's text), "json" or "html" (a self-contained page)."""
         self._check_open()
         if reference not in ("native", "fp64"):
             raise InvalidArgument("reference must be 'native' or 'fp64', not %r" % (reference,))
+        if format not in ("dict", "table", "json", "html"):
+            raise InvalidArgument("format must be 'dict', 'table', 'json' or 'html', not %r" % (format,))
         inputs = self._ordered_inputs(input_feed)
         model = self._variant(inputs)
-        table, text, _ = model.check(inputs, -1.0 if tolerance is None else float(tolerance),
-                                     -1.0 if min_cosine is None else float(min_cosine), reference == "fp64",
-                                     self._label)
-        return table if as_text else json.loads(text)
+        table, text, html, _ = model.check(inputs, -1.0 if tolerance is None else float(tolerance),
+                                           -1.0 if min_cosine is None else float(min_cosine), reference == "fp64",
+                                           self._label)
+        return {"dict": lambda: json.loads(text), "table": lambda: table, "json": lambda: text,
+                "html": lambda: html}[format]()
 
     def profile(self, input_feed, runs=10):
         """Runs ``runs`` times and returns what it measured (mean per run): total_ms, nodes (dicts of node,

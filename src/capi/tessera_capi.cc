@@ -839,10 +839,11 @@ tsr_status* tsr_model_run_with_profile(const tsr_model* model, const DLTensor* i
 
 tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size_t num_inputs, double tolerance,
                             double min_cosine, int32_t float64_reference, const char* model_name, char** out_table,
-                            char** out_json, size_t* out_flagged) {
+                            char** out_json, char** out_html, size_t* out_flagged) {
   if (!model) return null_argument("model");
   if (out_table) *out_table = nullptr;
   if (out_json) *out_json = nullptr;
+  if (out_html) *out_html = nullptr;
   if (out_flagged) *out_flagged = 0;
   return guarded([&] {
     if (std::isnan(tolerance) || std::isnan(min_cosine) || min_cosine > 1) {
@@ -863,8 +864,10 @@ tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size
     // Both made before either is handed out: on a failure the caller owns nothing.
     std::unique_ptr<char, void (*)(void*)> table(out_table ? c_string(tessera::render_check_table(report)) : nullptr, std::free);
     std::unique_ptr<char, void (*)(void*)> json(out_json ? c_string(tessera::render_check_json(report)) : nullptr, std::free);
+    std::unique_ptr<char, void (*)(void*)> html(out_html ? c_string(tessera::render_check_html(report)) : nullptr, std::free);
     if (out_table) *out_table = table.release();
     if (out_json) *out_json = json.release();
+    if (out_html) *out_html = html.release();
     if (out_flagged) *out_flagged = report.regions_over_tolerance;
   });
 }

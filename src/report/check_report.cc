@@ -84,6 +84,54 @@ std::string render_check_table(const CheckReport& report) {
   return out.str();
 }
 
+std::string render_check_html(const CheckReport& report) {
+  using report_detail::html_escape;
+  std::ostringstream out;
+  size_t compared = 0;
+  for (const CheckedRegion& region : report.regions) compared += region.compared ? 1 : 0;
+  out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Accuracy of "
+      << html_escape(report.model) << "</title>\n<style>\n"
+      << "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}\n"
+      << "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}\n"
+      << "tr.over td{background:#fdd}tr.reference td{color:#888}.summary{margin:1em 0;font-weight:600}\n"
+      << "</style></head><body>\n<h1>Accuracy of " << html_escape(report.model) << "</h1>\n<p>Each region against "
+      << html_escape(report.reference) << ", on the inputs it read in this run.</p>\n<p class=\"summary\" id=\"summary\">";
+  if (report.regions_over_tolerance == 0) {
+    out << compared << (compared == 1 ? " region" : " regions") << " checked, all within tolerance.";
+  } else {
+    out << report.regions_over_tolerance << " of " << compared << " checked regions over tolerance.";
+  }
+  out << "</p>\n<table>\n<tr><th>Region</th><th>Backend</th><th>Nodes</th><th>First node</th><th>Precision</th>"
+      << "<th>Output</th><th>Type</th><th>Max abs error</th><th>Relative error</th><th>Cosine</th><th>Mismatches</th>"
+      << "<th>Allowed</th></tr>\n";
+  for (const CheckedRegion& region : report.regions) {
+    const std::string cells = "<td class=\"n\">" + std::to_string(region.index) + "</td><td>" + html_escape(region.backend) +
+                              "</td><td class=\"n\">" + std::to_string(region.node_count) + "</td><td>" +
+                              html_escape(region.first_node) + "</td><td>" + html_escape(region.precision) + "</td>";
+    std::string allowed = "relative " + number(region.tolerance);
+    if (region.min_cosine > 0) allowed += ", cosine &ge; " + number(region.min_cosine, "%.4g");
+    if (!region.compared) {
+      out << "<tr class=\"reference\">" << cells << "<td colspan=\"7\">"
+          << (region.note.empty() ? std::string("the reference itself") : "not checked: " + html_escape(region.note))
+          << "</td></tr>\n";
+      continue;
+    }
+    for (const CheckedOutput& output : region.outputs) {
+      out << "<tr class=\"" << (output.within_tolerance ? "ok" : "over") << "\">" << cells << "<td>"
+          << html_escape(output.name) << "</td><td>" << html_escape(output.type) << "</td>";
+      if (output.floating) {
+        out << "<td class=\"n\">" << number(output.max_abs_error) << "</td><td class=\"n\">" << number(output.relative_error)
+            << "</td><td class=\"n\">" << number(output.cosine, "%.6f") << "</td>";
+      } else {
+        out << "<td colspan=\"3\">exact comparison</td>";
+      }
+      out << "<td class=\"n\">" << output.mismatches << "</td><td>" << allowed << "</td></tr>\n";
+    }
+  }
+  out << "</table>\n</body></html>\n";
+  return out.str();
+}
+
 std::string render_check_json(const CheckReport& report) {
   using report_detail::json_string;
   std::ostringstream out;

@@ -48,5 +48,8 @@ struct CheckReport {
 std::string render_check_table(const CheckReport& report);
 /// The same as one JSON object (stable key order; non-finite numbers as null).
 std::string render_check_json(const CheckReport& report);
+/// A self-contained HTML page (inline CSS, nothing fetched): the table with
+/// regions over tolerance highlighted, and the summary.
+std::string render_check_html(const CheckReport& report);
 
 }  // namespace tessera

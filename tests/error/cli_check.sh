@@ -34,7 +34,7 @@ expect_in "$work/out" "all within tolerance" "test regions within tolerance"
 expect_in "$work/out" "(the reference itself)" "native regions not compared"
 
 TESSERA_TEST_BACKEND_PLANTED_ERROR=Relu expect_exit 2 "planted error" check "$MODEL" --backends test,native --seed 3 \
-  --json "$work/planted.json"
+  --json "$work/planted.json" --html "$work/planted.html"
 expect_in "$work/out" "checked regions over tolerance" "summary of flagged regions"
 expect_in "$work/out" "<-- over tolerance" "flagged rows"
 expect_in "$work/out" "nodes from '/stem/stem.2/Relu'" "the first flagged region named by its node"
@@ -54,6 +54,28 @@ assert clean["regions_over_tolerance"] == 0
 print(len(flagged), "flagged")
 PY
 if [ $? -eq 0 ]; then pass; else fail "planted-error JSON: $(cat "$work/json_check")"; fi
+# The HTML page: well formed, one highlighted row per flagged output, the same summary.
+"$PYTHON" - "$work/planted.html" "$work/planted.json" >"$work/html_check" 2>&1 <<'PY'
+import html.parser, json, sys
+class Rows(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(); self.over = 0; self.stack = []
+    def handle_starttag(self, tag, attrs):
+        if tag in ("tr", "td", "th", "table", "p", "html", "body", "head", "style", "title", "h1"): self.stack.append(tag)
+        if tag == "tr" and ("class", "over") in attrs: self.over += 1
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack[-1] == tag, "unbalanced </%s> after %s" % (tag, self.stack[-3:])
+        self.stack.pop()
+page = open(sys.argv[1]).read()
+parser = Rows(); parser.feed(page); parser.close()
+report = json.load(open(sys.argv[2]))
+flagged_outputs = sum(1 for r in report["regions"] for o in r["outputs"] if not o["within_tolerance"])
+assert not parser.stack, parser.stack
+assert parser.over == flagged_outputs > 0, (parser.over, flagged_outputs)
+assert "%d of " % report["regions_over_tolerance"] in page
+print(parser.over, "rows over tolerance")
+PY
+if [ $? -eq 0 ]; then pass; else fail "planted-error HTML: $(cat "$work/html_check")"; fi
 
 TESSERA_TEST_BACKEND_PLANTED_ERROR=Relu expect_exit 0 "loose tolerance" check "$MODEL" --backends test,native --seed 3 \
   --tolerance 0.05

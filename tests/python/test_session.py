@@ -487,7 +487,9 @@ def test_check_passes_a_correct_session_and_finds_a_planted_error(monkeypatch):
     compared = [r for r in report["regions"] if r["compared"]]
     assert compared and report["regions_over_tolerance"] == 0
     assert all(o["relative_error"] <= 1e-6 and o["max_reference"] > 0 for r in compared for o in r["outputs"])
-    assert "all within tolerance" in session.check({"x": x}, as_text=True)
+    assert "all within tolerance" in session.check({"x": x}, format="table")
+    page = session.check({"x": x}, format="html")
+    assert page.startswith("<!DOCTYPE html>") and "all within tolerance" in page
     # The test backend with a 1% error planted in its MatMul (read when a region is loaded).
     monkeypatch.setenv("TESSERA_TEST_BACKEND_PLANTED_ERROR", "MatMul")
     planted = tessera.InferenceSession(model.SerializeToString(), backends="test,native")

@@ -101,6 +101,19 @@ TEST(RegionCheck, FindsThePlantedErrorAndNamesTheRegion) {
   EXPECT_NE(table.find("<-- over tolerance"), std::string::npos) << table;
   const std::string json = render_check_json(report);
   EXPECT_NE(json.find("\"regions_over_tolerance\": 1"), std::string::npos) << json;
+  const std::string html = render_check_html(report);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  size_t over_rows = 0;
+  for (size_t at = html.find("<tr class=\"over\">"); at != std::string::npos; at = html.find("<tr class=\"over\">", at + 1)) ++over_rows;
+  EXPECT_EQ(over_rows, 1u) << html;
+  EXPECT_NE(html.find("1 of 2 checked regions over tolerance."), std::string::npos) << html;
+  // Names are escaped.
+  CheckReport hostile = report;
+  hostile.model = "<script>alert(1)</script>";
+  hostile.regions[0].first_node = "a<b&c";
+  const std::string escaped = render_check_html(hostile);
+  EXPECT_EQ(escaped.find("<script>"), std::string::npos);
+  EXPECT_NE(escaped.find("&lt;script&gt;"), std::string::npos);
   // A tolerance above the planted error lets it through.
   CheckOptions loose;
   loose.tolerance = 0.05;
