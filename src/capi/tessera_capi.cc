@@ -103,6 +103,16 @@ tsr_status* guarded(Fn&& fn) {
   }
 }
 
+using MallocString = std::unique_ptr<char, void (*)(void*)>;
+
+/// `text` in memory the caller frees with tsr_string_free (std::free); throws std::bad_alloc.
+MallocString malloc_string(const std::string& text) {
+  char* out = static_cast<char*>(std::malloc(text.size() + 1));
+  if (!out) throw std::bad_alloc();
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  return {out, std::free};
+}
+
 DLDataType to_dl(DType dtype) {
   DLDataType t{kDLFloat, 32, 1};
   switch (dtype) {
@@ -855,16 +865,13 @@ tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size
     options.min_cosine = min_cosine;
     options.float64_reference = float64_reference != 0;
     const tessera::CheckReport report = model->compiled->check(in, options, model_name ? model_name : "");
-    auto c_string = [](const std::string& text) {
-      char* out = static_cast<char*>(std::malloc(text.size() + 1));
-      if (!out) throw std::bad_alloc();
-      std::memcpy(out, text.c_str(), text.size() + 1);
-      return out;
+    // All made before any is handed out: on a failure the caller owns nothing.
+    auto rendered = [&](char** wanted, std::string (*render)(const tessera::CheckReport&)) {
+      return wanted ? malloc_string(render(report)) : MallocString(nullptr, std::free);
     };
-    // Both made before either is handed out: on a failure the caller owns nothing.
-    std::unique_ptr<char, void (*)(void*)> table(out_table ? c_string(tessera::render_check_table(report)) : nullptr, std::free);
-    std::unique_ptr<char, void (*)(void*)> json(out_json ? c_string(tessera::render_check_json(report)) : nullptr, std::free);
-    std::unique_ptr<char, void (*)(void*)> html(out_html ? c_string(tessera::render_check_html(report)) : nullptr, std::free);
+    MallocString table = rendered(out_table, tessera::render_check_table);
+    MallocString json = rendered(out_json, tessera::render_check_json);
+    MallocString html = rendered(out_html, tessera::render_check_html);
     if (out_table) *out_table = table.release();
     if (out_json) *out_json = json.release();
     if (out_html) *out_html = html.release();
@@ -895,10 +902,7 @@ tsr_status* tsr_model_report(const tsr_model* model, const char* format, const c
     else if (f == "dot") text = tessera::render_report_dot(report);
     else if (f == "html") text = tessera::render_report_html(report);
     else tessera::throw_user_error("unknown report format '", f, "' (table, json, dot, html)");
-    char* out = static_cast<char*>(std::malloc(text.size() + 1));
-    if (!out) throw std::bad_alloc();
-    std::memcpy(out, text.c_str(), text.size() + 1);
-    *out_text = out;
+    *out_text = malloc_string(text).release();
   });
 }
 

@@ -148,21 +148,15 @@ CheckReport CompiledModel::check(const std::vector<TensorView>& inputs, const Ch
         }
       }
       // extract_region lists the region graph's inputs in region.inputs order.
-      if (graph.graph.inputs.size() != region_inputs.size()) {
-        throw_internal_error("check: region ", r, " has ", region_inputs.size(), " boundary inputs, its graph ",
-                             graph.graph.inputs.size());
-      }
-      std::vector<Tensor> ordered;
-      for (ValueId local : graph.graph.inputs) {
-        const ValueId global = graph.global_value[static_cast<size_t>(local)];
-        size_t k = 0;
-        while (k < region.inputs.size() && region.inputs[k] != global) ++k;
-        if (k == region.inputs.size()) throw_internal_error("check: region ", r, " input is not a boundary value");
-        ordered.push_back(region_inputs[k]);
+      DetachedRegionStore reference_store(graph.graph);
+      for (size_t k = 0; k < graph.graph.inputs.size(); ++k) {
+        const ValueId local = graph.graph.inputs[k];
+        if (k >= region.inputs.size() || graph.global_value[static_cast<size_t>(local)] != region.inputs[k]) {
+          throw_internal_error("check: region ", r, " graph input ", k, " is not its boundary input ", k);
+        }
+        reference_store.bind(local, region_inputs[k].view());
       }
       std::unique_ptr<ExecutableRegion> executable;
-      DetachedRegionStore reference_store(graph.graph);
-      for (size_t k = 0; k < ordered.size(); ++k) reference_store.bind(graph.graph.inputs[k], ordered[k].view());
       try {
         executable = reference->compile(graph.graph, plan.fallback_options).executable;
         executable->run(reference_store);
