@@ -691,6 +691,54 @@ PYBIND11_MODULE(_tessera, m) {
     check(tsr_load_backend_plugin(path.c_str(), &name));
     return std::string(name);
   });
+  // Static quantization (tessera.quantize): samples is a list of lists of arrays (one per model input,
+  // in input order), or empty for `random` random samples; progress(phase, done, total) may be None.
+  m.def("quantize", [](const std::string& model, const std::string& output, const Options* options, py::list samples,
+                       const std::string& method, double percentile, bool per_channel, const std::string& exclude,
+                       int random, uint64_t seed, py::object progress) {
+    struct Progress {
+      py::object callback;
+      std::string error;
+    } state{progress, ""};
+    tsr_quantize_config config{};
+    config.struct_size = sizeof(config);
+    config.method = method.c_str();
+    config.percentile = percentile;
+    config.per_channel = per_channel ? 1 : 0;
+    config.exclude = exclude.empty() ? nullptr : exclude.c_str();
+    config.random_samples = random;
+    config.seed = seed;
+    if (!progress.is_none()) {
+      config.progress = [](void* user, const char* phase, int64_t done, int64_t total) {
+        auto* st = static_cast<Progress*>(user);
+        py::gil_scoped_acquire gil;
+        if (!st->error.empty()) return;
+        try {
+          st->callback(phase, done, total);
+        } catch (py::error_already_set& e) {
+          st->error = e.what();  // raised once the quantizer returns: no exception crosses the C API
+        }
+      };
+      config.progress_user = &state;
+    }
+    tsr_quantizer* raw = nullptr;
+    check(tsr_quantizer_create(model.c_str(), native(options), &config, &raw));
+    std::unique_ptr<tsr_quantizer, void (*)(tsr_quantizer*)> quantizer(raw, tsr_quantizer_free);
+    for (size_t k = 0; k < samples.size(); ++k) {
+      RunInputs inputs;
+      py::list tensors = py::reinterpret_borrow<py::list>(samples[k]);
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        inputs.add(tensors[i], "sample " + std::to_string(k) + " input " + std::to_string(i), DLDataType{kDLFloat, 32, 1});
+      }
+      check(tsr_quantizer_add_sample(quantizer.get(), inputs.tensors().data(), inputs.tensors().size()));
+    }
+    char* summary = nullptr;
+    check_without_gil([&] { return tsr_quantizer_write(quantizer.get(), output.c_str(), &summary); });
+    std::string text = summary ? summary : "";
+    tsr_string_free(summary);
+    if (!state.error.empty()) throw std::runtime_error("quantize: the progress callback raised: " + state.error);
+    return text;
+  });
   m.def("is_artifact_file", [](const std::string& path) { return tsr_file_is_artifact(path.c_str()) != 0; });
   m.def("is_artifact_bytes", &is_artifact_bytes);
 

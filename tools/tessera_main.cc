@@ -54,6 +54,13 @@ const char* kUsage =
     "              --reference fp64) on that region's inputs; prints per region and output the max abs / relative error and cosine, and\n"
     "              exits 2 when a region is over its tolerance (default 1e-4 relative; with bf16\n"
     "              nodes 3e-2 and cosine >= 0.999)\n"
+    "  tessera quantize MODEL.onnx -o MODEL.qdq.onnx [--calibration DIR | --random N] [--method minmax|percentile|entropy]\n"
+    "              [--percentile P] [--per-channel] [--exclude NODES] [--input-shape NAME=DIMS ...] [--threads N] [--seed S]\n"
+    "              static post-training quantization: writes a QDQ ONNX model (int8 weights, uint8 activations,\n"
+    "              int32 biases around Conv, MatMul, Gemm, Add, pooling and Concat) that ONNX Runtime runs too.\n"
+    "              Calibration runs the float model on DIR's samples: DIR/*.npy, one file per sample, for a\n"
+    "              model with one input, or DIR/SAMPLE/INPUT_NAME.npy, one folder per sample; or on N random\n"
+    "              inputs (default 16). --exclude takes node names or op types, comma-separated.\n"
     "  tessera backends\n"
     "Every command also takes --backend-plugin PATH.so (repeatable): a backend plug-in to load first\n"
     "(include/tessera/backend_plugin.h); TESSERA_BACKEND_PLUGINS=PATH:PATH... does the same.\n"
@@ -104,6 +111,13 @@ struct Args {
   double tolerance = -1;   // check
   double min_cosine = -1;  // check
   bool float64_reference = false;  // check --reference fp64
+  // quantize
+  std::string calibration_dir;
+  int random_samples = 0;
+  std::string method;
+  double percentile = 0;
+  bool per_channel = false;
+  std::string exclude;  // comma-separated; repeated --exclude options are joined
 };
 
 /// A finite decimal number (check's --tolerance and --min-cosine).
@@ -207,6 +221,18 @@ Args parse_args(int argc, char** argv) {
         throw CliError("--reference: '" + reference + "' is not a reference (native: native in float32; fp64: in float64)");
       }
       args.float64_reference = reference == "fp64";
+    } else if (a == "--calibration" && args.command == "quantize") {
+      args.calibration_dir = value();
+    } else if (a == "--random" && args.command == "quantize") {
+      args.random_samples = static_cast<int>(parse_int(value(), a, 1, 1000000));
+    } else if (a == "--method" && args.command == "quantize") {
+      args.method = value();
+    } else if (a == "--percentile" && args.command == "quantize") {
+      args.percentile = parse_number(value(), a, 50, 100);
+    } else if (a == "--per-channel" && args.command == "quantize") {
+      args.per_channel = true;
+    } else if (a == "--exclude" && args.command == "quantize") {
+      args.exclude += (args.exclude.empty() ? "" : ",") + value();
     } else if (a == "--min-cosine" && args.command == "check") {
       args.min_cosine = parse_number(value(), a, -1, 1);
     } else if (a == "--json" && (args.command == "partition" || args.command == "check")) {
@@ -253,6 +279,10 @@ Args parse_args(int argc, char** argv) {
   }
   if (args.model.empty() && args.command != "backends") throw CliError(std::string("no model given\n") + kUsage);
   if (args.command == "compile" && args.output.empty()) throw CliError("compile needs -o FILE.tsr");
+  if (args.command == "quantize" && args.output.empty()) throw CliError("quantize needs -o FILE.onnx");
+  if (args.command == "quantize" && !args.calibration_dir.empty() && args.random_samples) {
+    throw CliError("quantize: give --calibration DIR or --random N, not both");
+  }
   if (args.warmup < 0 || args.iterations < 1) throw CliError("--warmup must be >= 0 and --iterations >= 1");
   return args;
 }
@@ -651,6 +681,104 @@ int command_partition(const Args& args) {
   return 0;
 }
 
+/// A progress bar on stderr, redrawn in place on a terminal, a line per phase otherwise.
+void draw_progress(void* user, const char* phase, int64_t done, int64_t total) {
+  auto* last_phase = static_cast<std::string*>(user);
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (!tty && done != total) return;
+  const int width = 30;
+  const int filled = total > 0 ? static_cast<int>(width * done / total) : width;
+  std::cerr << (tty ? "\r" : "") << phase << " [" << std::string(static_cast<size_t>(filled), '#')
+            << std::string(static_cast<size_t>(width - filled), '.') << "] " << done << "/" << total;
+  if (done == total) std::cerr << "\n";
+  std::cerr.flush();
+  *last_phase = phase;
+}
+
+/// The calibration samples of DIR, each as one array per model input (in input order).
+std::vector<std::vector<NpyArray>> read_calibration_dir(const std::string& dir, const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw CliError("--calibration: '" + dir + "' is not a folder");
+  std::vector<fs::path> files, folders;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_directory()) folders.push_back(entry.path());
+    else if (entry.path().extension() == ".npy") files.push_back(entry.path());
+  }
+  if (ec) throw CliError("--calibration: cannot list '" + dir + "': " + ec.message());
+  std::sort(files.begin(), files.end());
+  std::sort(folders.begin(), folders.end());
+  std::vector<std::vector<NpyArray>> samples;
+  if (!files.empty() && !folders.empty()) {
+    throw CliError("--calibration: '" + dir + "' holds both .npy files and folders; use one layout (DIR/*.npy or DIR/SAMPLE/INPUT.npy)");
+  }
+  if (!files.empty()) {
+    if (inputs.size() != 1) {
+      throw CliError("--calibration: the model has " + std::to_string(inputs.size()) +
+                     " inputs, so each sample is a folder DIR/SAMPLE/ holding INPUT_NAME.npy for each input");
+    }
+    for (const fs::path& f : files) samples.push_back({tessera::tools::read_npy(f.string())});
+  }
+  for (const fs::path& folder : folders) {
+    std::vector<NpyArray> sample;
+    for (const std::string& name : inputs) {
+      const fs::path f = folder / (name + ".npy");
+      if (!fs::exists(f, ec)) throw CliError("--calibration: sample '" + folder.string() + "' has no " + name + ".npy");
+      sample.push_back(tessera::tools::read_npy(f.string()));
+    }
+    samples.push_back(std::move(sample));
+  }
+  if (samples.empty()) throw CliError("--calibration: '" + dir + "' holds no .npy file and no sample folder");
+  return samples;
+}
+
+int command_quantize(const Args& args) {
+  tsr_options* options = nullptr;
+  check(tsr_options_create(&options));
+  std::unique_ptr<tsr_options, void (*)(tsr_options*)> guard(options, tsr_options_free);
+  check(tsr_options_set_threads(options, args.threads));
+  if (!args.backends.empty()) check(tsr_options_set_backends(options, args.backends.c_str()));
+  for (const std::string& p : args.place) check(tsr_options_add_placement(options, p.c_str()));
+  for (const std::string& d : args.deny) check(tsr_options_add_denial(options, d.c_str()));
+  for (const auto& [name, dims] : args.shapes) check(tsr_options_set_input_shape(options, name.c_str(), dims.data(), dims.size()));
+  std::string last_phase;
+  tsr_quantize_config config{};
+  config.struct_size = sizeof(config);
+  config.method = args.method.empty() ? nullptr : args.method.c_str();
+  config.percentile = args.percentile;
+  config.per_channel = args.per_channel ? 1 : 0;
+  config.exclude = args.exclude.empty() ? nullptr : args.exclude.c_str();
+  config.random_samples = args.random_samples;
+  config.seed = args.seed;
+  config.progress = draw_progress;
+  config.progress_user = &last_phase;
+  tsr_quantizer* raw = nullptr;
+  check(tsr_quantizer_create(args.model.c_str(), options, &config, &raw));
+  std::unique_ptr<tsr_quantizer, void (*)(tsr_quantizer*)> quantizer(raw, tsr_quantizer_free);
+  if (!args.calibration_dir.empty()) {
+    tsr_source* source = nullptr;
+    check(tsr_source_load(args.model.c_str(), options, &source));
+    std::unique_ptr<tsr_source, void (*)(tsr_source*)> source_guard(source, tsr_source_free);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < tsr_source_input_count(source); ++i) {
+      tsr_value_info info{};
+      info.struct_size = sizeof(info);
+      check(tsr_source_input_info(source, i, &info));
+      names.push_back(info.name);
+    }
+    std::vector<std::vector<NpyArray>> samples = read_calibration_dir(args.calibration_dir, names);
+    for (auto& sample : samples) {
+      std::vector<DLTensor> tensors = as_dl(sample);
+      check(tsr_quantizer_add_sample(quantizer.get(), tensors.data(), tensors.size()));
+    }
+  }
+  char* summary = nullptr;
+  check(tsr_quantizer_write(quantizer.get(), args.output.c_str(), &summary));
+  std::cout << "wrote " << args.output << "\n" << summary;
+  tsr_string_free(summary);
+  return 0;
+}
+
 int command_backends() {
   std::cout << "backends, highest priority first:\n";
   const size_t count = tsr_backend_count();
@@ -871,6 +999,7 @@ int main(int argc, char** argv) {
     if (args.command == "compile") return command_compile(args);
     if (args.command == "partition") return command_partition(args);
     if (args.command == "check") return command_check(args);
+    if (args.command == "quantize") return command_quantize(args);
     if (args.command == "backends") return command_backends();
     throw CliError("unknown command '" + args.command + "'\n" + kUsage);
   } catch (const std::exception& e) {

@@ -297,6 +297,36 @@ TSR_API tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inpu
                                     double min_cosine, int32_t float64_reference, const char* model_name,
                                     char** out_table, char** out_json, char** out_html, size_t* out_flagged);
 
+/* Static post-training quantization (`tessera quantize`): writes a QDQ ONNX
+ * model (QuantizeLinear / DequantizeLinear around Conv, MatMul, Gemm, Add,
+ * pooling and Concat; int8 weights, uint8 activations, int32 biases) that
+ * Tessera and ONNX Runtime both run. Calibration runs the float model on the
+ * samples added with tsr_quantizer_add_sample or, when none is, on
+ * `random_samples` random inputs. */
+typedef struct tsr_quantizer tsr_quantizer;
+typedef void (*tsr_progress_fn)(void* user, const char* phase, int64_t done, int64_t total);
+typedef struct tsr_quantize_config {
+  size_t struct_size;      /* sizeof(tsr_quantize_config); members past it read as their defaults */
+  const char* method;      /* "minmax" (NULL), "percentile" or "entropy" */
+  double percentile;       /* for "percentile": the share of values kept, in percent (0: 99.99) */
+  int32_t per_channel;     /* 1: a weight scale per output channel (needs opset 13) */
+  const char* exclude;     /* comma-separated node names or op types left in float (NULL: none) */
+  int32_t random_samples;  /* random inputs when no sample was added (0: 16) */
+  uint64_t seed;           /* for the random inputs */
+  tsr_progress_fn progress;  /* called after each calibration run (may be NULL) */
+  void* progress_user;
+} tsr_quantize_config;
+/* config may be NULL (the defaults); options set threads, backends and the
+ * shapes of open input dims for the calibration runs. */
+TSR_API tsr_status* tsr_quantizer_create(const char* model_path, const tsr_options* options,
+                                         const tsr_quantize_config* config, tsr_quantizer** out_quantizer);
+/* One calibration sample: one tensor per model input, in input order (copied). */
+TSR_API tsr_status* tsr_quantizer_add_sample(tsr_quantizer* quantizer, const DLTensor* inputs, size_t num_inputs);
+/* Calibrates and writes the QDQ model; *out_summary (may be NULL; free with
+ * tsr_string_free) says what was quantized and what stayed float and why. */
+TSR_API tsr_status* tsr_quantizer_write(tsr_quantizer* quantizer, const char* output_path, char** out_summary);
+TSR_API void tsr_quantizer_free(tsr_quantizer* quantizer);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,7 +30,7 @@ import warnings
 __all__ = [
     "Error", "InvalidArgument", "Unsupported", "InternalError",
     "InferenceSession", "SessionOptions", "NodeArg", "Tensor",
-    "compile", "backends", "load_backend_plugin", "copy_count",
+    "compile", "quantize", "backends", "load_backend_plugin", "copy_count",
 ]
 
 
@@ -81,6 +81,39 @@ def load_backend_plugin(path):
     name it. Loading the same path again does nothing. The TESSERA_BACKEND_PLUGINS environment variable
     (paths separated by ':') loads plug-ins the same way."""
     return _tessera.load_backend_plugin(os.fspath(path))
+
+
+def quantize(model, output, calibration=None, method="minmax", percentile=None, per_channel=False, exclude=(),
+             random=None, seed=0, progress=None, backends=None, threads=None, options=None):
+    """Static post-training quantization, as `tessera quantize` does: writes `output`, a QDQ ONNX model
+    (QuantizeLinear / DequantizeLinear around Conv, MatMul, Gemm, Add, pooling and Concat; int8 weights,
+    uint8 activations, int32 biases) that Tessera and ONNX Runtime both run, and returns the summary
+    (what was quantized, what stayed float and why).
+
+    calibration: samples to run the float model on, each a dict {input name: array} or a sequence of
+    arrays in input order (an iterable is read once); None: `random` random inputs (default 16).
+    method: "minmax", "percentile" (keeping `percentile` percent of the values, default 99.99) or
+    "entropy". per_channel: one weight scale per output channel. exclude: node names or op types left in
+    float. progress(phase, done, total) is called after each calibration run. backends, threads and
+    options set how the calibration runs."""
+    names = [info[0] for info in _tessera.Source.load_path(os.fspath(model), None).inputs()]
+    samples = []
+    for sample in calibration or ():
+        if isinstance(sample, dict):
+            missing = [n for n in names if n not in sample]
+            if missing:
+                raise InvalidArgument("calibration sample %d has no %s" % (len(samples), ", ".join(repr(m) for m in missing)))
+            samples.append([_prepare_input(sample[n]) for n in names])
+        else:
+            samples.append([_prepare_input(v) for v in sample])
+    if calibration is not None and not samples:
+        raise InvalidArgument("calibration holds no sample")
+    if isinstance(exclude, str):
+        exclude = [exclude]
+    native = _options_from(backends, threads, options, {})._native()
+    return _tessera.quantize(os.fspath(model), os.fspath(output), native, samples, method,
+                             float(percentile or 0), bool(per_channel), ",".join(exclude),
+                             int(random or 0), int(seed), progress)
 
 
 class NodeArg:

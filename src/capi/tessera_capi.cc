@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "artifact/artifact.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/error.h"
+#include "quantize/quantize.h"
 #include "report/check_report.h"
 #include "report/placement_report.h"
 #include "runtime/backend_registry.h"
@@ -66,6 +68,11 @@ struct tsr_model {
     dim_names.build(compiled->inputs(), compiled->outputs());
     for (const std::string& w : compiled->warnings()) warnings += w + "\n";
   }
+};
+
+struct tsr_quantizer {
+  std::unique_ptr<tessera::quantize::Quantizer> quantizer;
+  std::vector<tessera::ValueDesc> inputs;  // the model's declared inputs (open dims -1)
 };
 
 struct tsr_source {
@@ -907,5 +914,97 @@ tsr_status* tsr_model_report(const tsr_model* model, const char* format, const c
 }
 
 void tsr_string_free(char* text) { std::free(text); }
+
+
+tsr_status* tsr_quantizer_create(const char* model_path, const tsr_options* options, const tsr_quantize_config* config,
+                                 tsr_quantizer** out_quantizer) {
+  if (!model_path) return null_argument("model_path");
+  if (!out_quantizer) return null_argument("out_quantizer");
+  *out_quantizer = nullptr;
+  return guarded([&] {
+    tsr_options defaults;
+    const tsr_options& opts = options ? *options : defaults;
+    tessera::quantize::QuantizeOptions q;
+    if (config) {
+      // Members past the caller's struct_size keep their defaults.
+      auto has = [&](size_t end) { return config->struct_size >= end; };
+#define TSR_QCONFIG_HAS(member) has(offsetof(tsr_quantize_config, member) + sizeof(config->member))
+      if (config->struct_size < sizeof(size_t)) tessera::throw_user_error("tsr_quantize_config: struct_size is not set");
+      if (TSR_QCONFIG_HAS(method) && config->method) q.method = tessera::quantize::parse_calibration_method(config->method);
+      if (TSR_QCONFIG_HAS(percentile) && config->percentile != 0) q.percentile = config->percentile;
+      if (TSR_QCONFIG_HAS(per_channel)) q.per_channel = config->per_channel != 0;
+      if (TSR_QCONFIG_HAS(exclude) && config->exclude) {
+        std::string list = config->exclude;
+        size_t start = 0;
+        while (start <= list.size()) {
+          size_t comma = list.find(',', start);
+          if (comma == std::string::npos) comma = list.size();
+          std::string item = list.substr(start, comma - start);
+          if (!item.empty()) q.exclude.push_back(item);
+          start = comma + 1;
+        }
+      }
+      if (TSR_QCONFIG_HAS(random_samples)) {
+        if (config->random_samples < 0) tessera::throw_user_error("tsr_quantize_config: random_samples is negative");
+        if (config->random_samples > 0) q.random_samples = config->random_samples;
+      }
+      if (TSR_QCONFIG_HAS(seed)) q.seed = config->seed;
+      if (TSR_QCONFIG_HAS(progress_user) && config->progress) {
+        tsr_progress_fn fn = config->progress;
+        void* user = config->progress_user;
+        q.progress = [fn, user](const std::string& phase, int64_t done, int64_t total) { fn(user, phase.c_str(), done, total); };
+      }
+#undef TSR_QCONFIG_HAS
+    }
+    check_model_file(model_path);
+    if (tessera::is_artifact_file(model_path)) {
+      tessera::throw_user_error("'", model_path, "' is a compiled artifact: quantize the ONNX model it came from");
+    }
+    tessera::Graph graph = tessera::onnx_frontend::import_onnx_file(model_path, opts.import);
+    auto made = std::make_unique<tsr_quantizer>();
+    std::unique_ptr<tsr_source> source(make_source(graph));
+    made->inputs = source->inputs;
+    tessera::CompileOptions compile = opts.compile;
+    for (const auto& [name, shape] : opts.data_shapes) compile.input_shapes[name] = shape;
+    made->quantizer = std::make_unique<tessera::quantize::Quantizer>(model_path, std::move(graph), compile, q);
+    *out_quantizer = made.release();
+  });
+}
+
+tsr_status* tsr_quantizer_add_sample(tsr_quantizer* quantizer, const DLTensor* inputs, size_t num_inputs) {
+  if (!quantizer) return null_argument("quantizer");
+  if (!inputs && num_inputs) return null_argument("inputs");
+  return guarded([&] {
+    if (num_inputs != quantizer->inputs.size()) {
+      tessera::throw_user_error("a calibration sample needs ", quantizer->inputs.size(), " tensors (one per model input), got ",
+                                num_inputs);
+    }
+    std::vector<tessera::TensorView> views;
+    for (size_t i = 0; i < num_inputs; ++i) {
+      // Open dims take the sample's size; the others must match.
+      tessera::ValueDesc desc = quantizer->inputs[i];
+      const std::string what = str_cat("calibration input '", desc.name, "'");
+      if (inputs[i].ndim == static_cast<int32_t>(desc.shape.size()) && inputs[i].shape) {
+        for (size_t d = 0; d < desc.shape.size(); ++d) {
+          if (desc.shape[d] < 0) desc.shape[d] = inputs[i].shape[d];
+        }
+      }
+      views.push_back(view_of(inputs[i], desc, what));
+    }
+    quantizer->quantizer->add_sample(views);
+  });
+}
+
+tsr_status* tsr_quantizer_write(tsr_quantizer* quantizer, const char* output_path, char** out_summary) {
+  if (!quantizer) return null_argument("quantizer");
+  if (!output_path) return null_argument("output_path");
+  if (out_summary) *out_summary = nullptr;
+  return guarded([&] {
+    MallocString summary = malloc_string(quantizer->quantizer->write(output_path));
+    if (out_summary) *out_summary = summary.release();
+  });
+}
+
+void tsr_quantizer_free(tsr_quantizer* quantizer) { delete quantizer; }
 
 }  // extern "C"

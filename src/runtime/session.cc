@@ -14,6 +14,7 @@
 #include "partition/declarations.h"
 #include "passes/bind_input_shapes.h"
 #include "passes/check_inferred_types.h"
+#include "passes/fold_qdq.h"
 #include "passes/infer_and_fold.h"
 #include "runtime/backend_registry.h"
 #include "runtime/finite_scan.h"
@@ -135,6 +136,8 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   }
   bind_input_shapes(graph, options.input_shapes);
   after_pass(graph, "bind_input_shapes");
+  std::vector<QdqFold> qdq_folds;
+  if (fold_qdq(graph, &qdq_folds) > 0) after_pass(graph, "fold_qdq");
   std::vector<std::pair<std::string, std::string>> nodes_before;  // name, op
   for (const Node& node : graph.nodes) nodes_before.emplace_back(node.name, node.op_type);
   infer_and_fold(graph, evaluate_node_natively);
@@ -202,6 +205,9 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   }
   for (const auto& [name, op_type] : nodes_before) {
     if (!executed.count(name)) model->placement_.push_back({name, op_type, "folded", "computed at compile time", -1, ""});
+  }
+  for (const QdqFold& fold : qdq_folds) {
+    model->placement_.push_back({fold.node, fold.op_type, "folded", "folded into the quantized op '" + fold.into + "'", -1, ""});
   }
   model->read_node_precisions();
   if (options.precision.bf16) {

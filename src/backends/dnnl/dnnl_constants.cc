@@ -17,11 +17,24 @@ const Tensor& float_constant(const Graph& region, int32_t id, const char* what) 
     throw_user_error("oneDNN payload: ", what, " names value ", id, ", which is not a constant of the region");
   }
   const Tensor& t = *region.values[static_cast<size_t>(id)].constant;
-  if (t.dtype() != DType::kFloat32) throw_user_error("oneDNN payload: constant '", region.values[static_cast<size_t>(id)].name, "' is not float32");
+  // Quantized weights (int8, uint8) and biases (int32) are held as floats until the
+  // load-time reorder converts them into their slot's type (exact for 8-bit values).
+  const DType d = t.dtype();
+  if (d != DType::kFloat32 && d != DType::kInt8 && d != DType::kUInt8 && d != DType::kInt32) {
+    throw_user_error("oneDNN payload: constant '", region.values[static_cast<size_t>(id)].name, "' is ", dtype_name(d),
+                     ", not float32 or an 8-bit or int32 quantized constant");
+  }
   return t;
 }
 
-std::vector<float> to_vector(const Tensor& t) { return std::vector<float>(t.as<float>(), t.as<float>() + t.numel()); }
+std::vector<float> to_vector(const Tensor& t) {
+  switch (t.dtype()) {
+    case DType::kInt8: return std::vector<float>(t.as<int8_t>(), t.as<int8_t>() + t.numel());
+    case DType::kUInt8: return std::vector<float>(t.as<uint8_t>(), t.as<uint8_t>() + t.numel());
+    case DType::kInt32: return std::vector<float>(t.as<int32_t>(), t.as<int32_t>() + t.numel());
+    default: return std::vector<float>(t.as<float>(), t.as<float>() + t.numel());
+  }
+}
 
 void expect_size(const std::vector<float>& data, int64_t count, const char* what) {
   if (static_cast<int64_t>(data.size()) != count) {

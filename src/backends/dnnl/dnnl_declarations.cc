@@ -111,6 +111,33 @@ Declarations make_declarations() {
     add.where(matmul_bias_fuses);
     return add;
   };
+  // A residual in a QDQ model: Q(act(DQ(QLinearConv) + DQ(other))) as one int8 convolution whose sum
+  // post-op reads `other`'s 8-bit values (dnnl_lower_quantized.cc; the convolution's output is not
+  // rounded to its own 8-bit grid first).
+  auto qlinear_conv = [] {
+    Pattern c = op("QLinearConv");
+    c.where([](const Graph& g, const Node& n) { return check_qlinear(g, n).supported; });
+    return c;
+  };
+  auto dequantize = [](Pattern x) {
+    Pattern dq = op("DequantizeLinear", {x, constant(), constant()});
+    dq.where([](const Graph& g, const Node& n) { return check_quantize_linear(g, n).supported; });
+    return dq;
+  };
+  auto residual_add = [&] {
+    Pattern add = op("Add", {dequantize(qlinear_conv()), dequantize(any())});
+    add.where([](const Graph& g, const Node& n) {
+      return float32_static_node(g, n) && dims(g, n.inputs[0]) == dims(g, n.inputs[1]);
+    });
+    return add;
+  };
+  auto quantize = [](Pattern x) {
+    Pattern q = op("QuantizeLinear", {x, constant(), constant()});
+    q.where([](const Graph& g, const Node& n) { return check_quantize_linear(g, n).supported; });
+    return q;
+  };
+  d.pattern("QLinearConvAddActivation", quantize(activation_of(residual_add())));
+  d.pattern("QLinearConvAdd", quantize(residual_add()));
   d.pattern("ConvBatchNormAddActivation", activation_of(conv_add(batch_norm(conv()))));
   d.pattern("ConvAddActivation", activation_of(conv_add(conv())));
   d.pattern("ConvBatchNormActivation", activation_of(batch_norm(conv())));

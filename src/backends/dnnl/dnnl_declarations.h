@@ -39,5 +39,8 @@ SupportDecision check_slice(const Graph& graph, const Node& node);
 SupportDecision check_reshape(const Graph& graph, const Node& node);  // Reshape, Flatten, Squeeze, Unsqueeze
 SupportDecision check_identity(const Graph& graph, const Node& node);
 SupportDecision check_conv_transpose(const Graph& graph, const Node& node);
+// dnnl_declarations_quantized.cc:
+SupportDecision check_qlinear(const Graph& graph, const Node& node);          // QLinearConv, QLinearMatMul
+SupportDecision check_quantize_linear(const Graph& graph, const Node& node);  // QuantizeLinear, DequantizeLinear
 
 }  // namespace tessera::dnnl_backend

@@ -42,9 +42,9 @@ enum class PostOpKind : uint8_t { kEltwise = 1, kSum, kBinary };
 
 struct PostOp {
   PostOpKind kind = PostOpKind::kEltwise;
-  int32_t algorithm = 0;  // dnnl_alg_kind_t for eltwise and binary
-  float alpha = 0;
-  float beta = 0;
+  int32_t algorithm = 0;  // dnnl_alg_kind_t for eltwise and binary; sum: the operand's dnnl_data_type_t (0: dst's)
+  float alpha = 0;        // sum: its scale (dst += alpha * (operand - beta))
+  float beta = 0;         // sum: the operand's zero point
   int32_t slot = -1;  // sum: the slot copied into dst first; binary: the second operand
 };
 
@@ -71,12 +71,21 @@ inline constexpr int64_t kMaxSlotDim = int64_t{1} << 32;
 inline constexpr int64_t kMaxSlotElements = int64_t{1} << 34;
 inline constexpr int64_t kMaxConstantElements = int64_t{1} << 32;
 
-/// A slot's element type. Region inputs and outputs are always float32;
-/// under --precision bf16 the sources and weights of convolutions and
-/// matmuls (and intermediates only such steps read) are bfloat16.
-enum class SlotType : uint8_t { kFloat32 = 0, kBFloat16 = 1 };
+/// A slot's element type. Under --precision bf16 the sources and weights of
+/// convolutions and matmuls (and intermediates only such steps read) are
+/// bfloat16. Quantized ops (QLinearConv, QLinearMatMul) read and write 8-bit
+/// values, which may cross the region's boundary (then as the value's dtype);
+/// their weights are int8 slots made from the int8 constants.
+enum class SlotType : uint8_t { kFloat32 = 0, kBFloat16 = 1, kUInt8 = 2, kInt8 = 3 };
 
 memory::data_type data_type_of(SlotType type);
+/// The slot type of a boundary value's dtype (float32, uint8, int8); throws unsupported for others.
+SlotType slot_type_for(DType dtype);
+/// True when a boundary slot of `type` holds a value of `dtype`.
+inline bool slot_type_matches(SlotType type, DType dtype) {
+  return (type == SlotType::kFloat32 && dtype == DType::kFloat32) || (type == SlotType::kUInt8 && dtype == DType::kUInt8) ||
+         (type == SlotType::kInt8 && dtype == DType::kInt8);
+}
 
 struct Slot {
   enum class Kind : uint8_t { kInput = 1, kOutput, kIntermediate, kConstant };
@@ -103,6 +112,14 @@ struct Step {
   /// oneDNN chose from format_tag::any. Loading asks for `any` there again,
   /// so the same implementation is picked, and checks it chose the same layout.
   uint32_t any_roles = 0;
+  /// Quantized steps: dst = output_scales * accumulator (then the post-ops),
+  /// one scale or one per index of the dims in scale_mask (oneDNN's
+  /// output-scale mask); reorders: dst = output_scales * (src - src_zero_point)
+  /// + dst_zero_point. Zero points are common to the tensor.
+  std::vector<float> output_scales;
+  int32_t scale_mask = 0;
+  int32_t src_zero_point = 0;
+  int32_t dst_zero_point = 0;
 };
 
 struct Program {

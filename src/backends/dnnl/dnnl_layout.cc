@@ -11,13 +11,30 @@
 namespace tessera::dnnl_backend {
 
 memory::data_type data_type_of(SlotType type) {
-  return type == SlotType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+  switch (type) {
+    case SlotType::kFloat32: return memory::data_type::f32;
+    case SlotType::kBFloat16: return memory::data_type::bf16;
+    case SlotType::kUInt8: return memory::data_type::u8;
+    case SlotType::kInt8: return memory::data_type::s8;
+  }
+  return memory::data_type::f32;
+}
+
+SlotType slot_type_for(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return SlotType::kFloat32;
+    case DType::kUInt8: return SlotType::kUInt8;
+    case DType::kInt8: return SlotType::kInt8;
+    default: throw_unsupported("oneDNN backend: a region boundary value of dtype ", dtype_name(dtype));
+  }
 }
 
 SlotType slot_type_of(const memory::desc& desc) {
   switch (desc.data_type()) {
     case memory::data_type::f32: return SlotType::kFloat32;
     case memory::data_type::bf16: return SlotType::kBFloat16;
+    case memory::data_type::u8: return SlotType::kUInt8;
+    case memory::data_type::s8: return SlotType::kInt8;
     default: throw_unsupported("oneDNN backend: a layout of data type ", static_cast<int>(desc.data_type()));
   }
 }

@@ -126,7 +126,8 @@ void lower_convolution(Lowering& lowering, const FusedNode& fused) {
       } else if (other_dims == y_dims && !lowering.is_constant_value(other)) {
         PostOp p;
         p.kind = has_sum ? PostOpKind::kBinary : PostOpKind::kSum;
-        p.algorithm = static_cast<int32_t>(find_binary_op("Add")->algorithm);
+        p.algorithm = has_sum ? static_cast<int32_t>(find_binary_op("Add")->algorithm) : 0;
+        p.alpha = 1.0f;  // a sum's scale
         p.slot = lowering.slot_of(other);
         step.post_ops.push_back(p);
       } else {

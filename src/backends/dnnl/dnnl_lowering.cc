@@ -98,7 +98,9 @@ int32_t Lowering::slot_of(ValueId value) {
   s.kind = Slot::Kind::kInput;
   s.value = value;
   s.dims = v.type.dims;
-  slot = add_slot(std::move(s), plain_desc(v.type.dims));
+  s.type = slot_type_for(v.type.dtype);
+  const memory::data_type type = data_type_of(s.type);
+  slot = add_slot(std::move(s), plain_desc(v.type.dims, type));
   return slot;
 }
 
@@ -295,7 +297,8 @@ Program Lowering::finish() {
     const int32_t slot = slot_of_value_[static_cast<size_t>(value)];
     if (slot < 0) throw_internal_error("oneDNN lowering: region output '", graph_.value(value).name, "' was never computed");
     Slot& s = program_.slots[static_cast<size_t>(slot)];
-    if (s.kind == Slot::Kind::kIntermediate && s.format_tag == 0 && s.type == SlotType::kFloat32 &&
+    const SlotType boundary_type = slot_type_for(graph_.value(value).type.dtype);
+    if (s.kind == Slot::Kind::kIntermediate && s.format_tag == 0 && s.type == boundary_type &&
         !claimed[static_cast<size_t>(slot)] &&
         s.dims == graph_.value(value).type.dims) {
       s.kind = Slot::Kind::kOutput;
@@ -307,7 +310,8 @@ Program Lowering::finish() {
     out.kind = Slot::Kind::kOutput;
     out.value = value;
     out.dims = graph_.value(value).type.dims;
-    const int32_t out_slot = add_slot(std::move(out), plain_desc(graph_.value(value).type.dims));
+    out.type = boundary_type;
+    const int32_t out_slot = add_slot(std::move(out), plain_desc(graph_.value(value).type.dims, data_type_of(boundary_type)));
     claimed.push_back(1);
     Step step;
     step.kind = StepKind::kReorder;
@@ -399,6 +403,10 @@ Program lower_region(const Graph& region, const dnnl::engine& engine, const std:
       lower_layer_norm_pattern(lowering, fused);
       continue;
     }
+    if (fused.pattern == "QLinearConvAdd" || fused.pattern == "QLinearConvAddActivation") {
+      lower_qlinear_conv_add(lowering, fused);
+      continue;
+    }
     switch (op_family(op_type)) {
       case OpFamily::kConvolution: lower_convolution(lowering, fused); break;
       case OpFamily::kMatMul: lower_matmul(lowering, fused); break;
@@ -406,6 +414,7 @@ Program lower_region(const Graph& region, const dnnl::engine& engine, const std:
       case OpFamily::kNormalization: lower_normalization(lowering, fused); break;
       case OpFamily::kLayout: lower_layout(lowering, fused); break;
       case OpFamily::kElementwise: lower_elementwise(lowering, fused); break;
+      case OpFamily::kQuantized: lower_quantized(lowering, fused); break;
     }
   }
   return lowering.finish();

@@ -116,5 +116,9 @@ void lower_normalization(Lowering& lowering, const FusedNode& fused);
 /// The decomposed LayerNorm pattern (common_patterns.h) as one layer normalisation.
 void lower_layer_norm_pattern(Lowering& lowering, const FusedNode& fused);
 void lower_layout(Lowering& lowering, const FusedNode& fused);
+/// QLinearConv, QLinearMatMul, QuantizeLinear, DequantizeLinear (dnnl_lower_quantized.cc).
+void lower_quantized(Lowering& lowering, const FusedNode& fused);
+/// The patterns QLinearConvAdd[Activation]: an int8 convolution with the residual as a sum post-op.
+void lower_qlinear_conv_add(Lowering& lowering, const FusedNode& fused);
 
 }  // namespace tessera::dnnl_backend

@@ -95,6 +95,10 @@ const StructuredOp kStructuredOps[] = {
     {"Squeeze", OpFamily::kLayout, StepKind::kReorder, check_reshape, nullptr},
     {"Unsqueeze", OpFamily::kLayout, StepKind::kReorder, check_reshape, nullptr},
     {"Identity", OpFamily::kLayout, StepKind::kReorder, check_identity, nullptr},
+    {"QLinearConv", OpFamily::kQuantized, StepKind::kConvolution, check_qlinear, nullptr},
+    {"QLinearMatMul", OpFamily::kQuantized, StepKind::kMatMul, check_qlinear, nullptr},
+    {"QuantizeLinear", OpFamily::kQuantized, StepKind::kReorder, check_quantize_linear, nullptr},
+    {"DequantizeLinear", OpFamily::kQuantized, StepKind::kReorder, check_quantize_linear, nullptr},
 };
 
 template <typename Row, size_t N>

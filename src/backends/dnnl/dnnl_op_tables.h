@@ -24,7 +24,7 @@
 namespace tessera::dnnl_backend {
 
 /// The lowering function (dnnl_lowering.h) that runs an op.
-enum class OpFamily : uint8_t { kConvolution, kMatMul, kElementwise, kPooling, kNormalization, kLayout };
+enum class OpFamily : uint8_t { kConvolution, kMatMul, kElementwise, kPooling, kNormalization, kLayout, kQuantized };
 
 // --- element-wise (oneDNN eltwise, as a step or a post-op) ---
 

@@ -42,7 +42,15 @@ dnnl::primitive_attr make_attributes(const Step& step, const std::vector<memory:
         post_ops.append_eltwise(1.0f, static_cast<algorithm>(p.algorithm), p.alpha, p.beta);
         break;
       case PostOpKind::kSum:
-        post_ops.append_sum(1.0f);
+        if (p.algorithm < 0 || p.algorithm > static_cast<int32_t>(memory::data_type::u8) ||
+            p.beta != static_cast<float>(static_cast<int32_t>(p.beta))) {
+          throw_user_error("oneDNN payload: bad sum post-op");
+        }
+        if (p.beta != 0.0f || p.algorithm != 0) {
+          post_ops.append_sum(p.alpha, static_cast<int32_t>(p.beta), static_cast<memory::data_type>(p.algorithm));
+        } else {
+          post_ops.append_sum(p.alpha);
+        }
         break;
       case PostOpKind::kBinary:
         if (p.slot < 0 || static_cast<size_t>(p.slot) >= slot_descs.size()) {
@@ -53,6 +61,12 @@ dnnl::primitive_attr make_attributes(const Step& step, const std::vector<memory:
     }
   }
   attr.set_post_ops(post_ops);
+  if (!step.output_scales.empty()) {
+    if (step.scale_mask < 0 || step.scale_mask > 0xff) throw_user_error("oneDNN payload: output-scale mask ", step.scale_mask);
+    attr.set_output_scales(step.scale_mask, step.output_scales);
+  }
+  if (step.src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {step.src_zero_point});
+  if (step.dst_zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {step.dst_zero_point});
   return attr;
 }
 

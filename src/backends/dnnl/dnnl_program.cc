@@ -11,7 +11,7 @@
 namespace tessera::dnnl_backend {
 namespace {
 
-constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '2'};
+constexpr char kMagic[8] = {'T', 'S', 'R', 'D', 'N', 'N', 'L', '3'};
 
 class Writer {
  public:
@@ -94,6 +94,10 @@ std::vector<uint8_t> serialize_program(const Program& program) {
       w.put<int32_t>(p.slot);
     }
     w.put<uint32_t>(s.any_roles);
+    w.put_vector<float>(s.output_scales);
+    w.put<int32_t>(s.scale_mask);
+    w.put<int32_t>(s.src_zero_point);
+    w.put<int32_t>(s.dst_zero_point);
   }
   return std::move(w.bytes);
 }
@@ -113,7 +117,7 @@ Program parse_program(std::span<const uint8_t> payload) {
     s.dims = r.get_vector<int64_t>();
     s.format_tag = r.get<int32_t>();
     const uint8_t type = r.get<uint8_t>();
-    if (type > static_cast<uint8_t>(SlotType::kBFloat16)) throw_user_error("oneDNN payload: slot data type ", int{type}, " is unknown");
+    if (type > static_cast<uint8_t>(SlotType::kInt8)) throw_user_error("oneDNN payload: slot data type ", int{type}, " is unknown");
     s.type = static_cast<SlotType>(type);
     const uint8_t transform = r.get<uint8_t>();
     if (transform > static_cast<uint8_t>(ConstantTransform::kDeconvolutionWeights)) {
@@ -123,7 +127,7 @@ Program parse_program(std::span<const uint8_t> payload) {
     s.sources = r.get_vector<int32_t>();
     s.floats = r.get_vector<float>();
   }
-  program.steps.resize(r.count(22));
+  program.steps.resize(r.count(38));
   for (Step& s : program.steps) {
     const uint8_t kind = r.get<uint8_t>();
     if (kind < static_cast<uint8_t>(StepKind::kReorder) || kind > static_cast<uint8_t>(StepKind::kConcat)) {
@@ -147,6 +151,10 @@ Program parse_program(std::span<const uint8_t> payload) {
       p.slot = r.get<int32_t>();
     }
     s.any_roles = r.get<uint32_t>();
+    s.output_scales = r.get_vector<float>();
+    s.scale_mask = r.get<int32_t>();
+    s.src_zero_point = r.get<int32_t>();
+    s.dst_zero_point = r.get<int32_t>();
   }
   if (!r.done()) throw_user_error("oneDNN payload: unexpected bytes after the program");
   return program;

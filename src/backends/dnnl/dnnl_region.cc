@@ -104,8 +104,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       const Value& v = region.values[static_cast<size_t>(slot.value)];
       const bool boundary = slot.kind == Slot::Kind::kInput ? is_input[static_cast<size_t>(slot.value)] != 0
                                                             : is_output[static_cast<size_t>(slot.value)] != 0;
-      if (!boundary || !v.type.is_static() || v.type.dtype != DType::kFloat32 || slot.format_tag != 0 ||
-          slot.type != SlotType::kFloat32 ||
+      if (!boundary || !v.type.is_static() || slot.format_tag != 0 || !slot_type_matches(slot.type, v.type.dtype) ||
           shape_numel(v.type.dims) != count) {
         throw_user_error("oneDNN payload: slot for '", v.name, "' does not match the region's boundary value");
       }

@@ -4,6 +4,8 @@
 // QLinearMatMul, ConvInteger and QLinearConv. Conv geometry comes from
 // window_geometry (nn_geometry.cc), so the integer convolutions agree with
 // Conv on pads, strides, dilations, groups and auto_pad.
+#include <cmath>
+
 #include "ir/op_schema.h"
 #include "ir/ops/nn_internal.h"
 #include "ir/shape_util.h"
@@ -51,6 +53,21 @@ void check_quant_param(InferContext& ctx, size_t param, size_t data_input, int64
   }
 }
 
+/// A constant scale must be finite and positive: a zero or negative scale has no
+/// quantized meaning (QuantizeLinear would divide by it), so it is a bad model, named here.
+void check_scale_values(InferContext& ctx, size_t param) {
+  if (!ctx.has_input(param)) return;
+  const TensorView* value = ctx.input_value(param);
+  if (!value || value->dtype != DType::kFloat32) return;
+  const float* scale = value->as<float>();
+  for (int64_t k = 0; k < value->numel(); ++k) {
+    if (!(std::isfinite(scale[k]) && scale[k] > 0.0f)) {
+      ctx.fail("the scale, ", ctx.input_label(param), ", must be positive and finite, but holds ", scale[k],
+               value->numel() > 1 ? str_cat(" at index ", k) : std::string());
+    }
+  }
+}
+
 // ------------------------------------------------ QuantizeLinear and co ----
 
 void infer_quantize_linear(InferContext& ctx) {
@@ -59,6 +76,7 @@ void infer_quantize_linear(InferContext& ctx) {
   const int64_t axis = ctx.attrs().get_int_or("axis", 1);
   check_quant_param(ctx, 1, 0, axis, ctx.opset() >= 13);
   check_quant_param(ctx, 2, 0, axis, ctx.opset() >= 13);
+  check_scale_values(ctx, 1);
   ctx.output(0) = ctx.input_type(0);
   ctx.output(0).dtype = ctx.has_input(2) ? ctx.input_dtype(2) : DType::kUInt8;
 }
@@ -69,6 +87,7 @@ void infer_dequantize_linear(InferContext& ctx) {
   const int64_t axis = ctx.attrs().get_int_or("axis", 1);
   check_quant_param(ctx, 1, 0, axis, ctx.opset() >= 13);
   check_quant_param(ctx, 2, 0, axis, ctx.opset() >= 13);
+  check_scale_values(ctx, 1);
   ctx.output(0) = ctx.input_type(0);
   ctx.output(0).dtype = DType::kFloat32;
 }
@@ -115,6 +134,7 @@ void infer_qlinear_matmul(InferContext& ctx) {
   require_dtype(ctx, 6, DType::kFloat32);
   require_dtype(ctx, 2, ctx.input_dtype(0));
   require_dtype(ctx, 5, ctx.input_dtype(3));
+  for (size_t p : {1, 4, 6}) check_scale_values(ctx, p);
   require_eight_bit(ctx, 7);
   for (size_t p : {1, 2}) check_matrix_param(ctx, p, 0, true);
   for (size_t p : {4, 5}) check_matrix_param(ctx, p, 3, false);
@@ -179,6 +199,7 @@ void infer_qlinear_conv(InferContext& ctx) {
   require_eight_bit(ctx, 3);
   require_eight_bit(ctx, 7);
   for (size_t p : {1, 4, 6}) require_dtype(ctx, p, DType::kFloat32);
+  for (size_t p : {1, 4, 6}) check_scale_values(ctx, p);
   require_dtype(ctx, 2, ctx.input_dtype(0));
   require_dtype(ctx, 5, ctx.input_dtype(3));
   require_dtype(ctx, 8, DType::kInt32);

@@ -1,0 +1,115 @@
+// What the oneDNN backend claims of the quantized ops (lowered by
+// dnnl_lower_quantized.cc): the conditions under which its int8 primitives
+// compute what ONNX defines, each refusal naming what is missing.
+#include "backends/dnnl/dnnl_declarations.h"
+#include "backends/dnnl/dnnl_internal.h"
+
+namespace tessera::dnnl_backend {
+namespace {
+
+SupportDecision refuse(std::string reason) { return {false, std::move(reason)}; }
+const SupportDecision kYes{true, ""};
+
+bool eight_bit(DType d) { return d == DType::kUInt8 || d == DType::kInt8; }
+
+/// A static, non-empty value of at most rank 6 and the payload's element limit.
+SupportDecision static_value(const Graph& graph, ValueId id, const std::string& what) {
+  const Value& v = graph.value(id);
+  if (!v.type.is_static()) return refuse(what + " '" + v.name + "' has a shape known only at run time");
+  if (v.type.rank() > 6) return refuse(what + " '" + v.name + "' has rank above 6");
+  int64_t elements = 1;
+  for (int64_t d : v.type.dims) {
+    if (d == 0) return refuse(what + " '" + v.name + "' is empty");
+    elements *= d;
+  }
+  if (elements > (v.constant ? kMaxConstantElements : kMaxSlotElements)) return refuse(what + " '" + v.name + "' is too large");
+  return kYes;
+}
+
+/// Input `i` is a constant of `count` elements (0: a scalar) and, when `dtype` is set, of that dtype.
+bool constant_of(const Graph& graph, const Node& node, size_t i, int64_t count, DType dtype = DType::kUndefined) {
+  if (!node.has_input(i) || !graph.is_constant(node.inputs[i])) return false;
+  const Tensor& t = *graph.value(node.inputs[i]).constant;
+  if (dtype != DType::kUndefined && t.dtype() != dtype) return false;
+  return count == 0 ? t.numel() == 1 : t.numel() == count;
+}
+
+bool all_zero(const Tensor& t) {
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    if (t.int_at(k) != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+SupportDecision check_qlinear(const Graph& graph, const Node& node) {
+  const bool conv = node.op_type == "QLinearConv";
+  if (node.inputs.size() < 8 || node.outputs.empty()) return refuse("missing inputs");
+  for (ValueId id : {node.inputs[0], node.outputs[0]}) {
+    SupportDecision d = static_value(graph, id, "value");
+    if (!d.supported) return d;
+  }
+  const DType x = graph.value(node.inputs[0]).type.dtype;
+  const DType y = graph.value(node.outputs[0]).type.dtype;
+  if (!eight_bit(x) || !eight_bit(y)) return refuse("operands must be uint8 or int8");
+  if (!constant_of(graph, node, 1, 0, DType::kFloat32) || !constant_of(graph, node, 6, 0, DType::kFloat32)) {
+    return refuse("x_scale and y_scale must be float32 scalar constants");
+  }
+  if (!constant_of(graph, node, 2, 0) || !constant_of(graph, node, 7, 0)) return refuse("zero points must be scalar constants");
+  const ValueId w = node.inputs[3];
+  if (!conv && !graph.is_constant(w)) {
+    // Both operands computed: dequantized, multiplied in float32, requantized (dnnl_lower_quantized.cc).
+    const auto& a = graph.value(node.inputs[0]).type.dims;
+    const auto& b = graph.value(w).type.dims;
+    const DType bt = graph.value(w).type.dtype;
+    if (!eight_bit(bt) || !graph.value(w).type.is_static()) return refuse("B must be a static uint8 or int8 value");
+    if (a.size() < 2 || a.size() != b.size() || a.size() != graph.value(node.outputs[0]).type.dims.size()) {
+      return refuse("operands of different ranks");
+    }
+    if (!constant_of(graph, node, 4, 0, DType::kFloat32) || !constant_of(graph, node, 5, 0)) {
+      return refuse("b_scale and b_zero_point must be scalar constants");
+    }
+    return kYes;
+  }
+  if (!graph.is_constant(w)) return refuse("weights are not a constant");
+  const Tensor& wt = *graph.value(w).constant;
+  if (wt.dtype() != DType::kInt8) return refuse("weights are " + std::string(dtype_name(wt.dtype())) + "; oneDNN's int8 kernels take int8 weights");
+  const int64_t channels = conv ? wt.shape()[0] : (wt.shape().size() == 2 ? wt.shape()[1] : -1);
+  if (!conv && wt.shape().size() != 2) return refuse("B must be 2-D");
+  if (!graph.is_constant(node.inputs[5]) || !all_zero(*graph.value(node.inputs[5]).constant)) {
+    return refuse("weight zero points must be constant zeros (symmetric weights)");
+  }
+  if (!constant_of(graph, node, 4, 0, DType::kFloat32) && !constant_of(graph, node, 4, channels, DType::kFloat32)) {
+    return refuse("the weight scale must be a float32 constant, one or one per output channel");
+  }
+  if (conv) {
+    const int64_t rank = graph.value(node.inputs[0]).type.rank();
+    if (rank < 3 || rank > 5) return refuse("QLinearConv of rank " + std::to_string(rank) + "; oneDNN has 1-D to 3-D");
+    if (node.has_input(8) && !constant_of(graph, node, 8, channels, DType::kInt32)) return refuse("the bias must be an int32 constant");
+  } else {
+    const auto& a = graph.value(node.inputs[0]).type.dims;
+    if (a.size() < 2) return refuse("a 1-D first operand");
+  }
+  return kYes;
+}
+
+SupportDecision check_quantize_linear(const Graph& graph, const Node& node) {
+  if (node.inputs.empty() || node.outputs.empty()) return refuse("missing inputs");
+  for (ValueId id : {node.inputs[0], node.outputs[0]}) {
+    SupportDecision d = static_value(graph, id, "value");
+    if (!d.supported) return d;
+  }
+  const DType x = graph.value(node.inputs[0]).type.dtype;
+  const DType y = graph.value(node.outputs[0]).type.dtype;
+  const bool dequantize = node.op_type == "DequantizeLinear";
+  if (dequantize ? !(eight_bit(x) && y == DType::kFloat32) : !(x == DType::kFloat32 && eight_bit(y))) {
+    return refuse("only between float32 and uint8 / int8");
+  }
+  if (!constant_of(graph, node, 1, 0, DType::kFloat32)) return refuse("the scale must be a float32 scalar constant (per tensor)");
+  if (node.has_input(2) && !constant_of(graph, node, 2, 0)) return refuse("the zero point must be a scalar constant");
+  if (!(graph.value(node.inputs[1]).constant->double_at(0) > 0)) return refuse("the scale must be positive");
+  return kYes;
+}
+
+}  // namespace tessera::dnnl_backend

@@ -1,0 +1,257 @@
+// Lowering of the quantized ops (what passes/fold_qdq.cc makes of a QDQ
+// model, or a model's own QLinear ops) to oneDNN's int8 primitives:
+//   - QLinearConv: a convolution reading uint8/int8 x and int8 weights (VNNI
+//     on this CPU), dst = x_scale * w_scale / y_scale * (acc + bias) with x's
+//     and y's zero points as oneDNN zero points, writing uint8/int8;
+//   - QLinearMatMul with constant int8 B: the same as a matmul; with a
+//     computed B (attention), dequantizing reorders, a float32 matmul and a
+//     requantizing reorder;
+//   - DequantizeLinear / QuantizeLinear (per tensor): reorders with a scale
+//     and a zero point, in whatever layout the value already has.
+// The declarations (dnnl_declarations_more.cc, check_qlinear_*) have checked
+// the conditions: constant scalar scales and zero points (w_scale may be
+// per output channel), weight zero points 0, static shapes.
+#include "backends/dnnl/dnnl_lowering.h"
+#include "backends/dnnl/dnnl_op_tables.h"
+#include "ir/error.h"
+#include "ir/window_geometry.h"
+
+namespace tessera::dnnl_backend {
+namespace {
+
+memory::data_type eight_bit(DType dtype) { return dtype == DType::kInt8 ? memory::data_type::s8 : memory::data_type::u8; }
+
+double scalar(const Lowering& lowering, const FusedNode& fused, const Node& node, size_t input) {
+  const ValueId id = fused.region_value(node.inputs[input]);
+  const Value& v = lowering.graph().value(id);
+  if (!v.constant || v.constant->numel() != 1) lowering.unsupported(node, "a scale or zero point that is not a constant scalar");
+  return v.constant->double_at(0);
+}
+
+/// The per-channel (or single) multipliers x_scale * w_scale[c] / y_scale.
+std::vector<float> output_scales(const Lowering& lowering, const FusedNode& fused, const Node& node, size_t a_scale,
+                                 size_t b_scale, size_t y_scale) {
+  const double xs = scalar(lowering, fused, node, a_scale);
+  const double ys = scalar(lowering, fused, node, y_scale);
+  const Value& ws = lowering.graph().value(fused.region_value(node.inputs[b_scale]));
+  if (!ws.constant) lowering.unsupported(node, "the weight scale is not a constant");
+  std::vector<float> scales;
+  for (int64_t c = 0; c < ws.constant->numel(); ++c) scales.push_back(static_cast<float>(xs * ws.constant->double_at(c) / ys));
+  return scales;
+}
+
+/// The layout `slot` has now, with another data type (plain when its layout has no tag).
+memory::desc same_layout(const Lowering& lowering, int32_t slot, memory::data_type type) {
+  const memory::desc& current = lowering.desc(slot);
+  const int32_t tag = format_tag_of(current);
+  if (tag <= 0) return plain_desc(lowering.dims(slot), type);
+  const memory::dims d = current.dims();
+  return memory::desc(d, type, static_cast<memory::format_tag>(tag));
+}
+
+/// What follows a QLinearConv in the residual patterns.
+struct Residual {
+  const Node* dequantize_other = nullptr;  // DequantizeLinear of the value added
+  const Node* activation = nullptr;        // may be null
+  const Node* quantize = nullptr;          // the pattern's root
+};
+
+void lower_qlinear_conv(Lowering& lowering, const FusedNode& fused, const Node& conv, const Residual* residual) {
+  const Graph& region = lowering.graph();
+  const ValueId x = fused.region_value(conv.inputs[0]);
+  const ValueId w = fused.region_value(conv.inputs[3]);
+  const ValueId b = conv.has_input(8) ? fused.region_value(conv.inputs[8]) : kNoValue;
+  if (!residual && !fused.tail.empty()) lowering.unsupported(conv, "nothing fuses into QLinearConv");
+  const std::vector<int64_t> x_dims = dims_of(region, x);
+  const std::vector<int64_t> w_dims = dims_of(region, w);
+  const std::vector<int64_t> y_dims = fused.graph->value(conv.outputs[0]).type.dims;
+  const int64_t group = conv.attrs.get_int_or("group", 1);
+  const WindowGeometry geometry = window_geometry(conv, std::vector<int64_t>(x_dims.begin() + 2, x_dims.end()),
+                                                  std::vector<int64_t>(w_dims.begin() + 2, w_dims.end()), false);
+  Step step;
+  step.kind = StepKind::kConvolution;
+  step.node = fused.region_node;
+  step.ints = geometry.stride;
+  for (int64_t d : geometry.dilation) step.ints.push_back(d - 1);
+  step.ints.insert(step.ints.end(), geometry.pad_begin.begin(), geometry.pad_begin.end());
+  step.ints.insert(step.ints.end(), geometry.pad_end.begin(), geometry.pad_end.end());
+  std::vector<int64_t> weight_dims = w_dims;
+  ConstantTransform transform = ConstantTransform::kNone;
+  if (group != 1) {
+    weight_dims = {group, w_dims[0] / group};
+    weight_dims.insert(weight_dims.end(), w_dims.begin() + 1, w_dims.end());
+    transform = ConstantTransform::kGroupedWeights;
+  }
+  step.output_scales = output_scales(lowering, fused, conv, 1, 4, 6);
+  step.scale_mask = step.output_scales.size() > 1 ? 2 : 0;  // per output channel: dim 1 of dst
+  step.src_zero_point = static_cast<int32_t>(scalar(lowering, fused, conv, 2));
+  step.dst_zero_point = static_cast<int32_t>(scalar(lowering, fused, conv, 7));
+  const Node* output_node = &conv;
+  if (residual) {
+    // dst = act(x_scale * w_scale * (acc + bias) + other_scale * (other - other_zp)) / q_scale + q_zp:
+    // the scales over q's, the residual a sum post-op reading the 8-bit operand.
+    const Node& q = *residual->quantize;
+    const Node& dq = *residual->dequantize_other;
+    const double q_scale = scalar(lowering, fused, q, 1);
+    const double x_scale = scalar(lowering, fused, conv, 1);
+    const Value& ws = region.value(fused.region_value(conv.inputs[4]));
+    step.output_scales.clear();
+    for (int64_t c = 0; c < ws.constant->numel(); ++c) {
+      step.output_scales.push_back(static_cast<float>(x_scale * ws.constant->double_at(c) / q_scale));
+    }
+    step.dst_zero_point = q.has_input(2) ? static_cast<int32_t>(scalar(lowering, fused, q, 2)) : 0;
+    const ValueId other = fused.region_value(dq.inputs[0]);
+    PostOp sum;
+    sum.kind = PostOpKind::kSum;
+    sum.alpha = static_cast<float>(scalar(lowering, fused, dq, 1) / q_scale);
+    sum.beta = static_cast<float>(dq.has_input(2) ? scalar(lowering, fused, dq, 2) : 0.0);
+    sum.algorithm = static_cast<int32_t>(eight_bit(region.value(other).type.dtype));
+    sum.slot = lowering.slot_of(other);
+    step.post_ops.push_back(sum);
+    if (residual->activation) {
+      std::optional<PostOp> act = chain_activation(lowering, fused, *residual->activation);
+      if (!act) lowering.unsupported(*residual->activation, "not an activation oneDNN fuses");
+      step.post_ops.push_back(*act);
+    }
+    output_node = &q;
+  }
+  const int32_t weight_slot = lowering.constant_slot(weight_dims, transform, {w});
+  step.inputs = {lowering.slot_of(x), weight_slot};
+  std::vector<memory::desc> requests = {any_desc(x_dims, eight_bit(region.value(x).type.dtype)),
+                                        any_desc(weight_dims, memory::data_type::s8)};
+  if (b != kNoValue) {
+    // The int32 bias, held as float32 (oneDNN adds it to the accumulator before the scale).
+    step.inputs.push_back(lowering.constant_slot({y_dims[1]}, ConstantTransform::kNone, {b}));
+    requests.push_back(any_desc({y_dims[1]}));
+  }
+  const memory::data_type out_type = eight_bit(fused.graph->value(output_node->outputs[0]).type.dtype);
+  lowering.add_step(std::move(step), requests, any_desc(y_dims, out_type), fused.outputs[0], y_dims);
+}
+
+/// QLinearMatMul of two computed operands (attention's products): oneDNN's int8
+/// matmul takes int8 constant weights only, so both operands are dequantized
+/// by reorders, multiplied in float32 and requantized by a last reorder.
+void lower_qlinear_matmul_computed(Lowering& lowering, const FusedNode& fused) {
+  const Node& node = *fused.node;
+  const Graph& region = lowering.graph();
+  const ValueId a = fused.region_value(node.inputs[0]);
+  const ValueId b = fused.region_value(node.inputs[3]);
+  const std::vector<int64_t> y_dims = fused.graph->value(node.outputs[0]).type.dims;
+  auto dequantize = [&](ValueId v, size_t scale, size_t zero_point) {
+    const std::vector<int64_t> dims = dims_of(region, v);
+    Step step;
+    step.kind = StepKind::kReorder;
+    step.node = fused.region_node;
+    step.output_scales = {static_cast<float>(scalar(lowering, fused, node, scale))};
+    step.src_zero_point = static_cast<int32_t>(scalar(lowering, fused, node, zero_point));
+    const int32_t slot = lowering.in_layout(lowering.slot_of(v), plain_desc(dims, eight_bit(region.value(v).type.dtype)));
+    step.inputs = {slot};
+    return lowering.add_step(std::move(step), {memory::desc()}, plain_desc(dims), kNoValue, dims);
+  };
+  std::vector<int64_t> a_dims = dims_of(region, a), b_dims = dims_of(region, b);
+  if (a_dims.size() != y_dims.size() || b_dims.size() != y_dims.size()) {
+    lowering.unsupported(node, "operands of a lower rank than the output");
+  }
+  Step matmul;
+  matmul.kind = StepKind::kMatMul;
+  matmul.node = fused.region_node;
+  matmul.inputs = {dequantize(a, 1, 2), dequantize(b, 4, 5)};
+  matmul.output_scales = {static_cast<float>(1.0 / scalar(lowering, fused, node, 6))};
+  const int32_t product = lowering.add_step(std::move(matmul), {memory::desc(), memory::desc()}, plain_desc(y_dims), kNoValue, y_dims);
+  Step quantize;
+  quantize.kind = StepKind::kReorder;
+  quantize.node = fused.region_node;
+  quantize.inputs = {product};
+  quantize.dst_zero_point = static_cast<int32_t>(scalar(lowering, fused, node, 7));
+  const memory::data_type out_type = eight_bit(fused.graph->value(node.outputs[0]).type.dtype);
+  lowering.add_step(std::move(quantize), {memory::desc()}, plain_desc(y_dims, out_type), fused.outputs[0], y_dims);
+}
+
+void lower_qlinear_matmul(Lowering& lowering, const FusedNode& fused) {
+  const Node& node = *fused.node;
+  const Graph& region = lowering.graph();
+  const ValueId a = fused.region_value(node.inputs[0]);
+  const ValueId b = fused.region_value(node.inputs[3]);
+  if (!fused.tail.empty()) lowering.unsupported(node, "nothing fuses into QLinearMatMul");
+  if (!lowering.is_constant_value(b)) return lower_qlinear_matmul_computed(lowering, fused);
+  const std::vector<int64_t> y_dims = fused.graph->value(node.outputs[0]).type.dims;
+  const std::vector<int64_t> a_dims = dims_of(region, a);
+  const std::vector<int64_t> b_dims = dims_of(region, b);
+  const size_t rank = y_dims.size();
+  Step step;
+  step.kind = StepKind::kMatMul;
+  step.node = fused.region_node;
+  std::vector<int64_t> weight_dims = b_dims;
+  if (rank > 2) step.ints = {1};  // leading dims collapse into rows against the 2-D constant weights
+  step.output_scales = output_scales(lowering, fused, node, 1, 4, 6);
+  step.scale_mask = step.output_scales.size() > 1 ? 2 : 0;  // per column: dim 1 of the 2-D dst
+  step.src_zero_point = static_cast<int32_t>(scalar(lowering, fused, node, 2));
+  step.dst_zero_point = static_cast<int32_t>(scalar(lowering, fused, node, 7));
+  const int32_t b_slot = lowering.constant_slot(weight_dims, ConstantTransform::kNone, {b});
+  step.inputs = {lowering.slot_of(a), b_slot};
+  const memory::data_type a_type = eight_bit(region.value(a).type.dtype);
+  std::vector<memory::desc> requests = {rank > 2 ? memory::desc() : any_desc(a_dims, a_type),
+                                        any_desc(weight_dims, memory::data_type::s8)};
+  if (rank > 2) requests[0] = plain_desc(a_dims, a_type);
+  const memory::data_type out_type = eight_bit(fused.graph->value(node.outputs[0]).type.dtype);
+  lowering.add_step(std::move(step), requests, rank > 2 ? plain_desc(y_dims, out_type) : any_desc(y_dims, out_type),
+                    fused.outputs[0], y_dims);
+}
+
+/// DequantizeLinear (8-bit to float32) and QuantizeLinear (float32 to 8-bit) as reorders.
+void lower_quantize_linear(Lowering& lowering, const FusedNode& fused) {
+  const Node& node = *fused.node;
+  if (!fused.tail.empty()) lowering.unsupported(node, "nothing fuses into " + node.op_type);
+  const ValueId x = fused.region_value(node.inputs[0]);
+  const int32_t slot = lowering.slot_of(x);
+  const double scale = scalar(lowering, fused, node, 1);
+  const int32_t zero_point = node.has_input(2) ? static_cast<int32_t>(scalar(lowering, fused, node, 2)) : 0;
+  Step step;
+  step.kind = StepKind::kReorder;
+  step.node = fused.region_node;
+  step.inputs = {slot};
+  memory::data_type out_type = memory::data_type::f32;
+  if (node.op_type == "DequantizeLinear") {
+    step.output_scales = {static_cast<float>(scale)};
+    step.src_zero_point = zero_point;
+  } else {
+    step.output_scales = {static_cast<float>(1.0 / scale)};
+    step.dst_zero_point = zero_point;
+    out_type = eight_bit(fused.graph->value(node.outputs[0]).type.dtype);
+  }
+  const std::vector<int64_t> dims = dims_of(lowering.graph(), x);
+  lowering.add_step(std::move(step), {memory::desc()}, same_layout(lowering, slot, out_type), fused.outputs[0], dims);
+}
+
+}  // namespace
+
+void lower_quantized(Lowering& lowering, const FusedNode& fused) {
+  const std::string& op = fused.node->op_type;
+  if (op == "QLinearConv") return lower_qlinear_conv(lowering, fused, *fused.node, nullptr);
+  if (op == "QLinearMatMul") return lower_qlinear_matmul(lowering, fused);
+  lower_quantize_linear(lowering, fused);
+}
+
+void lower_qlinear_conv_add(Lowering& lowering, const FusedNode& fused) {
+  // The body's nodes in graph order: the QLinearConv, its DequantizeLinear, the other
+  // DequantizeLinear (before or after them), the Add, an activation, the QuantizeLinear.
+  std::vector<const Node*> body = {fused.node};
+  body.insert(body.end(), fused.tail.begin(), fused.tail.end());
+  const Node* conv = nullptr;
+  const Node* add = nullptr;
+  Residual residual;
+  for (const Node* n : body) {
+    if (n->op_type == "QLinearConv") conv = n;
+    else if (n->op_type == "Add") add = n;
+    else if (n->op_type == "QuantizeLinear") residual.quantize = n;
+    else if (n->op_type != "DequantizeLinear") residual.activation = n;
+  }
+  if (!conv || !add || !residual.quantize) throw_internal_error("oneDNN lowering: pattern ", fused.pattern, " without its nodes");
+  for (const Node* n : body) {
+    if (n->op_type == "DequantizeLinear" && n->inputs[0] != conv->outputs[0]) residual.dequantize_other = n;
+  }
+  if (!residual.dequantize_other) throw_internal_error("oneDNN lowering: pattern ", fused.pattern, " without the residual");
+  lower_qlinear_conv(lowering, fused, *conv, &residual);
+}
+
+}  // namespace tessera::dnnl_backend

@@ -1,0 +1,221 @@
+#include "passes/fold_qdq.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+
+namespace tessera {
+namespace {
+
+class QdqFolder {
+ public:
+  QdqFolder(Graph& graph, std::vector<QdqFold>* folds) : graph_(graph), folds_(folds) {
+    readers_.assign(graph.values.size(), 0);
+    producer_.assign(graph.values.size(), -1);
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      const Node& node = graph.nodes[i];
+      for (ValueId in : node.inputs) {
+        if (in != kNoValue) ++readers_[static_cast<size_t>(in)];
+      }
+      for (ValueId out : node.outputs) {
+        if (out != kNoValue) producer_[static_cast<size_t>(out)] = static_cast<int64_t>(i);
+      }
+      if (node.op_type == "Constant" && node.domain.empty() && node.outputs.size() == 1) {
+        const Attribute* value = node.attrs.find("value");
+        if (value && value->kind == Attribute::Kind::kTensor && value->tensor) constants_[node.outputs[0]] = value->tensor.get();
+      }
+    }
+    for (ValueId out : graph.outputs) is_output_[out] = true;
+  }
+
+  int run() {
+    int folded = 0;
+    std::vector<char> erase(graph_.nodes.size(), 0);
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      if (erase[i]) continue;
+      const Node& q = graph_.nodes[i];
+      if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.inputs.size() < 3 || !q.has_input(2)) continue;
+      if (!scalar(q.inputs[1]) || !scalar(q.inputs[2]) || q.outputs.size() != 1) continue;
+      // Walk back: [Relu | Clip] then Conv / MatMul.
+      ValueId y = q.inputs[0];
+      if (!single_inner(y)) continue;
+      int64_t p = producer_[static_cast<size_t>(y)];
+      if (p < 0) continue;
+      int64_t activation = -1;
+      if (graph_.nodes[static_cast<size_t>(p)].op_type == "Relu" || graph_.nodes[static_cast<size_t>(p)].op_type == "Clip") {
+        activation = p;
+        y = graph_.nodes[static_cast<size_t>(p)].inputs[0];
+        if (!single_inner(y)) continue;
+        p = producer_[static_cast<size_t>(y)];
+        if (p < 0) continue;
+      }
+      Node& op = graph_.nodes[static_cast<size_t>(p)];
+      if (!op.domain.empty() || (op.op_type != "Conv" && op.op_type != "MatMul")) continue;
+      if (activation >= 0 && !activation_folds(graph_.nodes[static_cast<size_t>(activation)], q)) continue;
+      std::optional<std::vector<ValueId>> inputs =
+          op.op_type == "Conv" ? conv_inputs(op, q) : matmul_inputs(op, q);
+      if (!inputs) continue;
+      // The op becomes the quantized one, in place (its position keeps the order topological).
+      op.op_type = op.op_type == "Conv" ? "QLinearConv" : "QLinearMatMul";
+      op.inputs = *inputs;
+      op.outputs = {q.outputs[0]};
+      op.opset = std::max(op.opset, 10);
+      producer_[static_cast<size_t>(q.outputs[0])] = p;
+      erase[i] = 1;
+      if (activation >= 0) erase[static_cast<size_t>(activation)] = 1;
+      if (folds_) {
+        if (activation >= 0) {
+          const Node& act = graph_.nodes[static_cast<size_t>(activation)];
+          folds_->push_back({act.name, act.op_type, op.name});
+        }
+        folds_->push_back({q.name, q.op_type, op.name});
+      }
+      ++folded;
+    }
+    std::vector<Node> kept;
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      if (!erase[i]) kept.push_back(std::move(graph_.nodes[i]));
+    }
+    graph_.nodes = std::move(kept);
+    return folded;
+  }
+
+ private:
+  const Tensor* constant(ValueId id) const {
+    if (id == kNoValue) return nullptr;
+    if (graph_.is_constant(id)) return graph_.value(id).constant.get();
+    auto it = constants_.find(id);
+    return it == constants_.end() ? nullptr : it->second;
+  }
+  bool scalar(ValueId id) const {
+    const Tensor* t = constant(id);
+    return t && t->numel() == 1 && t->shape().size() <= 1;
+  }
+  /// An intermediate the chain may swallow: one reader, not a graph output.
+  bool single_inner(ValueId id) const {
+    return id != kNoValue && readers_[static_cast<size_t>(id)] == 1 && !is_output_.count(id);
+  }
+
+  /// The quantized type's lowest and highest values.
+  static std::pair<double, double> type_range(const Tensor& zero_point) {
+    if (zero_point.dtype() == DType::kInt8) return {-128, 127};
+    return {0, 255};
+  }
+
+  bool activation_folds(const Node& act, const Node& q) const {
+    const Tensor& zp = *constant(q.inputs[2]);
+    if (zp.dtype() != DType::kUInt8 && zp.dtype() != DType::kInt8) return false;
+    const auto [lo, hi] = type_range(zp);
+    const double z = zp.double_at(0);
+    const double s = constant(q.inputs[1])->double_at(0);
+    if (z != lo || !(s > 0)) return false;  // the saturation must be exactly max(., 0)
+    if (act.op_type == "Relu") return true;
+    // Clip(0, max): the lower bound 0 and an upper bound the quantized range does not pass.
+    double clip_lo = -std::numeric_limits<double>::infinity(), clip_hi = std::numeric_limits<double>::infinity();
+    if (act.opset < 11) {
+      clip_lo = act.attrs.get_float_or("min", -std::numeric_limits<float>::max());
+      clip_hi = act.attrs.get_float_or("max", std::numeric_limits<float>::max());
+    } else {
+      if (act.has_input(1)) {
+        if (!scalar(act.inputs[1])) return false;
+        clip_lo = constant(act.inputs[1])->double_at(0);
+      }
+      if (act.has_input(2)) {
+        if (!scalar(act.inputs[2])) return false;
+        clip_hi = constant(act.inputs[2])->double_at(0);
+      }
+    }
+    return clip_lo == 0.0 && s * (hi - z) <= clip_hi + 0.5 * s;
+  }
+
+  /// x_q, x_scale, x_zp of a DequantizeLinear feeding `value` (per-tensor), else nullopt.
+  std::optional<std::vector<ValueId>> dequantized(ValueId value, bool allow_vector_scale, bool constant_data) const {
+    if (value == kNoValue || is_output_.count(value)) return std::nullopt;
+    const int64_t p = producer_[static_cast<size_t>(value)];
+    if (p < 0) return std::nullopt;
+    const Node& dq = graph_.nodes[static_cast<size_t>(p)];
+    if (dq.op_type != "DequantizeLinear" || !dq.domain.empty() || dq.inputs.size() < 3 || !dq.has_input(2)) return std::nullopt;
+    const Tensor* scale = constant(dq.inputs[1]);
+    const Tensor* zp = constant(dq.inputs[2]);
+    if (!scale || !zp || scale->dtype() != DType::kFloat32) return std::nullopt;
+    if (constant_data && !constant(dq.inputs[0])) return std::nullopt;
+    if (scale->numel() != 1 || zp->numel() != 1) {
+      if (!allow_vector_scale || scale->shape().size() != 1 || zp->shape() != scale->shape()) return std::nullopt;
+    }
+    return std::vector<ValueId>{dq.inputs[0], dq.inputs[1], dq.inputs[2]};
+  }
+  std::optional<std::vector<ValueId>> conv_inputs(const Node& conv, const Node& q) const {
+    auto x = dequantized(conv.inputs[0], false, false);
+    auto w = dequantized(conv.inputs.size() > 1 ? conv.inputs[1] : kNoValue, true, true);
+    if (!x || !w) return std::nullopt;
+    const Tensor& wq = *constant((*w)[0]);
+    if (wq.dtype() != DType::kInt8 && wq.dtype() != DType::kUInt8) return std::nullopt;
+    const Tensor& w_scale = *constant((*w)[1]);
+    if (w_scale.numel() != 1) {
+      // Per output channel only (axis 0 of the weights).
+      const Node& dq = graph_.nodes[static_cast<size_t>(producer_[static_cast<size_t>(conv.inputs[1])])];
+      if (dq.attrs.get_int_or("axis", 1) != 0 || wq.shape().empty() || w_scale.numel() != wq.shape()[0]) return std::nullopt;
+    }
+    std::vector<ValueId> inputs = {(*x)[0], (*x)[1], (*x)[2], (*w)[0], (*w)[1], (*w)[2], q.inputs[1], q.inputs[2]};
+    if (conv.has_input(2)) {
+      auto b = dequantized(conv.inputs[2], true, true);
+      if (!b) return std::nullopt;
+      const Tensor& bq = *constant((*b)[0]);
+      const Tensor& b_scale = *constant((*b)[1]);
+      const Tensor& b_zp = *constant((*b)[2]);
+      if (bq.dtype() != DType::kInt32) return std::nullopt;
+      for (int64_t k = 0; k < b_zp.numel(); ++k) {
+        if (b_zp.int_at(k) != 0) return std::nullopt;
+      }
+      // The bias must be on the accumulator's scale: x_scale * w_scale per channel.
+      const double xs = constant((*x)[1])->double_at(0);
+      const int64_t channels = bq.numel();
+      if (b_scale.numel() != 1 && b_scale.numel() != channels) return std::nullopt;
+      for (int64_t c = 0; c < channels; ++c) {
+        const double expected = xs * w_scale.double_at(w_scale.numel() == 1 ? 0 : c);
+        const double actual = b_scale.double_at(b_scale.numel() == 1 ? 0 : c);
+        if (std::fabs(actual - expected) > 1e-6 * std::fabs(expected)) return std::nullopt;
+      }
+      inputs.push_back((*b)[0]);
+    }
+    return inputs;
+  }
+
+  std::optional<std::vector<ValueId>> matmul_inputs(const Node& matmul, const Node& q) const {
+    auto a = dequantized(matmul.inputs[0], false, false);
+    if (!a) return std::nullopt;
+    const bool b_constant = matmul.inputs.size() > 1 && producer_is_constant_dq(matmul.inputs[1]);
+    auto b = dequantized(matmul.inputs.size() > 1 ? matmul.inputs[1] : kNoValue, b_constant, b_constant);
+    if (!b) return std::nullopt;
+    if (constant((*b)[1])->numel() != 1) {
+      // Per column of a 2-D B (QLinearMatMul's per-column scales).
+      const Tensor* bq = constant((*b)[0]);
+      const Node& dq = graph_.nodes[static_cast<size_t>(producer_[static_cast<size_t>(matmul.inputs[1])])];
+      if (!bq || bq->shape().size() != 2 || dq.attrs.get_int_or("axis", 1) != 1 ||
+          constant((*b)[1])->numel() != bq->shape()[1]) {
+        return std::nullopt;
+      }
+    }
+    return std::vector<ValueId>{(*a)[0], (*a)[1], (*a)[2], (*b)[0], (*b)[1], (*b)[2], q.inputs[1], q.inputs[2]};
+  }
+
+  bool producer_is_constant_dq(ValueId value) const {
+    const int64_t p = value == kNoValue ? -1 : producer_[static_cast<size_t>(value)];
+    return p >= 0 && graph_.nodes[static_cast<size_t>(p)].op_type == "DequantizeLinear" &&
+           constant(graph_.nodes[static_cast<size_t>(p)].inputs[0]) != nullptr;
+  }
+
+  Graph& graph_;
+  std::vector<QdqFold>* folds_;
+  std::vector<int> readers_;
+  std::vector<int64_t> producer_;
+  std::map<ValueId, const Tensor*> constants_;
+  std::map<ValueId, bool> is_output_;
+};
+
+}  // namespace
+
+int fold_qdq(Graph& graph, std::vector<QdqFold>* folds) { return QdqFolder(graph, folds).run(); }
+
+}  // namespace tessera

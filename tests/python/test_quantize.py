@@ -1,0 +1,342 @@
+"""tessera quantize and the int8 path, against independent references:
+- the quantization parameters it writes, against ranges PyTorch's forward hooks
+  measure on the same calibration samples and against the float model's weights;
+- the QDQ file's meaning, evaluated node by node with PyTorch ops (a small
+  reference interpreter here), against what Tessera computes from the file on
+  native (the folded QLinearConv / QLinearMatMul kernels) and on oneDNN (int8
+  primitives with VNNI);
+- bad quantization parameters and bad options as clear errors."""
+
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+import torch
+import torch.nn.functional as F
+from onnx import TensorProto, helper, numpy_helper
+from torch import nn
+
+import tessera
+
+CLI = os.environ.get("TESSERA_CLI")
+
+
+class Add(nn.Module):
+    def forward(self, a, b):
+        return a + b
+
+
+class Net(nn.Module):
+    """Conv+Relu, a residual Add of two Convs + Relu, MaxPool, a depthwise Conv+ReLU6, a
+    strided Conv without activation, GlobalAveragePool and a Linear head:
+    one module per op, so that hooks see every quantized tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.relu1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.skip = nn.Conv2d(16, 16, 1)
+        self.add = Add()
+        self.relu2 = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.relu6 = nn.ReLU6()
+        self.conv3 = nn.Conv2d(16, 24, 3, stride=2, padding=1)
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten()
+        self.fc = nn.Linear(24, 10)
+
+    def forward(self, x):
+        a = self.relu1(self.conv1(x))
+        b = self.relu2(self.add(self.conv2(a), self.skip(a)))  # both signed: zero points inside the range
+        c = self.relu6(self.dw(self.pool(b)))
+        return self.fc(self.flatten(self.gap(self.conv3(c))))
+
+
+def make_net(folder):
+    torch.manual_seed(0)
+    net = Net().eval()
+    path = os.path.join(folder, "net.onnx")
+    torch.onnx.export(net, torch.randn(1, 3, 16, 16), path, opset_version=13, input_names=["input"],
+                      output_names=["logits"])
+    return net, path
+
+
+def samples(count, seed=1):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((1, 3, 16, 16)).astype(np.float32) for _ in range(count)]
+
+
+def initializers(model):
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+
+def producers(model):
+    return {out: node for node in model.graph.node for out in node.output}
+
+
+# ---------------------------------------------------------------- reference --
+
+def _attrs(node):
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _bcast(param, x, axis):
+    if param.ndim == 0 or param.size == 1:
+        return param.reshape(())
+    shape = [1] * x.ndim
+    shape[axis % x.ndim] = -1
+    return param.reshape(shape)
+
+
+def evaluate_qdq(model, feeds):
+    """The QDQ model's meaning (ONNX's definitions), in float64 with PyTorch ops."""
+    values = {k: torch.from_numpy(v.astype(np.float64)) for k, v in initializers(model).items()}
+    values.update({k: torch.from_numpy(v.astype(np.float64)) for k, v in feeds.items()})
+    for node in model.graph.node:
+        a = _attrs(node)
+        x = [values[i] if i else None for i in node.input]
+        op = node.op_type
+        if op == "QuantizeLinear":
+            zp_dtype = initializers(model)[node.input[2]].dtype
+            lo, hi = (0, 255) if zp_dtype == np.uint8 else (-128, 127)
+            s, z = _bcast(x[1], x[0], a.get("axis", 1)), _bcast(x[2], x[0], a.get("axis", 1))
+            y = torch.clamp(torch.round(x[0] / s) + z, lo, hi)  # torch.round: half to even, as ONNX
+        elif op == "DequantizeLinear":
+            s, z = _bcast(x[1], x[0], a.get("axis", 1)), _bcast(x[2], x[0], a.get("axis", 1))
+            y = (x[0] - z) * s
+        elif op == "Conv":
+            pads = a.get("pads", [0, 0, 0, 0])
+            y = F.conv2d(F.pad(x[0], (pads[1], pads[3], pads[0], pads[2])), x[1], x[2] if len(x) > 2 else None,
+                         stride=a.get("strides", [1, 1]), dilation=a.get("dilations", [1, 1]), groups=a.get("group", 1))
+        elif op == "Relu":
+            y = torch.relu(x[0])
+        elif op == "Clip":
+            y = torch.clamp(x[0], float(x[1]), float(x[2]))
+        elif op == "Add":
+            y = x[0] + x[1]
+        elif op == "MaxPool":
+            pads = a.get("pads", [0, 0, 0, 0])
+            y = F.max_pool2d(F.pad(x[0], (pads[1], pads[3], pads[0], pads[2]), value=-np.inf), a["kernel_shape"],
+                             a.get("strides", a["kernel_shape"]))
+        elif op == "GlobalAveragePool":
+            y = x[0].mean(dim=(2, 3), keepdim=True)
+        elif op == "Flatten":
+            y = x[0].reshape(x[0].shape[0], -1)
+        elif op == "Gemm":
+            b = x[1].T if a.get("transB", 0) else x[1]
+            y = x[0] @ b + (x[2] if len(x) > 2 else 0)
+        elif op == "MatMul":
+            y = x[0] @ x[1]
+        elif op == "Constant":
+            y = torch.from_numpy(numpy_helper.to_array(a["value"]).astype(np.float64))
+        else:
+            raise AssertionError("reference: no " + op)
+        values[node.output[0]] = y
+    return [values[o.name].numpy() for o in model.graph.output]
+
+
+# -------------------------------------------------------------------- tests --
+
+@pytest.fixture(scope="module")
+def quantized(tmp_path_factory):
+    folder = str(tmp_path_factory.mktemp("quantize"))
+    net, path = make_net(folder)
+    calibration = os.path.join(folder, "calibration")
+    os.makedirs(calibration)
+    data = samples(6)
+    for k, x in enumerate(data):
+        np.save(os.path.join(calibration, "%02d.npy" % k), x)
+    out = os.path.join(folder, "net.qdq.onnx")
+    run = subprocess.run([CLI, "quantize", path, "-o", out, "--calibration", calibration, "--per-channel"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    return net, path, out, data, run.stdout
+
+
+def test_cli_summary_names_what_it_did(quantized):
+    _, _, _, _, summary = quantized
+    assert "minmax over 6 samples" in summary
+    assert "per output channel" in summary
+    assert "Conv 5" in summary and "Add 1" in summary and "MaxPool 1" in summary and "Gemm 1" in summary
+    assert "Relu 2" in summary and "Clip 1" in summary  # folded into the ranges
+    assert "Flatten (1)" in summary
+
+
+def test_file_is_valid_qdq(quantized):
+    _, _, out, _, _ = quantized
+    model = onnx.load(out)
+    onnx.checker.check_model(model, full_check=True)
+    prod = producers(model)
+    for node in model.graph.node:
+        if node.op_type in ("Conv", "Gemm"):
+            for name in node.input:
+                assert prod[name].op_type == "DequantizeLinear", (node.name, name)
+    # Relu and the ReLU6 Clip stay between their Conv / Add and the QuantizeLinear.
+    for node in model.graph.node:
+        if node.op_type in ("Relu", "Clip"):
+            assert prod[node.input[0]].op_type in ("Conv", "Add"), node.name
+
+
+def test_activation_ranges_match_torch_hooks(quantized):
+    net, _, out, data, _ = quantized
+    ranges = {}
+
+    def hook(name):
+        def record(_module, _inputs, output):
+            lo, hi = float(output.min()), float(output.max())
+            old = ranges.get(name, (lo, hi))
+            ranges[name] = (min(old[0], lo), max(old[1], hi))
+        return record
+
+    for name, module in net.named_modules():
+        if name:
+            module.register_forward_hook(hook(name))
+    with torch.no_grad():
+        for x in data:
+            net(torch.from_numpy(x))
+    ranges["input"] = (min(float(x.min()) for x in data), max(float(x.max()) for x in data))
+    model = onnx.load(out)
+    inits, prod = initializers(model), producers(model)
+    checked = 0
+    for node in model.graph.node:
+        if node.op_type != "QuantizeLinear":
+            continue
+        tensor = node.input[0]
+        module = "input" if tensor == "input" else prod[tensor].name.split("/")[1]
+        lo, hi = min(ranges[module][0], 0.0), max(ranges[module][1], 0.0)
+        scale = (hi - lo) / 255.0
+        zero_point = int(np.clip(np.round(-lo / scale), 0, 255))
+        assert float(inits[node.input[1]]) == pytest.approx(scale, rel=1e-5), tensor
+        assert int(inits[node.input[2]]) == zero_point, tensor
+        assert inits[node.input[2]].dtype == np.uint8
+        checked += 1
+    assert checked == 10  # input, relu1, conv2, skip, relu2, pool, relu6, conv3, gap, flatten: each once
+
+
+def test_weights_and_biases(quantized):
+    _, path, out, _, _ = quantized
+    floats = initializers(onnx.load(path))
+    model = onnx.load(out)
+    inits, prod = initializers(model), producers(model)
+    convs = [n for n in model.graph.node if n.op_type in ("Conv", "Gemm")]
+    assert len(convs) == 6
+    for node in convs:
+        w_dq = prod[node.input[1]]
+        w_q, w_scale, w_zp = (inits[i] for i in w_dq.input)
+        original = floats[w_dq.input[0][:-len("_quantized")]]
+        assert w_q.dtype == np.int8 and not w_zp.any()
+        axis = _attrs(w_dq).get("axis", 1)
+        if node.op_type == "Gemm":
+            assert axis == 0  # transB = 1: the rows of B are the output channels
+        channels = np.moveaxis(original, axis, 0).reshape(original.shape[axis], -1)
+        np.testing.assert_allclose(w_scale, np.abs(channels).max(axis=1) / 127, rtol=1e-6)
+        dequantized = (np.moveaxis(w_q, axis, 0).reshape(channels.shape).astype(np.float64) * w_scale[:, None])
+        assert np.all(np.abs(dequantized - channels) <= w_scale[:, None] / 2 + 1e-7)
+        # Bias: int32 on the accumulator's scale (input scale x weight scale).
+        b_dq = prod[node.input[2]]
+        b_q, b_scale, _ = (inits[i] for i in b_dq.input)
+        x_scale = inits[prod[node.input[0]].input[1]]
+        assert b_q.dtype == np.int32
+        np.testing.assert_allclose(b_scale, x_scale * w_scale, rtol=1e-6)
+        bias = floats[b_dq.input[0][:-len("_quantized")]]
+        assert np.all(np.abs(b_q * b_scale - bias) <= b_scale / 2 + 1e-7)
+
+
+@pytest.mark.parametrize("backends", [["native"], None])
+def test_runs_what_the_file_means(quantized, backends):
+    """Native runs the folded QLinear kernels (exact requantisation); oneDNN its int8
+    primitives, whose residual sum skips one rounding: a looser bound."""
+    _, _, out, _, _ = quantized
+    model = onnx.load(out)
+    session = tessera.InferenceSession(out, backends=backends)
+    ops = {p["op_type"]: p["backend"] for p in session.placement()}
+    assert ops["QLinearConv"] == ("native" if backends else "dnnl")
+    worst = 0.0
+    for x in samples(8, seed=7):
+        expected = evaluate_qdq(model, {"input": x})[0]
+        actual = session.run(None, {"input": x})[0]
+        error = np.abs(actual - expected).max() / np.abs(expected).max()
+        worst = max(worst, error)
+        cos = float((actual * expected).sum() / np.linalg.norm(actual) / np.linalg.norm(expected))
+        assert cos > (0.9999 if backends else 0.999), cos
+    assert worst < (0.01 if backends else 0.05), worst
+
+
+def test_float_model_agrees(quantized):
+    net, _, out, _, _ = quantized
+    session = tessera.InferenceSession(out)
+    for x in samples(4, seed=3):
+        with torch.no_grad():
+            expected = net(torch.from_numpy(x)).numpy()
+        actual = session.run(None, {"input": x})[0]
+        assert np.abs(actual - expected).max() < 0.1 * np.abs(expected).max()
+
+
+def test_python_api_methods_and_exclude(quantized, tmp_path):
+    _, path, _, data, _ = quantized
+    ranges = {}
+    for method in ("minmax", "percentile", "entropy"):
+        out = str(tmp_path / (method + ".onnx"))
+        seen = []
+        summary = tessera.quantize(path, out, calibration=[{"input": x} for x in data], method=method,
+                                   percentile=99.0, progress=lambda phase, done, total: seen.append((phase, done, total)))
+        assert method in summary
+        assert seen[-1][1:] == (6, 6)
+        model = onnx.load(out)
+        inits = initializers(model)
+        q = next(n for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == "input")
+        ranges[method] = float(inits[q.input[1]]) * 255
+    # Clipping methods keep a narrower range of the (normal) input than its min / max.
+    assert ranges["percentile"] < ranges["minmax"]
+    assert ranges["entropy"] < ranges["minmax"]
+    out = str(tmp_path / "exclude.onnx")
+    summary = tessera.quantize(path, out, random=2, exclude=["/conv1/Conv", "Gemm"])
+    assert "excluded (--exclude)" in summary
+    kept = [n for n in onnx.load(out).graph.node if n.name in ("/conv1/Conv", "/fc/Gemm")]
+    assert all(onnx.load(out).graph.initializer) and len(kept) == 2
+    prod = producers(onnx.load(out))
+    for n in kept:
+        assert prod.get(n.input[1]) is None  # weights left float
+
+
+def test_bad_options_are_clear_errors(quantized, tmp_path):
+    _, path, _, _, _ = quantized
+    with pytest.raises(tessera.InvalidArgument, match="no node or op type named 'nope'"):
+        tessera.quantize(path, str(tmp_path / "x.onnx"), random=1, exclude=["nope"])
+    with pytest.raises(tessera.InvalidArgument, match="unknown calibration method"):
+        tessera.quantize(path, str(tmp_path / "x.onnx"), random=1, method="median")
+    with pytest.raises(tessera.InvalidArgument, match="input"):
+        tessera.quantize(path, str(tmp_path / "x.onnx"), calibration=[[np.zeros((1, 3, 8, 8), np.float32)]])
+    assert not os.path.exists(tmp_path / "x.onnx")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    run = subprocess.run([CLI, "quantize", path, "-o", str(tmp_path / "y.onnx"), "--calibration", str(empty)],
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and "holds no .npy file" in run.stderr
+
+
+def qdq_model(scale, zero_point, zp_type=TensorProto.UINT8):
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quant"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dequant")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor("s", TensorProto.FLOAT, [], [scale]),
+                               helper.make_tensor("z", zp_type, [], [zero_point])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.5, float("inf"), float("nan")])
+def test_bad_scales_are_clear_errors(scale):
+    with pytest.raises(tessera.InvalidArgument, match="node 'quant' \\(QuantizeLinear\\).*scale"):
+        tessera.InferenceSession(qdq_model(scale, 0)).run(None, {"x": np.ones(4, np.float32)})
+
+
+def test_good_qdq_roundtrip():
+    y = tessera.InferenceSession(qdq_model(0.5, 10)).run(None, {"x": np.array([0, 1.2, -6, 200], np.float32)})[0]
+    np.testing.assert_array_equal(y, [0, 1.0, -5.0, 122.5])
