@@ -53,7 +53,7 @@ const char* kUsage =
     "              runs the model and each region's nodes again on native (float32, or float64 with\n"
     "              --reference fp64) on that region's inputs; prints per region and output the max abs / relative error and cosine, and\n"
     "              exits 2 when a region is over its tolerance (default 1e-4 relative; with bf16\n"
-    "              nodes 3e-2 and cosine >= 0.999)\n"
+    "              nodes 3e-2 and cosine >= 0.999; with quantized ops 0.1 and cosine >= 0.99)\n"
     "  tessera quantize MODEL.onnx -o MODEL.qdq.onnx [--calibration DIR | --random N] [--method minmax|percentile|entropy]\n"
     "              [--percentile P] [--per-channel] [--exclude NODES] [--input-shape NAME=DIMS ...] [--threads N] [--seed S]\n"
     "              static post-training quantization: writes a QDQ ONNX model (int8 weights, uint8 activations,\n"

@@ -288,7 +288,8 @@ TSR_API void tsr_string_free(char* text);
  * integers). A region is flagged when an output's relative error (max abs
  * error over max |reference|) exceeds `tolerance` or its cosine is below
  * `min_cosine`; a negative value picks the default by precision (1e-4 and no
- * cosine for float32 regions, 3e-2 and 0.999 for regions with bf16 nodes).
+ * cosine for float32 regions, 3e-2 and 0.999 for regions with bf16 nodes, 0.1 and
+ * 0.99 for regions with quantized ops, whose 8-bit outputs are then compared as numbers).
  * Writes the report as a text table to *out_table, as JSON to *out_json and
  * as a self-contained HTML page to *out_html (each may be NULL; free each
  * with tsr_string_free), and the number of flagged regions to *out_flagged

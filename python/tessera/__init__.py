@@ -450,7 +450,8 @@ class InferenceSession:
         region output. Returns a dict (as ``tessera check --json`` writes): ``regions`` with per output
         ``max_abs_error``, ``relative_error`` (over max |reference|), ``cosine``, ``mismatches`` and
         ``within_tolerance``, and ``regions_over_tolerance``. ``tolerance`` (relative error) and
-        ``min_cosine`` default by precision (1e-4 for float32 regions; 3e-2 and 0.999 with bf16 nodes).
+        ``min_cosine`` default by precision (1e-4 for float32 regions; 3e-2 and 0.999 with bf16 nodes; 0.1 and
+        0.99 with quantized ops).
         ``reference="fp64"`` runs the reference in float64 (native regions are then compared too).
         ``format``: "dict" (the default), "table" (the CLI's text), "json" or "html" (a self-contained page)."""
         self._check_open()

@@ -57,13 +57,16 @@ bool is_floating(DType dtype) {
   return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 || dtype == DType::kBFloat16;
 }
 
+/// `quantized`: 8-bit outputs of quantized ops are compared as numbers (a requantisation rounds a
+/// tie either way), not exactly.
 CheckedOutput compare(const std::string& name, const TensorView& actual, const TensorView& reference, double tolerance,
-                      double min_cosine) {
+                      double min_cosine, bool quantized) {
   CheckedOutput out;
   out.name = name;
   out.type = std::string(dtype_name(actual.dtype)) + "[" + shape_to_string(reference.shape) + "]";
   out.elements = reference.numel();
-  out.floating = is_floating(reference.dtype);
+  out.floating = is_floating(reference.dtype) ||
+                 (quantized && (reference.dtype == DType::kUInt8 || reference.dtype == DType::kInt8));
   const bool widened_reference = actual.dtype == DType::kFloat32 && reference.dtype == DType::kFloat64;
   if ((actual.dtype != reference.dtype && !widened_reference) || actual.shape != reference.shape) {
     out.mismatches = out.elements;
@@ -124,11 +127,22 @@ CheckReport CompiledModel::check(const std::vector<TensorView>& inputs, const Ch
     checked.backend = plan.backend->name();
     checked.node_count = region.nodes.size();
     if (!region.nodes.empty()) checked.first_node = graph_.nodes[region.nodes.front()].name;
-    size_t bf16 = 0;
-    for (size_t node : region.nodes) bf16 += placement_[node].precision == "bf16" ? 1 : 0;
-    checked.precision = bf16 ? "bf16 (" + std::to_string(bf16) + (bf16 == 1 ? " node)" : " nodes)") : "fp32";
-    checked.tolerance = options.tolerance >= 0 ? options.tolerance : (bf16 ? 3e-2 : 1e-4);
-    checked.min_cosine = options.min_cosine >= 0 ? options.min_cosine : (bf16 ? 0.999 : 0.0);
+    size_t bf16 = 0, int8 = 0;
+    for (size_t node : region.nodes) {
+      bf16 += placement_[node].precision == "bf16" ? 1 : 0;
+      const std::string& op = graph_.nodes[node].op_type;
+      int8 += op == "QLinearConv" || op == "QLinearMatMul" || op == "QuantizeLinear" || op == "ConvInteger" ||
+              op == "MatMulInteger";
+    }
+    auto counted = [](size_t n) { return " (" + std::to_string(n) + (n == 1 ? " node)" : " nodes)"); };
+    checked.precision = int8 ? "int8" + counted(int8) : bf16 ? "bf16" + counted(bf16) : "fp32";
+    // int8: the reference computes the QDQ graph's exact meaning; a backend may round a tie the other
+    // way (one step of an output's scale), and oneDNN's fusions skip roundings (the residual's, a
+    // dequantized product's), which brings it nearer float32 but away from the exact QDQ values. Such
+    // steps compound over a region: a BERT-base region of 242 quantized nodes ends at cosine 0.9977 of
+    // the exact QDQ values (and 0.9990 of float32, against 0.9983 for the exact QDQ values).
+    checked.tolerance = options.tolerance >= 0 ? options.tolerance : (int8 ? 0.1 : bf16 ? 3e-2 : 1e-4);
+    checked.min_cosine = options.min_cosine >= 0 ? options.min_cosine : (int8 ? 0.99 : bf16 ? 0.999 : 0.0);
     checked.compared = checked.backend != reference_entry.name || options.float64_reference;
 
     std::vector<Tensor> region_inputs;
@@ -171,7 +185,7 @@ CheckReport CompiledModel::check(const std::vector<TensorView>& inputs, const Ch
       for (ValueId local : graph.graph.outputs) {
         const ValueId global = graph.global_value[static_cast<size_t>(local)];
         checked.outputs.push_back(compare(graph_.value(global).name, store.get(global), reference_store.get(local),
-                                          checked.tolerance, checked.min_cosine));
+                                          checked.tolerance, checked.min_cosine, int8 > 0));
         checked.within_tolerance &= checked.outputs.back().within_tolerance;
       }
     }

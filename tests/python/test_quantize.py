@@ -131,6 +131,8 @@ def evaluate_qdq(model, feeds):
             y = x[0] @ b + (x[2] if len(x) > 2 else 0)
         elif op == "MatMul":
             y = x[0] @ x[1]
+        elif op == "Transpose":
+            y = x[0].permute(*a["perm"])
         elif op == "Constant":
             y = torch.from_numpy(numpy_helper.to_array(a["value"]).astype(np.float64))
         else:
@@ -319,6 +321,42 @@ def test_bad_options_are_clear_errors(quantized, tmp_path):
     assert run.returncode != 0 and "holds no .npy file" in run.stderr
 
 
+class Attention(nn.Module):
+    """Linear layers on a sequence (MatMul with constant weights + Add) and a product of two
+    activations (MatMul of computed operands), as in a transformer."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin1 = nn.Linear(16, 32)
+        self.lin2 = nn.Linear(32, 16)
+
+    def forward(self, x):
+        h = torch.relu(self.lin1(x))
+        scores = h @ h.transpose(1, 2)
+        return scores @ self.lin2(h)
+
+
+@pytest.mark.parametrize("backends", [["native"], None])
+def test_matmuls_run_what_the_file_means(tmp_path, backends):
+    torch.manual_seed(0)
+    path, out = str(tmp_path / "att.onnx"), str(tmp_path / "att.qdq.onnx")
+    torch.onnx.export(Attention().eval(), torch.randn(1, 8, 16), path, opset_version=13, input_names=["x"],
+                      output_names=["y"])
+    rng = np.random.default_rng(5)
+    data = [{"x": rng.standard_normal((1, 8, 16)).astype(np.float32)} for _ in range(4)]
+    summary = tessera.quantize(path, out, calibration=data, per_channel=True)
+    assert "MatMul 4" in summary
+    model = onnx.load(out)
+    session = tessera.InferenceSession(out, backends=backends)
+    ops = [p["op_type"] for p in session.placement() if p["backend"] != "folded"]
+    assert ops.count("QLinearMatMul") == 3  # the last product is the model output: float, fed by DequantizeLinear
+    for sample in data + [{"x": rng.standard_normal((1, 8, 16)).astype(np.float32)}]:
+        expected = evaluate_qdq(model, sample)[0]
+        actual = session.run(None, sample)[0]
+        error = np.abs(actual - expected).max() / np.abs(expected).max()
+        assert error < (0.01 if backends else 0.03), error
+
+
 def qdq_model(scale, zero_point, zp_type=TensorProto.UINT8):
     nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quant"),
              helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dequant")]
@@ -340,3 +378,13 @@ def test_bad_scales_are_clear_errors(scale):
 def test_good_qdq_roundtrip():
     y = tessera.InferenceSession(qdq_model(0.5, 10)).run(None, {"x": np.array([0, 1.2, -6, 200], np.float32)})[0]
     np.testing.assert_array_equal(y, [0, 1.0, -5.0, 122.5])
+
+
+def test_check_compares_int8_regions_with_the_exact_meaning(quantized):
+    _, _, out, _, _ = quantized
+    session = tessera.InferenceSession(out)
+    table = session.check({"input": samples(1, seed=11)[0]}, format="table")
+    assert "int8 (" in table and "all within tolerance" in table
+    # A tolerance no int8 region meets is reported, naming the region.
+    strict = session.check({"input": samples(1, seed=11)[0]}, tolerance=1e-9, format="table")
+    assert "over tolerance" in strict

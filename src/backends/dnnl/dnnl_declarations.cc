@@ -124,8 +124,17 @@ Declarations make_declarations() {
     dq.where([](const Graph& g, const Node& n) { return check_quantize_linear(g, n).supported; });
     return dq;
   };
+  // The DequantizeLinear of a QLinear op's output with that op's own scale and zero point (a fusion that
+  // skips the rounding between them computes what the pair means, but for that rounding).
+  auto dequantize_own = [](Pattern x) {
+    Pattern dq = op("DequantizeLinear", {x, constant(), constant()});
+    dq.where([](const Graph& g, const Node& n) {
+      return check_quantize_linear(g, n).supported && dequantizes_with_producer_parameters(g, n);
+    });
+    return dq;
+  };
   auto residual_add = [&] {
-    Pattern add = op("Add", {dequantize(qlinear_conv()), dequantize(any())});
+    Pattern add = op("Add", {dequantize_own(qlinear_conv()), dequantize(any())});
     add.where([](const Graph& g, const Node& n) {
       return float32_static_node(g, n) && dims(g, n.inputs[0]) == dims(g, n.inputs[1]);
     });
@@ -138,6 +147,11 @@ Declarations make_declarations() {
   };
   d.pattern("QLinearConvAddActivation", quantize(activation_of(residual_add())));
   d.pattern("QLinearConvAdd", quantize(residual_add()));
+  Pattern qlinear_matmul = op("QLinearMatMul");
+  qlinear_matmul.where([](const Graph& g, const Node& n) {
+    return check_qlinear(g, n).supported && n.has_input(3) && g.is_constant(n.inputs[3]);
+  });
+  d.pattern("QLinearMatMulDequantize", dequantize_own(qlinear_matmul));
   d.pattern("ConvBatchNormAddActivation", activation_of(conv_add(batch_norm(conv()))));
   d.pattern("ConvAddActivation", activation_of(conv_add(conv())));
   d.pattern("ConvBatchNormActivation", activation_of(batch_norm(conv())));

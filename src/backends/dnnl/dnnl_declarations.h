@@ -42,5 +42,8 @@ SupportDecision check_conv_transpose(const Graph& graph, const Node& node);
 // dnnl_declarations_quantized.cc:
 SupportDecision check_qlinear(const Graph& graph, const Node& node);          // QLinearConv, QLinearMatMul
 SupportDecision check_quantize_linear(const Graph& graph, const Node& node);  // QuantizeLinear, DequantizeLinear
+/// A DequantizeLinear whose input comes from a QLinearConv / QLinearMatMul with the same (constant)
+/// output scale and zero point as its own.
+bool dequantizes_with_producer_parameters(const Graph& graph, const Node& dequantize);
 
 }  // namespace tessera::dnnl_backend

@@ -112,4 +112,21 @@ SupportDecision check_quantize_linear(const Graph& graph, const Node& node) {
   return kYes;
 }
 
+bool dequantizes_with_producer_parameters(const Graph& graph, const Node& dq) {
+  if (dq.inputs.size() < 3 || !dq.has_input(2)) return false;
+  for (const Node& producer : graph.nodes) {
+    if (producer.outputs.empty() || producer.outputs[0] != dq.inputs[0]) continue;
+    if (producer.op_type != "QLinearConv" && producer.op_type != "QLinearMatMul") return false;
+    auto same = [&](ValueId a, ValueId b) {
+      if (a == b) return true;
+      if (!graph.is_constant(a) || !graph.is_constant(b)) return false;
+      const Tensor& x = *graph.value(a).constant;
+      const Tensor& y = *graph.value(b).constant;
+      return x.numel() == 1 && y.numel() == 1 && x.dtype() == y.dtype() && x.double_at(0) == y.double_at(0);
+    };
+    return producer.inputs.size() >= 8 && same(producer.inputs[6], dq.inputs[1]) && same(producer.inputs[7], dq.inputs[2]);
+  }
+  return false;
+}
+
 }  // namespace tessera::dnnl_backend

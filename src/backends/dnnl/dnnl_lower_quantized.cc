@@ -49,8 +49,21 @@ memory::desc same_layout(const Lowering& lowering, int32_t slot, memory::data_ty
   return memory::desc(d, type, static_cast<memory::format_tag>(tag));
 }
 
+/// The saturation of an 8-bit output of scale `scale` and zero point `zero_point`, in units of
+/// `unit`, as a clip post-op: what rounding-free fusions keep of the QuantizeLinear they skip.
+PostOp saturation(double scale, double zero_point, bool is_signed, double unit) {
+  const double lo = is_signed ? -128.0 : 0.0, hi = is_signed ? 127.0 : 255.0;
+  PostOp clip;
+  clip.kind = PostOpKind::kEltwise;
+  clip.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_clip);
+  clip.alpha = static_cast<float>(scale * (lo - zero_point) / unit);
+  clip.beta = static_cast<float>(scale * (hi - zero_point) / unit);
+  return clip;
+}
+
 /// What follows a QLinearConv in the residual patterns.
 struct Residual {
+  const Node* dequantize_conv = nullptr;   // DequantizeLinear of the convolution's output
   const Node* dequantize_other = nullptr;  // DequantizeLinear of the value added
   const Node* activation = nullptr;        // may be null
   const Node* quantize = nullptr;          // the pattern's root
@@ -100,6 +113,10 @@ void lower_qlinear_conv(Lowering& lowering, const FusedNode& fused, const Node& 
       step.output_scales.push_back(static_cast<float>(x_scale * ws.constant->double_at(c) / q_scale));
     }
     step.dst_zero_point = q.has_input(2) ? static_cast<int32_t>(scalar(lowering, fused, q, 2)) : 0;
+    // The convolution's own QuantizeLinear is skipped: its saturation stays (a clip in q's units), its
+    // rounding does not.
+    step.post_ops.push_back(saturation(scalar(lowering, fused, conv, 6), scalar(lowering, fused, conv, 7),
+                                       fused.graph->value(conv.outputs[0]).type.dtype == DType::kInt8, q_scale));
     const ValueId other = fused.region_value(dq.inputs[0]);
     PostOp sum;
     sum.kind = PostOpKind::kSum;
@@ -172,8 +189,14 @@ void lower_qlinear_matmul(Lowering& lowering, const FusedNode& fused) {
   const Graph& region = lowering.graph();
   const ValueId a = fused.region_value(node.inputs[0]);
   const ValueId b = fused.region_value(node.inputs[3]);
-  if (!fused.tail.empty()) lowering.unsupported(node, "nothing fuses into QLinearMatMul");
-  if (!lowering.is_constant_value(b)) return lower_qlinear_matmul_computed(lowering, fused);
+  // Pattern QLinearMatMulDequantize: the DequantizeLinear that alone reads the product (same scale and
+  // zero point) is folded away: the product is written in float32, saturated but not rounded.
+  const bool dequantized = fused.pattern == "QLinearMatMulDequantize";
+  if (!dequantized && !fused.tail.empty()) lowering.unsupported(node, "nothing fuses into QLinearMatMul");
+  if (!lowering.is_constant_value(b)) {
+    if (dequantized) lowering.unsupported(node, "a dequantized product needs constant weights");
+    return lower_qlinear_matmul_computed(lowering, fused);
+  }
   const std::vector<int64_t> y_dims = fused.graph->value(node.outputs[0]).type.dims;
   const std::vector<int64_t> a_dims = dims_of(region, a);
   const std::vector<int64_t> b_dims = dims_of(region, b);
@@ -193,7 +216,14 @@ void lower_qlinear_matmul(Lowering& lowering, const FusedNode& fused) {
   std::vector<memory::desc> requests = {rank > 2 ? memory::desc() : any_desc(a_dims, a_type),
                                         any_desc(weight_dims, memory::data_type::s8)};
   if (rank > 2) requests[0] = plain_desc(a_dims, a_type);
-  const memory::data_type out_type = eight_bit(fused.graph->value(node.outputs[0]).type.dtype);
+  memory::data_type out_type = eight_bit(fused.graph->value(node.outputs[0]).type.dtype);
+  if (dequantized) {
+    const double y_scale = scalar(lowering, fused, node, 6);
+    for (float& scale : step.output_scales) scale = static_cast<float>(scale * y_scale);  // x_scale * w_scale
+    step.post_ops.push_back(saturation(y_scale, step.dst_zero_point, out_type == memory::data_type::s8, 1.0));
+    step.dst_zero_point = 0;
+    out_type = memory::data_type::f32;
+  }
   lowering.add_step(std::move(step), requests, rank > 2 ? plain_desc(y_dims, out_type) : any_desc(y_dims, out_type),
                     fused.outputs[0], y_dims);
 }
@@ -228,7 +258,7 @@ void lower_quantize_linear(Lowering& lowering, const FusedNode& fused) {
 void lower_quantized(Lowering& lowering, const FusedNode& fused) {
   const std::string& op = fused.node->op_type;
   if (op == "QLinearConv") return lower_qlinear_conv(lowering, fused, *fused.node, nullptr);
-  if (op == "QLinearMatMul") return lower_qlinear_matmul(lowering, fused);
+  if (op == "QLinearMatMul") return lower_qlinear_matmul(lowering, fused);  // alone, or pattern QLinearMatMulDequantize
   lower_quantize_linear(lowering, fused);
 }
 
@@ -249,8 +279,9 @@ void lower_qlinear_conv_add(Lowering& lowering, const FusedNode& fused) {
   if (!conv || !add || !residual.quantize) throw_internal_error("oneDNN lowering: pattern ", fused.pattern, " without its nodes");
   for (const Node* n : body) {
     if (n->op_type == "DequantizeLinear" && n->inputs[0] != conv->outputs[0]) residual.dequantize_other = n;
+    if (n->op_type == "DequantizeLinear" && n->inputs[0] == conv->outputs[0]) residual.dequantize_conv = n;
   }
-  if (!residual.dequantize_other) throw_internal_error("oneDNN lowering: pattern ", fused.pattern, " without the residual");
+  if (!residual.dequantize_other || !residual.dequantize_conv) throw_internal_error("oneDNN lowering: pattern ", fused.pattern, " without the residual");
   lower_qlinear_conv(lowering, fused, *conv, &residual);
 }
 
