@@ -388,3 +388,15 @@ def test_check_compares_int8_regions_with_the_exact_meaning(quantized):
     # A tolerance no int8 region meets is reported, naming the region.
     strict = session.check({"input": samples(1, seed=11)[0]}, tolerance=1e-9, format="table")
     assert "over tolerance" in strict
+
+
+def test_int8_artifact_runs_the_same(quantized, tmp_path):
+    """The oneDNN int8 payload (8-bit slots, scales, zero points, sum post-ops) survives a .tsr round trip."""
+    _, _, out, _, _ = quantized
+    artifact = str(tmp_path / "net.tsr")
+    tessera.compile(out, artifact, input_shapes={"input": [1, 3, 16, 16]})
+    x = samples(1, seed=21)[0]
+    direct = tessera.InferenceSession(out).run(None, {"input": x})[0]
+    loaded = tessera.InferenceSession(artifact)
+    assert any(p["op_type"] == "QLinearConv" and p["backend"] == "dnnl" for p in loaded.placement())
+    np.testing.assert_array_equal(loaded.run(None, {"input": x})[0], direct)
