@@ -42,6 +42,11 @@ class QdqFolder {
       if (!single_inner(y)) continue;
       int64_t p = producer_[static_cast<size_t>(y)];
       if (p < 0) continue;
+      if (fold_max_pool(static_cast<size_t>(p), q)) {
+        erase[i] = 1;
+        ++folded;
+        continue;
+      }
       int64_t activation = -1;
       if (graph_.nodes[static_cast<size_t>(p)].op_type == "Relu" || graph_.nodes[static_cast<size_t>(p)].op_type == "Clip") {
         activation = p;
@@ -145,6 +150,31 @@ class QdqFolder {
     }
     return std::vector<ValueId>{dq.inputs[0], dq.inputs[1], dq.inputs[2]};
   }
+  /// Q(MaxPool(DQ(x))) with the same scale and zero point on both sides is MaxPool(x) on the 8-bit
+  /// values: quantization is monotonic, so the max commutes with it exactly.
+  bool fold_max_pool(size_t p, const Node& q) {
+    Node& pool = graph_.nodes[p];
+    if (pool.op_type != "MaxPool" || !pool.domain.empty() || pool.outputs.size() != 1 || pool.inputs.size() != 1) return false;
+    if (pool.opset < 12) return false;  // 8-bit MaxPool exists from opset 12
+    const ValueId dq_out = pool.inputs[0];
+    const int64_t d = dq_out == kNoValue ? -1 : producer_[static_cast<size_t>(dq_out)];
+    if (d < 0 || is_output_.count(dq_out)) return false;
+    const Node& dq = graph_.nodes[static_cast<size_t>(d)];
+    if (dq.op_type != "DequantizeLinear" || !dq.domain.empty() || dq.inputs.size() < 3 || !dq.has_input(2)) return false;
+    if (!scalar(dq.inputs[1]) || !scalar(dq.inputs[2])) return false;
+    auto same = [&](ValueId a, ValueId b) {
+      const Tensor& x = *constant(a);
+      const Tensor& y = *constant(b);
+      return x.dtype() == y.dtype() && x.double_at(0) == y.double_at(0);
+    };
+    if (!same(dq.inputs[1], q.inputs[1]) || !same(dq.inputs[2], q.inputs[2])) return false;
+    pool.inputs = {dq.inputs[0]};
+    pool.outputs = {q.outputs[0]};
+    producer_[static_cast<size_t>(q.outputs[0])] = static_cast<int64_t>(p);
+    if (folds_) folds_->push_back({q.name, q.op_type, pool.name});
+    return true;
+  }
+
   std::optional<std::vector<ValueId>> conv_inputs(const Node& conv, const Node& q) const {
     auto x = dequantized(conv.inputs[0], false, false);
     auto w = dequantized(conv.inputs.size() > 1 ? conv.inputs[1] : kNoValue, true, true);

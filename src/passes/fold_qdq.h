@@ -19,6 +19,8 @@
 //     when, in addition, the largest representable value is within its upper
 //     bound (plus half a step);
 //   - every intermediate value has one reader and is no graph output.
+// And Q(MaxPool(DQ(x))) with equal scales and zero points becomes MaxPool on
+// the 8-bit x (exact: quantization is monotonic).
 // Needs: nothing (runs on the graph as imported, before constant folding,
 // which would turn DequantizeLinear(w_q) into float weights). Keeps: graph
 // inputs and outputs, node names (the new node takes the Conv's / MatMul's).

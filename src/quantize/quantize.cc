@@ -414,9 +414,17 @@ std::string Quantizer::write(const std::string& output_path) {
   std::map<ValueId, ActivationParams> params;
   for (size_t k = 0; k < calibrated.size(); ++k) {
     const auto [lo, hi] = stats[k].range(options_.method, options_.percentile);
-    const ActivationParams p = uint8_params(lo, hi);
-    params[calibrated[k]] = p;
-    plan.activations.push_back({graph_.value(calibrated[k]).name, p.scale, p.zero_point, false});
+    params[calibrated[k]] = uint8_params(lo, hi);
+  }
+  // MaxPool's output takes its input's parameters (its values are a subset of the input's), so that
+  // the pair folds into a MaxPool on the 8-bit values (passes/fold_qdq.cc), as ONNX Runtime's does.
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Node& node = graph_.nodes[i];
+    if (!plans[i].quantized || node.op_type != "MaxPool" || plans[i].activations.size() != 2) continue;
+    params[plans[i].activations[1]] = params.at(plans[i].activations[0]);
+  }
+  for (ValueId v : calibrated) {
+    plan.activations.push_back({graph_.value(v).name, params.at(v).scale, params.at(v).zero_point, false});
   }
   std::map<ValueId, size_t> weight_entry;
   int64_t weights = 0, biases = 0;

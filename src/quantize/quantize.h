@@ -13,7 +13,8 @@
 //     the output is left in place and the range is taken after it, so the
 //     activation folds into the requantisation;
 //   - Add of two activations, MaxPool, AveragePool, GlobalAveragePool and
-//     Concat: inputs and output;
+//     Concat: inputs and output (MaxPool's output with its input's scale and
+//     zero point, so that it runs on the 8-bit values);
 //   - every other node stays float, and the summary says why per op type.
 // A tensor is quantized once however many nodes read it; the model's outputs
 // stay float32.

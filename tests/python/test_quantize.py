@@ -209,7 +209,8 @@ def test_activation_ranges_match_torch_hooks(quantized):
             continue
         tensor = node.input[0]
         module = "input" if tensor == "input" else prod[tensor].name.split("/")[1]
-        lo, hi = min(ranges[module][0], 0.0), max(ranges[module][1], 0.0)
+        # MaxPool's output is quantized with its input's parameters (so that it pools the 8-bit values).
+        lo, hi = min(ranges["relu2" if module == "pool" else module][0], 0.0), max(ranges["relu2" if module == "pool" else module][1], 0.0)
         scale = (hi - lo) / 255.0
         zero_point = int(np.clip(np.round(-lo / scale), 0, 255))
         assert float(inits[node.input[1]]) == pytest.approx(scale, rel=1e-5), tensor
@@ -257,6 +258,9 @@ def test_runs_what_the_file_means(quantized, backends):
     session = tessera.InferenceSession(out, backends=backends)
     ops = {p["op_type"]: p["backend"] for p in session.placement()}
     assert ops["QLinearConv"] == ("native" if backends else "dnnl")
+    # The MaxPool between its DequantizeLinear and QuantizeLinear pools the 8-bit values.
+    notes = [p["note"] for p in session.placement() if p["op_type"] == "QuantizeLinear"]
+    assert any("folded into the quantized op '/pool/MaxPool'" in n for n in notes), notes
     worst = 0.0
     for x in samples(8, seed=7):
         expected = evaluate_qdq(model, {"input": x})[0]

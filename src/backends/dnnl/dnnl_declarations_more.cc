@@ -37,7 +37,13 @@ SupportDecision check_pooling(const Graph& graph, const Node& node) {
     if (node.has_output(1)) return refuse("the Indices output");
     if (node.attrs.get_int_or("storage_order", 0) != 0) return refuse("storage_order = 1");
   }
-  SupportDecision d = float32_static(graph, node);
+  const DType x = graph.value(node.inputs[0]).type.dtype;
+  const bool eight_bit = (x == DType::kUInt8 || x == DType::kInt8) && node.op_type == "MaxPool";
+  // Max pooling of 8-bit values (a folded QDQ MaxPool): only the dtype differs from the float32 checks.
+  SupportDecision d = eight_bit ? kYes : float32_static(graph, node);
+  if (eight_bit && (!graph.value(node.inputs[0]).type.is_static() || !graph.value(node.outputs[0]).type.is_static())) {
+    return refuse("a shape known only at run time");
+  }
   if (!d.supported) return d;
   const PoolingGeometry geometry = pooling_geometry(graph, node);
   return geometry.refusal.empty() ? kYes : refuse(geometry.refusal);

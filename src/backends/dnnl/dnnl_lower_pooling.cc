@@ -2,6 +2,7 @@
 // oneDNN's pooling_v2. The source keeps the layout its producer chose (a
 // blocked Conv output stays blocked), and the destination layout is left
 // to oneDNN, which picks the source's; ceil_mode becomes extra end padding.
+// MaxPool may read and write 8-bit values (what passes/fold_qdq.cc makes of a QDQ MaxPool).
 #include "backends/dnnl/dnnl_lowering.h"
 #include "backends/dnnl/dnnl_geometry.h"
 #include "backends/dnnl/dnnl_op_tables.h"
@@ -31,7 +32,11 @@ void lower_pooling(Lowering& lowering, const FusedNode& fused) {
   step.ints.insert(step.ints.end(), geometry.pad_begin.begin(), geometry.pad_begin.end());
   step.ints.insert(step.ints.end(), geometry.pad_end.begin(), geometry.pad_end.end());
   step.inputs = {lowering.slot_of(x)};
-  lowering.add_step(std::move(step), {memory::desc()}, any_desc(y_dims), fused.outputs[0], y_dims);
+  // 8-bit max pooling (a folded QDQ MaxPool) writes the source's type; everything else float32.
+  const memory::data_type source_type = lowering.desc(step.inputs[0]).data_type();
+  const bool eight_bit = source_type == memory::data_type::u8 || source_type == memory::data_type::s8;
+  lowering.add_step(std::move(step), {memory::desc()}, any_desc(y_dims, eight_bit ? source_type : memory::data_type::f32),
+                    fused.outputs[0], y_dims);
 }
 
 }  // namespace tessera::dnnl_backend
