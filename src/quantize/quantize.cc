@@ -271,6 +271,16 @@ Quantizer::Quantizer(std::string model_path, Graph graph, CompileOptions compile
   if (options_.method == CalibrationMethod::kPercentile && !(options_.percentile > 50.0 && options_.percentile <= 100.0)) {
     throw_user_error("--percentile must be above 50 and at most 100 (got ", options_.percentile, ")");
   }
+  // Quantizing twice would put a second QuantizeLinear / DequantizeLinear pair on values that already have one.
+  for (const Node& node : graph_.nodes) {
+    const std::string& op = node.op_type;
+    if (node.domain.empty() && (op == "QuantizeLinear" || op == "DequantizeLinear" || op == "QLinearConv" ||
+                                op == "QLinearMatMul" || op == "ConvInteger" || op == "MatMulInteger" ||
+                                op == "DynamicQuantizeLinear")) {
+      throw_user_error("'", model_path_, "' is already quantized (", node.describe(),
+                       "): quantize the float model it came from");
+    }
+  }
 }
 
 Quantizer::~Quantizer() = default;

@@ -318,6 +318,8 @@ def test_bad_options_are_clear_errors(quantized, tmp_path):
     with pytest.raises(tessera.InvalidArgument, match="input"):
         tessera.quantize(path, str(tmp_path / "x.onnx"), calibration=[[np.zeros((1, 3, 8, 8), np.float32)]])
     assert not os.path.exists(tmp_path / "x.onnx")
+    with pytest.raises(tessera.InvalidArgument, match="already quantized"):
+        tessera.quantize(quantized[2], str(tmp_path / "twice.onnx"), random=1)
     empty = tmp_path / "empty"
     empty.mkdir()
     run = subprocess.run([CLI, "quantize", path, "-o", str(tmp_path / "y.onnx"), "--calibration", str(empty)],
@@ -404,3 +406,25 @@ def test_int8_artifact_runs_the_same(quantized, tmp_path):
     loaded = tessera.InferenceSession(artifact)
     assert any(p["op_type"] == "QLinearConv" and p["backend"] == "dnnl" for p in loaded.placement())
     np.testing.assert_array_equal(loaded.run(None, {"input": x})[0], direct)
+
+
+def test_mismatched_quantization_parameters_are_clear_errors():
+    def model(scale_dims, zp_type):
+        nodes = [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq", axis=1)]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("q", TensorProto.UINT8, [2, 3])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                                  [helper.make_tensor("s", TensorProto.FLOAT, scale_dims, [0.5] * int(np.prod(scale_dims))),
+                                   helper.make_tensor("z", zp_type, scale_dims, [1] * int(np.prod(scale_dims)))])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        m.ir_version = 8
+        return m.SerializeToString()
+
+    q = np.array([[0, 1, 2], [3, 4, 255]], np.uint8)
+    # Per axis 1: three scales. Four is a mismatch, named with the axis and its size.
+    with pytest.raises(tessera.InvalidArgument, match="node 'dq' \\(DequantizeLinear\\).*4 values but axis 1"):
+        tessera.InferenceSession(model([4], TensorProto.UINT8)).run(None, {"q": q})
+    # The zero point's type must be the quantized input's.
+    with pytest.raises(tessera.InvalidArgument, match="node 'dq' \\(DequantizeLinear\\)"):
+        tessera.InferenceSession(model([3], TensorProto.INT8)).run(None, {"q": q})
+    y = tessera.InferenceSession(model([3], TensorProto.UINT8)).run(None, {"q": q})[0]
+    np.testing.assert_array_equal(y, (q.astype(np.float32) - 1) * 0.5)
