@@ -51,9 +51,15 @@ std::vector<float> constant_plain_data(const Graph& region, const Slot& slot) {
     count *= d;
     if (count > kMaxConstantElements) throw_user_error("oneDNN payload: constant slot too large");
   }
+  // Any numeric constant (read through to_vector), or float32 only where a transform reads floats directly.
   auto source = [&](size_t i, const char* what) -> const Tensor& {
     if (i >= slot.sources.size()) throw_user_error("oneDNN payload: constant slot misses source ", i);
     return float_constant(region, slot.sources[i], what);
+  };
+  auto float32_source = [&](size_t i, const char* what) -> const Tensor& {
+    const Tensor& t = source(i, what);
+    if (t.dtype() != DType::kFloat32) throw_user_error("oneDNN payload: ", what, " is not float32");
+    return t;
   };
   auto parameter = [&](size_t i) {
     if (i >= slot.floats.size()) throw_user_error("oneDNN payload: constant slot misses parameter ", i);
@@ -79,9 +85,10 @@ std::vector<float> constant_plain_data(const Graph& region, const Slot& slot) {
       }
       const float scale = slot.floats.empty() ? 1.0f : slot.floats[0];
       const int64_t rows = t.shape()[0], cols = t.shape()[1];
+      const std::vector<float> values = to_vector(t);  // int8 weights too
       std::vector<float> data(static_cast<size_t>(count));
       for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) data[static_cast<size_t>(c * rows + r)] = scale * t.as<float>()[r * cols + c];
+        for (int64_t c = 0; c < cols; ++c) data[static_cast<size_t>(c * rows + r)] = scale * values[static_cast<size_t>(r * cols + c)];
       }
       return data;
     }
@@ -106,7 +113,8 @@ std::vector<float> constant_plain_data(const Graph& region, const Slot& slot) {
           slot.dims[first + 1] != in_per_group || t.numel() != count) {
         throw_user_error("oneDNN payload: ConvTranspose weights do not match their slot");
       }
-      const float* from = t.as<float>();
+      const std::vector<float> values = to_vector(t);
+      const float* from = values.data();
       std::vector<float> data(static_cast<size_t>(count));
       for (int64_t g = 0; g < groups; ++g) {
         for (int64_t i = 0; i < in_per_group; ++i) {
@@ -122,8 +130,8 @@ std::vector<float> constant_plain_data(const Graph& region, const Slot& slot) {
     case ConstantTransform::kFoldBatchNormWeights: {
       std::vector<float> data = to_vector(source(0, "folded weights"));
       expect_size(data, count, "folded weights");
-      const Tensor& scale = source(1, "batch-norm scale");
-      const Tensor& var = source(2, "batch-norm variance");
+      const Tensor& scale = float32_source(1, "batch-norm scale");
+      const Tensor& var = float32_source(2, "batch-norm variance");
       const int64_t channels = scale.numel();
       if (channels <= 0 || var.numel() != channels || count % channels != 0) {
         throw_user_error("oneDNN payload: batch-norm parameters do not match the weights");
@@ -142,10 +150,10 @@ std::vector<float> constant_plain_data(const Graph& region, const Slot& slot) {
         data = to_vector(source(0, "conv bias"));
         expect_size(data, count, "conv bias");
       }
-      const Tensor& scale = source(1, "batch-norm scale");
-      const Tensor& shift = source(2, "batch-norm shift");
-      const Tensor& mean = source(3, "batch-norm mean");
-      const Tensor& var = source(4, "batch-norm variance");
+      const Tensor& scale = float32_source(1, "batch-norm scale");
+      const Tensor& shift = float32_source(2, "batch-norm shift");
+      const Tensor& mean = float32_source(3, "batch-norm mean");
+      const Tensor& var = float32_source(4, "batch-norm variance");
       for (const Tensor* t : {&scale, &shift, &mean, &var}) {
         if (t->numel() != count) throw_user_error("oneDNN payload: batch-norm parameters do not match the bias");
       }
