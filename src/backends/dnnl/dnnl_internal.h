@@ -120,6 +120,7 @@ struct Step {
   int32_t scale_mask = 0;
   int32_t src_zero_point = 0;
   int32_t dst_zero_point = 0;
+  int32_t weights_zero_point = 0;  // matmuls of two computed operands
 };
 
 struct Program {

@@ -4,8 +4,8 @@
 //     on this CPU), dst = x_scale * w_scale / y_scale * (acc + bias) with x's
 //     and y's zero points as oneDNN zero points, writing uint8/int8;
 //   - QLinearMatMul with constant int8 B: the same as a matmul; with a
-//     computed B (attention), dequantizing reorders, a float32 matmul and a
-//     requantizing reorder;
+//     computed B (attention), an int8 matmul with a weights zero point (a
+//     uint8 B shifted to int8 by a reorder first);
 //   - DequantizeLinear / QuantizeLinear (per tensor): reorders with a scale
 //     and a zero point, in whatever layout the value already has.
 // The declarations (dnnl_declarations_more.cc, check_qlinear_*) have checked
@@ -146,42 +146,42 @@ void lower_qlinear_conv(Lowering& lowering, const FusedNode& fused, const Node& 
 }
 
 /// QLinearMatMul of two computed operands (attention's products): oneDNN's int8
-/// matmul takes int8 constant weights only, so both operands are dequantized
-/// by reorders, multiplied in float32 and requantized by a last reorder.
+/// matmul takes int8 weights, so a uint8 B is first shifted to int8 by a reorder
+/// (b - 128, its zero point moving by -128 too); then one int8 matmul with A's and
+/// B's zero points, the requantisation as its output scale and Y's zero point.
 void lower_qlinear_matmul_computed(Lowering& lowering, const FusedNode& fused) {
   const Node& node = *fused.node;
   const Graph& region = lowering.graph();
   const ValueId a = fused.region_value(node.inputs[0]);
   const ValueId b = fused.region_value(node.inputs[3]);
   const std::vector<int64_t> y_dims = fused.graph->value(node.outputs[0]).type.dims;
-  auto dequantize = [&](ValueId v, size_t scale, size_t zero_point) {
-    const std::vector<int64_t> dims = dims_of(region, v);
-    Step step;
-    step.kind = StepKind::kReorder;
-    step.node = fused.region_node;
-    step.output_scales = {static_cast<float>(scalar(lowering, fused, node, scale))};
-    step.src_zero_point = static_cast<int32_t>(scalar(lowering, fused, node, zero_point));
-    const int32_t slot = lowering.in_layout(lowering.slot_of(v), plain_desc(dims, eight_bit(region.value(v).type.dtype)));
-    step.inputs = {slot};
-    return lowering.add_step(std::move(step), {memory::desc()}, plain_desc(dims), kNoValue, dims);
-  };
-  std::vector<int64_t> a_dims = dims_of(region, a), b_dims = dims_of(region, b);
+  const std::vector<int64_t> a_dims = dims_of(region, a), b_dims = dims_of(region, b);
   if (a_dims.size() != y_dims.size() || b_dims.size() != y_dims.size()) {
     lowering.unsupported(node, "operands of a lower rank than the output");
+  }
+  const memory::data_type a_type = eight_bit(region.value(a).type.dtype);
+  const memory::data_type b_type = eight_bit(region.value(b).type.dtype);
+  int32_t b_slot = lowering.in_layout(lowering.slot_of(b), plain_desc(b_dims, b_type));
+  int32_t b_zero_point = static_cast<int32_t>(scalar(lowering, fused, node, 5));
+  if (b_type == memory::data_type::u8) {
+    Step shift;
+    shift.kind = StepKind::kReorder;
+    shift.node = fused.region_node;
+    shift.inputs = {b_slot};
+    shift.src_zero_point = 128;  // s8 = u8 - 128, exactly
+    b_slot = lowering.add_step(std::move(shift), {memory::desc()}, plain_desc(b_dims, memory::data_type::s8), kNoValue, b_dims);
+    b_zero_point -= 128;
   }
   Step matmul;
   matmul.kind = StepKind::kMatMul;
   matmul.node = fused.region_node;
-  matmul.inputs = {dequantize(a, 1, 2), dequantize(b, 4, 5)};
-  matmul.output_scales = {static_cast<float>(1.0 / scalar(lowering, fused, node, 6))};
-  const int32_t product = lowering.add_step(std::move(matmul), {memory::desc(), memory::desc()}, plain_desc(y_dims), kNoValue, y_dims);
-  Step quantize;
-  quantize.kind = StepKind::kReorder;
-  quantize.node = fused.region_node;
-  quantize.inputs = {product};
-  quantize.dst_zero_point = static_cast<int32_t>(scalar(lowering, fused, node, 7));
+  matmul.inputs = {lowering.in_layout(lowering.slot_of(a), plain_desc(a_dims, a_type)), b_slot};
+  matmul.output_scales = output_scales(lowering, fused, node, 1, 4, 6);
+  matmul.src_zero_point = static_cast<int32_t>(scalar(lowering, fused, node, 2));
+  matmul.weights_zero_point = b_zero_point;
+  matmul.dst_zero_point = static_cast<int32_t>(scalar(lowering, fused, node, 7));
   const memory::data_type out_type = eight_bit(fused.graph->value(node.outputs[0]).type.dtype);
-  lowering.add_step(std::move(quantize), {memory::desc()}, plain_desc(y_dims, out_type), fused.outputs[0], y_dims);
+  lowering.add_step(std::move(matmul), {memory::desc(), memory::desc()}, plain_desc(y_dims, out_type), fused.outputs[0], y_dims);
 }
 
 void lower_qlinear_matmul(Lowering& lowering, const FusedNode& fused) {

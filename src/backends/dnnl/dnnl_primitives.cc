@@ -67,6 +67,7 @@ dnnl::primitive_attr make_attributes(const Step& step, const std::vector<memory:
   }
   if (step.src_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {step.src_zero_point});
   if (step.dst_zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {step.dst_zero_point});
+  if (step.weights_zero_point != 0) attr.set_zero_points(DNNL_ARG_WEIGHTS, 0, {step.weights_zero_point});
   return attr;
 }
 

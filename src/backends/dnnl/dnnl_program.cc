@@ -98,6 +98,7 @@ std::vector<uint8_t> serialize_program(const Program& program) {
     w.put<int32_t>(s.scale_mask);
     w.put<int32_t>(s.src_zero_point);
     w.put<int32_t>(s.dst_zero_point);
+    w.put<int32_t>(s.weights_zero_point);
   }
   return std::move(w.bytes);
 }
@@ -127,7 +128,7 @@ Program parse_program(std::span<const uint8_t> payload) {
     s.sources = r.get_vector<int32_t>();
     s.floats = r.get_vector<float>();
   }
-  program.steps.resize(r.count(38));
+  program.steps.resize(r.count(42));
   for (Step& s : program.steps) {
     const uint8_t kind = r.get<uint8_t>();
     if (kind < static_cast<uint8_t>(StepKind::kReorder) || kind > static_cast<uint8_t>(StepKind::kConcat)) {
@@ -155,6 +156,7 @@ Program parse_program(std::span<const uint8_t> payload) {
     s.scale_mask = r.get<int32_t>();
     s.src_zero_point = r.get<int32_t>();
     s.dst_zero_point = r.get<int32_t>();
+    s.weights_zero_point = r.get<int32_t>();
   }
   if (!r.done()) throw_user_error("oneDNN payload: unexpected bytes after the program");
   return program;
