@@ -59,7 +59,7 @@ SupportDecision check_qlinear(const Graph& graph, const Node& node) {
   if (!constant_of(graph, node, 2, 0) || !constant_of(graph, node, 7, 0)) return refuse("zero points must be scalar constants");
   const ValueId w = node.inputs[3];
   if (!conv && !graph.is_constant(w)) {
-    // Both operands computed: dequantized, multiplied in float32, requantized (dnnl_lower_quantized.cc).
+    // Both operands computed: one int8 matmul with a weights zero point (dnnl_lower_quantized.cc).
     const auto& a = graph.value(node.inputs[0]).type.dims;
     const auto& b = graph.value(w).type.dims;
     const DType bt = graph.value(w).type.dtype;
