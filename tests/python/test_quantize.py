@@ -131,6 +131,12 @@ def evaluate_qdq(model, feeds):
             y = x[0] @ b + (x[2] if len(x) > 2 else 0)
         elif op == "MatMul":
             y = x[0] @ x[1]
+        elif op == "Div":
+            y = x[0] / x[1]
+        elif op == "Mul":
+            y = x[0] * x[1]
+        elif op == "Erf":
+            y = torch.erf(x[0])
         elif op == "Transpose":
             y = x[0].permute(*a["perm"])
         elif op == "Constant":
@@ -328,18 +334,21 @@ def test_bad_options_are_clear_errors(quantized, tmp_path):
 
 
 class Attention(nn.Module):
-    """Linear layers on a sequence (MatMul with constant weights + Add) and a product of two
-    activations (MatMul of computed operands), as in a transformer."""
+    """Linear layers on a sequence (MatMul with constant weights + Add), a product of two
+    activations (MatMul of computed operands) and a GELU feed-forward, as in a transformer."""
 
     def __init__(self):
         super().__init__()
         self.lin1 = nn.Linear(16, 32)
         self.lin2 = nn.Linear(32, 16)
+        self.ff1 = nn.Linear(16, 48)
+        self.ff2 = nn.Linear(48, 16)
 
     def forward(self, x):
         h = torch.relu(self.lin1(x))
         scores = h @ h.transpose(1, 2)
-        return scores @ self.lin2(h)
+        y = scores @ self.lin2(h)
+        return self.ff2(F.gelu(self.ff1(y)))
 
 
 @pytest.mark.parametrize("backends", [["native"], None])
@@ -351,11 +360,14 @@ def test_matmuls_run_what_the_file_means(tmp_path, backends):
     rng = np.random.default_rng(5)
     data = [{"x": rng.standard_normal((1, 8, 16)).astype(np.float32)} for _ in range(4)]
     summary = tessera.quantize(path, out, calibration=data, per_channel=True)
-    assert "MatMul 4" in summary
+    assert "MatMul 6" in summary
     model = onnx.load(out)
     session = tessera.InferenceSession(out, backends=backends)
     ops = [p["op_type"] for p in session.placement() if p["backend"] != "folded"]
-    assert ops.count("QLinearMatMul") == 3  # the last product is the model output: float, fed by DequantizeLinear
+    assert ops.count("QLinearMatMul") == 6
+    if not backends:
+        # ff1's bias, GELU and the quantization of ff2's input run as post-ops of one int8 matmul.
+        assert any("pattern QLinearMatMulBiasGeluQuantize" in p["note"] for p in session.placement())
     for sample in data + [{"x": rng.standard_normal((1, 8, 16)).astype(np.float32)}]:
         expected = evaluate_qdq(model, sample)[0]
         actual = session.run(None, sample)[0]

@@ -151,6 +151,11 @@ Declarations make_declarations() {
   qlinear_matmul.where([](const Graph& g, const Node& n) {
     return check_qlinear(g, n).supported && n.has_input(3) && g.is_constant(n.inputs[3]);
   });
+  // A transformer's first feed-forward layer in a QDQ model: Q(GELU(DQ(QLinearMatMul) + bias)) as one int8
+  // matmul whose post-ops add the bias, apply GELU and requantize.
+  Pattern qlinear_bias = op("Add", {dequantize_own(qlinear_matmul), constant()});
+  qlinear_bias.where(matmul_bias_fuses);
+  d.pattern("QLinearMatMulBiasGeluQuantize", quantize(gelu_erf_pattern(qlinear_bias, float32_static_node)));
   d.pattern("QLinearMatMulDequantize", dequantize_own(qlinear_matmul));
   d.pattern("ConvBatchNormAddActivation", activation_of(conv_add(batch_norm(conv()))));
   d.pattern("ConvAddActivation", activation_of(conv_add(conv())));

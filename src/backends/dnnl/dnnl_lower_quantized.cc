@@ -3,7 +3,10 @@
 //   - QLinearConv: a convolution reading uint8/int8 x and int8 weights (VNNI
 //     on this CPU), dst = x_scale * w_scale / y_scale * (acc + bias) with x's
 //     and y's zero points as oneDNN zero points, writing uint8/int8;
-//   - QLinearMatMul with constant int8 B: the same as a matmul; with a
+//   - QLinearMatMul with constant int8 B: the same as a matmul (with the
+//     patterns QLinearMatMulDequantize, writing float32, and
+//     QLinearMatMulBiasGeluQuantize, adding the bias, applying GELU and
+//     requantizing for the next layer, all as post-ops); with a
 //     computed B (attention), an int8 matmul with a weights zero point (a
 //     uint8 B shifted to int8 by a reorder first);
 //   - DequantizeLinear / QuantizeLinear (per tensor): reorders with a scale
@@ -191,7 +194,9 @@ void lower_qlinear_matmul(Lowering& lowering, const FusedNode& fused) {
   const ValueId b = fused.region_value(node.inputs[3]);
   // Pattern QLinearMatMulDequantize: the DequantizeLinear that alone reads the product (same scale and
   // zero point) is folded away: the product is written in float32, saturated but not rounded.
-  const bool dequantized = fused.pattern == "QLinearMatMulDequantize";
+  // QLinearMatMulBiasGeluQuantize goes on: + bias, GELU, and the QuantizeLinear that ends it.
+  const bool requantized = fused.pattern == "QLinearMatMulBiasGeluQuantize";
+  const bool dequantized = fused.pattern == "QLinearMatMulDequantize" || requantized;
   if (!dequantized && !fused.tail.empty()) lowering.unsupported(node, "nothing fuses into QLinearMatMul");
   if (!lowering.is_constant_value(b)) {
     if (dequantized) lowering.unsupported(node, "a dequantized product needs constant weights");
@@ -223,6 +228,35 @@ void lower_qlinear_matmul(Lowering& lowering, const FusedNode& fused) {
     step.post_ops.push_back(saturation(y_scale, step.dst_zero_point, out_type == memory::data_type::s8, 1.0));
     step.dst_zero_point = 0;
     out_type = memory::data_type::f32;
+  }
+  if (requantized) {
+    const Node* add = nullptr;
+    const Node* q = nullptr;
+    for (const Node* n : fused.tail) {
+      if (n->op_type == "Add" && !add) add = n;  // the bias (GELU's own Add comes later)
+      if (n->op_type == "QuantizeLinear") q = n;
+    }
+    if (!add || !q) throw_internal_error("oneDNN lowering: pattern ", fused.pattern, " without its bias or QuantizeLinear");
+    const ValueId bias = fused.region_value(lowering.is_constant_value(fused.region_value(add->inputs[1])) ? add->inputs[1]
+                                                                                                           : add->inputs[0]);
+    const int64_t n = y_dims.back();
+    const std::vector<int64_t> bias_dims = {1, n};  // the 2-D (collapsed) product's columns
+    PostOp add_bias;
+    add_bias.kind = PostOpKind::kBinary;
+    add_bias.algorithm = static_cast<int32_t>(dnnl::algorithm::binary_add);
+    add_bias.slot = lowering.constant_slot(bias_dims, ConstantTransform::kNone, {bias});
+    step.post_ops.push_back(add_bias);
+    PostOp gelu;
+    gelu.kind = PostOpKind::kEltwise;
+    gelu.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_gelu_erf);
+    step.post_ops.push_back(gelu);
+    PostOp requantize;  // x / q_scale; oneDNN then adds q's zero point, rounds and saturates
+    requantize.kind = PostOpKind::kEltwise;
+    requantize.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_linear);
+    requantize.alpha = static_cast<float>(1.0 / scalar(lowering, fused, *q, 1));
+    step.post_ops.push_back(requantize);
+    step.dst_zero_point = q->has_input(2) ? static_cast<int32_t>(scalar(lowering, fused, *q, 2)) : 0;
+    out_type = eight_bit(fused.graph->value(q->outputs[0]).type.dtype);
   }
   lowering.add_step(std::move(step), requests, rank > 2 ? plain_desc(y_dims, out_type) : any_desc(y_dims, out_type),
                     fused.outputs[0], y_dims);
