@@ -31,7 +31,7 @@ class DnnlBackend : public Backend {
  public:
   DnnlBackend() : engine_(dnnl::engine::kind::cpu, 0) {}
   std::string name() const override { return "dnnl"; }
-  std::string version() const override { return "2"; }  // 2: slots carry a data type (bf16)
+  std::string version() const override { return "3"; }  // 2: slots carry a data type (bf16); 3: int8 (scales, zero points)
   /// Layouts are chosen for one oneDNN version and instruction set.
   std::string compatibility() const override {
     const dnnl_version_t* v = dnnl_version();
