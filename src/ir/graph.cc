@@ -139,4 +139,19 @@ ValueId Graph::find_value(const std::string& name) const {
   return it == name_index_.end() ? kNoValue : it->second;
 }
 
+ConstantOperands::ConstantOperands(const Graph& graph) : graph_(graph) {
+  for (const Node& node : graph.nodes) {
+    if (node.op_type != "Constant" || !node.domain.empty() || node.outputs.size() != 1) continue;
+    const Attribute* value = node.attrs.find("value");
+    if (value && value->kind == Attribute::Kind::kTensor && value->tensor) constant_nodes_[node.outputs[0]] = value->tensor.get();
+  }
+}
+
+const Tensor* ConstantOperands::find(ValueId id) const {
+  if (id == kNoValue) return nullptr;
+  if (graph_.is_constant(id)) return graph_.value(id).constant.get();
+  auto it = constant_nodes_.find(id);
+  return it == constant_nodes_.end() ? nullptr : it->second;
+}
+
 }  // namespace tessera

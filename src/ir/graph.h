@@ -136,4 +136,19 @@ struct Graph {
   void refresh_index() const;
 };
 
+/// The constant operands of a graph as imported, before constant folding:
+/// initializers, and the outputs of Constant nodes with a `value` tensor
+/// (which folding would turn into constants later). For the passes that run
+/// before it (fold_qdq) and for the quantizer's plan.
+class ConstantOperands {
+ public:
+  explicit ConstantOperands(const Graph& graph);
+  /// The value of `id`, or null when it is not a constant operand (or kNoValue).
+  const Tensor* find(ValueId id) const;
+
+ private:
+  const Graph& graph_;
+  std::map<ValueId, const Tensor*> constant_nodes_;
+};
+
 }  // namespace tessera

@@ -10,7 +10,7 @@ namespace {
 
 class QdqFolder {
  public:
-  QdqFolder(Graph& graph, std::vector<QdqFold>* folds) : graph_(graph), folds_(folds) {
+  QdqFolder(Graph& graph, std::vector<QdqFold>* folds) : graph_(graph), folds_(folds), constants_(graph) {
     readers_.assign(graph.values.size(), 0);
     producer_.assign(graph.values.size(), -1);
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
@@ -20,10 +20,6 @@ class QdqFolder {
       }
       for (ValueId out : node.outputs) {
         if (out != kNoValue) producer_[static_cast<size_t>(out)] = static_cast<int64_t>(i);
-      }
-      if (node.op_type == "Constant" && node.domain.empty() && node.outputs.size() == 1) {
-        const Attribute* value = node.attrs.find("value");
-        if (value && value->kind == Attribute::Kind::kTensor && value->tensor) constants_[node.outputs[0]] = value->tensor.get();
       }
     }
     for (ValueId out : graph.outputs) is_output_[out] = true;
@@ -87,12 +83,7 @@ class QdqFolder {
   }
 
  private:
-  const Tensor* constant(ValueId id) const {
-    if (id == kNoValue) return nullptr;
-    if (graph_.is_constant(id)) return graph_.value(id).constant.get();
-    auto it = constants_.find(id);
-    return it == constants_.end() ? nullptr : it->second;
-  }
+  const Tensor* constant(ValueId id) const { return constants_.find(id); }
   bool scalar(ValueId id) const {
     const Tensor* t = constant(id);
     return t && t->numel() == 1 && t->shape().size() <= 1;
@@ -240,7 +231,7 @@ class QdqFolder {
   std::vector<QdqFold>* folds_;
   std::vector<int> readers_;
   std::vector<int64_t> producer_;
-  std::map<ValueId, const Tensor*> constants_;
+  ConstantOperands constants_;
   std::map<ValueId, bool> is_output_;
 };
 

@@ -41,6 +41,7 @@ struct WeightUse {
 /// What the plan does with one node.
 struct NodePlan {
   bool quantized = false;
+  bool folded_into_range = false;      // a Relu / Clip whose producer's range is taken after it
   std::string reason;                  // why it stays float
   std::vector<ValueId> activations;    // inputs and the (post-activation) output, float tensors to quantize
   WeightUse weight;                    // Conv W, Gemm B, constant MatMul B
@@ -57,7 +58,7 @@ bool is_pool_or_concat(const std::string& op) {
 
 class Planner {
  public:
-  Planner(const Graph& graph, const QuantizeOptions& options) : graph_(graph), options_(options) {
+  Planner(const Graph& graph, const QuantizeOptions& options) : graph_(graph), options_(options), constants_(graph) {
     consumers_.resize(graph.values.size());
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       for (ValueId in : graph.nodes[i].inputs) {
@@ -65,13 +66,6 @@ class Planner {
       }
     }
     for (ValueId out : graph.outputs) is_output_.insert(out);
-    for (const Node& node : graph.nodes) {
-      // Constant nodes are constants too (the imported graph is not folded yet).
-      if (node.op_type == "Constant" && node.domain.empty() && node.outputs.size() == 1 && node.attrs.has("value")) {
-        const Attribute* value = node.attrs.find("value");
-        if (value->kind == Attribute::Kind::kTensor && value->tensor) constant_nodes_[node.outputs[0]] = value->tensor.get();
-      }
-    }
     std::set<std::string> known;
     for (const Node& node : graph.nodes) {
       known.insert(node.name);
@@ -94,7 +88,7 @@ class Planner {
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
       if (folded[i]) {
         plans[i].quantized = true;
-        plans[i].reason = "folded";
+        plans[i].folded_into_range = true;
       }
     }
     return plans;
@@ -102,12 +96,7 @@ class Planner {
 
  private:
   /// The value of a constant operand (an initializer or a Constant node's output), else null.
-  const Tensor* constant(ValueId id) const {
-    if (id == kNoValue) return nullptr;
-    if (graph_.is_constant(id)) return graph_.value(id).constant.get();
-    auto it = constant_nodes_.find(id);
-    return it == constant_nodes_.end() ? nullptr : it->second;
-  }
+  const Tensor* constant(ValueId id) const { return constants_.find(id); }
   bool is_constant(ValueId id) const { return constant(id) != nullptr; }
   bool is_float_constant(ValueId id) const { return is_constant(id) && constant(id)->dtype() == DType::kFloat32; }
 
@@ -211,8 +200,20 @@ class Planner {
   std::vector<std::vector<size_t>> consumers_;
   std::set<ValueId> is_output_;
   std::set<std::string> exclude_;
-  std::map<ValueId, const Tensor*> constant_nodes_;
+  ConstantOperands constants_;
 };
+
+/// The activations the quantized nodes of `plans` need, each once, in plan order.
+std::vector<ValueId> planned_tensors(const std::vector<NodePlan>& plans) {
+  std::vector<ValueId> tensors;
+  for (const NodePlan& p : plans) {
+    if (!p.quantized) continue;
+    for (ValueId v : p.activations) {
+      if (std::find(tensors.begin(), tensors.end(), v) == tensors.end()) tensors.push_back(v);
+    }
+  }
+  return tensors;
+}
 
 struct ActivationParams {
   float scale = 1.0f;
@@ -357,15 +358,8 @@ std::string Quantizer::write(const std::string& output_path) {
   std::vector<NodePlan> plans = planner.run();
 
   // The calibration model: the graph with every tensor to be quantized as an output.
-  std::vector<ValueId> tensors;
-  for (const NodePlan& p : plans) {
-    if (!p.quantized) continue;
-    for (ValueId v : p.activations) {
-      if (std::find(tensors.begin(), tensors.end(), v) == tensors.end()) tensors.push_back(v);
-    }
-  }
   Graph calibration_graph = graph_;
-  for (ValueId v : tensors) {
+  for (ValueId v : planned_tensors(plans)) {
     if (std::find(calibration_graph.outputs.begin(), calibration_graph.outputs.end(), v) == calibration_graph.outputs.end()) {
       calibration_graph.outputs.push_back(v);
     }
@@ -381,7 +375,7 @@ std::string Quantizer::write(const std::string& output_path) {
   for (size_t k = 0; k < model->outputs().size(); ++k) output_index[model->outputs()[k].name] = k;
   for (size_t i = 0; i < plans.size(); ++i) {
     NodePlan& p = plans[i];
-    if (!p.quantized || p.reason == "folded") continue;
+    if (!p.quantized || p.folded_into_range) continue;
     for (ValueId v : p.activations) {
       const ValueDesc& desc = model->outputs()[output_index.at(graph_.value(v).name)];
       if (desc.dtype != DType::kFloat32) {
@@ -391,13 +385,7 @@ std::string Quantizer::write(const std::string& output_path) {
       }
     }
   }
-  std::vector<ValueId> calibrated;
-  for (const NodePlan& p : plans) {
-    if (!p.quantized) continue;
-    for (ValueId v : p.activations) {
-      if (std::find(calibrated.begin(), calibrated.end(), v) == calibrated.end()) calibrated.push_back(v);
-    }
-  }
+  const std::vector<ValueId> calibrated = planned_tensors(plans);
   std::vector<size_t> outputs_of;
   for (ValueId v : calibrated) outputs_of.push_back(output_index.at(graph_.value(v).name));
 
@@ -494,7 +482,7 @@ std::string Quantizer::write(const std::string& output_path) {
   int64_t quantized_nodes = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
     const Node& node = graph_.nodes[i];
-    if (plans[i].quantized && plans[i].reason == "folded") {
+    if (plans[i].folded_into_range) {
       ++folded_ops[node.op_type];
     } else if (plans[i].quantized) {
       ++quantized_ops[node.op_type];
@@ -511,8 +499,11 @@ std::string Quantizer::write(const std::string& output_path) {
   out << "weights int8 symmetric " << (options_.per_channel ? "per output channel" : "per tensor")
       << ", activations uint8 asymmetric, biases int32\n";
   out << "quantized " << quantized_nodes << " of " << graph_.nodes.size() << " nodes:";
-  for (const auto& [op, n] : quantized_ops) out << " " << op << " " << n << ",";
-  out.seekp(-1, std::ios_base::cur);
+  const char* separator = " ";
+  for (const auto& [op, n] : quantized_ops) {
+    out << separator << op << " " << n;
+    separator = ", ";
+  }
   out << (quantized_ops.empty() ? " none" : "") << "\n";
   if (!folded_ops.empty()) {
     out << "folded into the requantisation of the node before them:";
