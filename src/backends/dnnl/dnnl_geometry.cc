@@ -138,4 +138,20 @@ DeconvolutionGeometry deconvolution_geometry(const Graph& graph, const Node& nod
   return geometry;
 }
 
+std::vector<int64_t> convolution_step_ints(const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                                           const std::vector<int64_t>& pad_begin, const std::vector<int64_t>& pad_end) {
+  std::vector<int64_t> ints = strides;
+  for (int64_t d : dilations) ints.push_back(d - 1);  // oneDNN counts dilation from 0
+  ints.insert(ints.end(), pad_begin.begin(), pad_begin.end());
+  ints.insert(ints.end(), pad_end.begin(), pad_end.end());
+  return ints;
+}
+
+std::vector<int64_t> grouped_weight_dims(const std::vector<int64_t>& w_dims, int64_t group) {
+  if (group == 1) return w_dims;
+  std::vector<int64_t> dims = {group, w_dims[0] / group};
+  dims.insert(dims.end(), w_dims.begin() + 1, w_dims.end());
+  return dims;
+}
+
 }  // namespace tessera::dnnl_backend

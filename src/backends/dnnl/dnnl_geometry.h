@@ -43,4 +43,11 @@ struct DeconvolutionGeometry {
 /// static shapes of one rank (3..5): explicit pads only (no auto_pad, no output_shape).
 DeconvolutionGeometry deconvolution_geometry(const Graph& graph, const Node& node);
 
+/// A (de)convolution step's ints: strides, dilations counted from 0 (oneDNN's), begin and end paddings.
+std::vector<int64_t> convolution_step_ints(const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations,
+                                           const std::vector<int64_t>& pad_begin, const std::vector<int64_t>& pad_end);
+/// Conv weights [O, I/g, k...] as oneDNN takes them: the same dims for g = 1, [g, O/g, I/g, k...] otherwise
+/// (the same bytes: ConstantTransform::kGroupedWeights).
+std::vector<int64_t> grouped_weight_dims(const std::vector<int64_t>& w_dims, int64_t group);
+
 }  // namespace tessera::dnnl_backend

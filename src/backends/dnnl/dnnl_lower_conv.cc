@@ -52,10 +52,7 @@ void lower_convolution(Lowering& lowering, const FusedNode& fused) {
   Step step;
   step.kind = find_structured_op(conv.op_type)->step;
   step.node = fused.region_node;
-  step.ints = strides;
-  for (int64_t d : dilations) step.ints.push_back(d - 1);  // oneDNN counts dilation from 0
-  step.ints.insert(step.ints.end(), pad_begin.begin(), pad_begin.end());
-  step.ints.insert(step.ints.end(), pad_end.begin(), pad_end.end());
+  step.ints = convolution_step_ints(strides, dilations, pad_begin, pad_end);
 
   // Weights in oneDNN's shape: [O, I, k...] or grouped [G, O/G, I/G, k...].
   std::vector<int64_t> weight_dims;
@@ -68,12 +65,9 @@ void lower_convolution(Lowering& lowering, const FusedNode& fused) {
     weight_dims.insert(weight_dims.end(), w_dims.begin() + 2, w_dims.end());
     weight_transform = ConstantTransform::kDeconvolutionWeights;
     if (!fused.tail.empty()) lowering.unsupported(conv, "nothing fuses into ConvTranspose");
-  } else if (group == 1) {
-    weight_dims = w_dims;
   } else {
-    weight_dims = {group, w_dims[0] / group};
-    weight_dims.insert(weight_dims.end(), w_dims.begin() + 1, w_dims.end());
-    weight_transform = ConstantTransform::kGroupedWeights;
+    weight_dims = grouped_weight_dims(w_dims, group);
+    if (group != 1) weight_transform = ConstantTransform::kGroupedWeights;
   }
   std::vector<int32_t> weight_sources = {w};
   std::vector<float> weight_floats;

@@ -14,6 +14,7 @@
 // The declarations (dnnl_declarations_more.cc, check_qlinear_*) have checked
 // the conditions: constant scalar scales and zero points (w_scale may be
 // per output channel), weight zero points 0, static shapes.
+#include "backends/dnnl/dnnl_geometry.h"
 #include "backends/dnnl/dnnl_lowering.h"
 #include "backends/dnnl/dnnl_op_tables.h"
 #include "ir/error.h"
@@ -87,17 +88,9 @@ void lower_qlinear_conv(Lowering& lowering, const FusedNode& fused, const Node& 
   Step step;
   step.kind = StepKind::kConvolution;
   step.node = fused.region_node;
-  step.ints = geometry.stride;
-  for (int64_t d : geometry.dilation) step.ints.push_back(d - 1);
-  step.ints.insert(step.ints.end(), geometry.pad_begin.begin(), geometry.pad_begin.end());
-  step.ints.insert(step.ints.end(), geometry.pad_end.begin(), geometry.pad_end.end());
-  std::vector<int64_t> weight_dims = w_dims;
-  ConstantTransform transform = ConstantTransform::kNone;
-  if (group != 1) {
-    weight_dims = {group, w_dims[0] / group};
-    weight_dims.insert(weight_dims.end(), w_dims.begin() + 1, w_dims.end());
-    transform = ConstantTransform::kGroupedWeights;
-  }
+  step.ints = convolution_step_ints(geometry.stride, geometry.dilation, geometry.pad_begin, geometry.pad_end);
+  const std::vector<int64_t> weight_dims = grouped_weight_dims(w_dims, group);
+  const ConstantTransform transform = group != 1 ? ConstantTransform::kGroupedWeights : ConstantTransform::kNone;
   step.output_scales = output_scales(lowering, fused, conv, 1, 4, 6);
   step.scale_mask = step.output_scales.size() > 1 ? 2 : 0;  // per output channel: dim 1 of dst
   step.src_zero_point = static_cast<int32_t>(scalar(lowering, fused, conv, 2));
