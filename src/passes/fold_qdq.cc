@@ -74,9 +74,18 @@ class QdqFolder {
       }
       ++folded;
     }
+    // Products left in float32 (no QuantizeLinear after them: a classifier's Gemm, a model output).
+    std::map<size_t, std::vector<Node>> after;
+    for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+      if (!erase[i] && fold_float_product(i, &after[i])) ++folded;
+    }
     std::vector<Node> kept;
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
       if (!erase[i]) kept.push_back(std::move(graph_.nodes[i]));
+      auto it = after.find(i);
+      if (it != after.end()) {
+        for (Node& n : it->second) kept.push_back(std::move(n));
+      }
     }
     graph_.nodes = std::move(kept);
     return folded;
@@ -219,6 +228,83 @@ class QdqFolder {
       }
     }
     return std::vector<ValueId>{(*a)[0], (*a)[1], (*a)[2], (*b)[0], (*b)[1], (*b)[2], q.inputs[1], q.inputs[2]};
+  }
+
+  /// Gemm(DQ(x), DQ(w), C) or MatMul(DQ(x), DQ(w)) read as float32 and left in float32 becomes
+  ///   MatMulInteger(x_q, w_q, x_zp, w_zp) -> Cast(float) -> Mul(x_scale * w_scale) [-> Add(C)],
+  /// the same product accumulated exactly in int32 and scaled once (w transposed when transB).
+  /// Gemm needs alpha 1, beta 1 and no transA; w is a constant 2-D int8/uint8 tensor with a scale
+  /// per tensor or per output column. The new nodes go to `*after`, to follow the product.
+  bool fold_float_product(size_t p, std::vector<Node>* after) {
+    Node& op = graph_.nodes[p];
+    const bool gemm = op.op_type == "Gemm";
+    if (!op.domain.empty() || (!gemm && op.op_type != "MatMul") || op.inputs.size() < 2 || op.outputs.size() != 1) return false;
+    if (gemm && (op.attrs.get_float_or("alpha", 1.0f) != 1.0f || op.attrs.get_int_or("transA", 0) != 0)) return false;
+    if (gemm && op.has_input(2) && op.attrs.get_float_or("beta", 1.0f) != 1.0f) return false;
+    const bool trans_b = gemm && op.attrs.get_int_or("transB", 0) != 0;
+    auto x = dequantized(op.inputs[0], false, false);
+    auto w = dequantized(op.inputs[1], true, true);
+    if (!x || !w) return false;
+    const Tensor& x_zp = *constant((*x)[2]);
+    const Tensor& wq = *constant((*w)[0]);
+    const Tensor& w_scale = *constant((*w)[1]);
+    if ((x_zp.dtype() != DType::kUInt8 && x_zp.dtype() != DType::kInt8) || constant((*x)[1])->dtype() != DType::kFloat32) return false;
+    if ((wq.dtype() != DType::kInt8 && wq.dtype() != DType::kUInt8) || wq.shape().size() != 2) return false;
+    const int64_t n = trans_b ? wq.shape()[0] : wq.shape()[1];
+    const int64_t k = trans_b ? wq.shape()[1] : wq.shape()[0];
+    if (w_scale.numel() != 1) {
+      const Node& dq = graph_.nodes[static_cast<size_t>(producer_[static_cast<size_t>(op.inputs[1])])];
+      int64_t axis = dq.attrs.get_int_or("axis", 1);
+      if (axis < 0) axis += 2;
+      if (axis != (trans_b ? 0 : 1) || w_scale.numel() != n) return false;
+    }
+    // B as [K, N].
+    ValueId b = (*w)[0];
+    if (trans_b) {
+      Tensor t(wq.dtype(), {k, n});
+      const auto* src = static_cast<const uint8_t*>(wq.data());
+      auto* dst = static_cast<uint8_t*>(t.data());
+      for (int64_t r = 0; r < n; ++r) {
+        for (int64_t c = 0; c < k; ++c) dst[c * n + r] = src[r * k + c];
+      }
+      b = graph_.add_constant(graph_.unique_value_name(graph_.value((*w)[0]).name + "_transposed"), std::move(t));
+    }
+    // The one float32 multiplier per column: x_scale * w_scale.
+    const double xs = constant((*x)[1])->double_at(0);
+    Tensor scales(DType::kFloat32, {w_scale.numel() == 1 ? 1 : n});
+    for (int64_t c = 0; c < scales.numel(); ++c) scales.as<float>()[c] = static_cast<float>(xs * w_scale.double_at(c));
+    const std::string base = graph_.value(op.outputs[0]).name;
+    const ValueId scale_id = graph_.add_constant(graph_.unique_value_name(base + "_scale"), std::move(scales));
+    const ValueId acc = graph_.add_value(graph_.unique_value_name(base + "_int32"), TensorType{DType::kInt32});
+    const ValueId acc_float = graph_.add_value(graph_.unique_value_name(base + "_int32_float"), TensorType{DType::kFloat32});
+    const ValueId y = op.outputs[0];
+    const ValueId c = gemm && op.has_input(2) ? op.inputs[2] : kNoValue;
+    const int opset = std::max(op.opset, 13);
+    auto make = [&](std::string suffix, std::string type, std::vector<ValueId> inputs, ValueId output) {
+      Node node;
+      node.name = op.name + "/" + std::move(suffix);
+      node.op_type = std::move(type);
+      node.opset = opset;
+      node.inputs = std::move(inputs);
+      node.outputs = {output};
+      return node;
+    };
+    Node cast = make("to_float", "Cast", {acc}, acc_float);
+    cast.attrs.set("to", Attribute::of_int(static_cast<int64_t>(1)));  // FLOAT
+    after->push_back(std::move(cast));
+    if (c == kNoValue) {
+      after->push_back(make("scale", "Mul", {acc_float, scale_id}, y));
+    } else {
+      const ValueId scaled = graph_.add_value(graph_.unique_value_name(base + "_scaled"), TensorType{DType::kFloat32});
+      after->push_back(make("scale", "Mul", {acc_float, scale_id}, scaled));
+      after->push_back(make("bias", "Add", {scaled, c}, y));
+    }
+    op.op_type = "MatMulInteger";
+    op.opset = std::max(op.opset, 10);
+    op.attrs = AttributeMap();
+    op.inputs = {(*x)[0], b, (*x)[2], (*w)[2]};
+    op.outputs = {acc};
+    return true;
   }
 
   bool producer_is_constant_dq(ValueId value) const {

@@ -20,7 +20,12 @@
 //     bound (plus half a step);
 //   - every intermediate value has one reader and is no graph output.
 // And Q(MaxPool(DQ(x))) with equal scales and zero points becomes MaxPool on
-// the 8-bit x (exact: quantization is monotonic).
+// the 8-bit x (exact: quantization is monotonic). A product left in float32
+// (no QuantizeLinear after it), Gemm(DQ(x), DQ(w), C) with alpha and beta 1
+// and no transA, or MatMul(DQ(x), DQ(w)), w a constant 2-D 8-bit tensor with
+// a scale per tensor or per output column, becomes MatMulInteger(x_q, w_q,
+// x_zp, w_zp) -> Cast(float) -> Mul(x_scale * w_scale) [-> Add(C)]: exact
+// int32 accumulation, scaled once (float rounding apart, what the QDQ means).
 // Needs: nothing (runs on the graph as imported, before constant folding,
 // which would turn DequantizeLinear(w_q) into float weights). Keeps: graph
 // inputs and outputs, node names (the new node takes the Conv's / MatMul's).

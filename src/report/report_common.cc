@@ -280,6 +280,8 @@ std::vector<std::vector<RefusalGroup>> group_refusals(const PlacementReport& rep
       const ReportNode& node = report.nodes[index];
       // Folded nodes never run, so what a backend thinks of them does not matter.
       if (node.backend == kFoldedBackend || node.refusals.empty() || node.refusals[backend].empty()) continue;
+      // A node the backend refuses alone but runs all the same, inside one of its patterns.
+      if (node.backend == report.backends[backend]) continue;
       std::string key = node.op_type;
       key += '\0';
       key += node.refusals[backend];

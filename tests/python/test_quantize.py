@@ -128,7 +128,7 @@ def evaluate_qdq(model, feeds):
             y = x[0].reshape(x[0].shape[0], -1)
         elif op == "Gemm":
             b = x[1].T if a.get("transB", 0) else x[1]
-            y = x[0] @ b + (x[2] if len(x) > 2 else 0)
+            y = a.get("alpha", 1.0) * (x[0] @ b) + a.get("beta", 1.0) * (x[2] if len(x) > 2 else 0)
         elif op == "MatMul":
             y = x[0] @ x[1]
         elif op == "Div":
@@ -264,6 +264,10 @@ def test_runs_what_the_file_means(quantized, backends):
     session = tessera.InferenceSession(out, backends=backends)
     ops = {p["op_type"]: p["backend"] for p in session.placement()}
     assert ops["QLinearConv"] == ("native" if backends else "dnnl")
+    # The classifier's Gemm, left in float32, runs on the 8-bit values: an int32 product scaled once.
+    assert ops["MatMulInteger"] == ("native" if backends else "dnnl") and "Gemm" not in ops
+    if not backends:
+        assert any("pattern MatMulIntegerScaleBias" in p["note"] for p in session.placement())
     # The MaxPool between its DequantizeLinear and QuantizeLinear pools the 8-bit values.
     notes = [p["note"] for p in session.placement() if p["op_type"] == "QuantizeLinear"]
     assert any("folded into the quantized op '/pool/MaxPool'" in n for n in notes), notes
@@ -421,8 +425,8 @@ def test_int8_artifact_runs_the_same(quantized, tmp_path):
 
 
 def test_mismatched_quantization_parameters_are_clear_errors():
-    def model(scale_dims, zp_type):
-        nodes = [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq", axis=1)]
+    def model(scale_dims, zp_type, axis=1):
+        nodes = [helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq", axis=axis)]
         graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("q", TensorProto.UINT8, [2, 3])],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
                                   [helper.make_tensor("s", TensorProto.FLOAT, scale_dims, [0.5] * int(np.prod(scale_dims))),
@@ -435,8 +439,94 @@ def test_mismatched_quantization_parameters_are_clear_errors():
     # Per axis 1: three scales. Four is a mismatch, named with the axis and its size.
     with pytest.raises(tessera.InvalidArgument, match="node 'dq' \\(DequantizeLinear\\).*4 values but axis 1"):
         tessera.InferenceSession(model([4], TensorProto.UINT8)).run(None, {"q": q})
+    # An axis past the input's rank (a per-channel bias written with the default axis 1, say).
+    with pytest.raises(tessera.InvalidArgument, match="node 'dq' \\(DequantizeLinear\\): axis 2 is out of range.*rank 2"):
+        tessera.InferenceSession(model([3], TensorProto.UINT8, axis=2)).run(None, {"q": q})
     # The zero point's type must be the quantized input's.
     with pytest.raises(tessera.InvalidArgument, match="node 'dq' \\(DequantizeLinear\\)"):
         tessera.InferenceSession(model([3], TensorProto.INT8)).run(None, {"q": q})
     y = tessera.InferenceSession(model([3], TensorProto.UINT8)).run(None, {"q": q})[0]
     np.testing.assert_array_equal(y, (q.astype(np.float32) - 1) * 0.5)
+
+
+def _qdq_model(nodes, inits, inputs, output, shape, opset=13):
+    graph = helper.make_graph(nodes, "qdq", inputs, [helper.make_tensor_value_info(output, TensorProto.FLOAT, shape)],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _dq(name, axis=None):
+    kw = {} if axis is None else {"axis": axis}
+    return helper.make_node("DequantizeLinear", [name, name + "_s", name + "_z"], [name + "_f"], name=name + "_dq", **kw)
+
+
+def _params(inits, name, scale, zero_point):
+    inits[name + "_s"] = np.asarray(scale, np.float32)
+    inits[name + "_z"] = np.asarray(zero_point)
+
+
+def handmade_products():
+    """QDQ products left in float32 (no QuantizeLinear after them), written by hand the way ONNX
+    Runtime's quantizer writes them: int8 activations with a zero point, per-channel int8 weights,
+    an int32 bias on x_scale * w_scale; a 3-D MatMul on uint8; a Gemm with alpha (not folded) and
+    uint8 weights with a zero point (MatMulInteger on native only)."""
+    rng = np.random.default_rng(11)
+    cases = {}
+    # Gemm, transB, per output channel, int8 x with zero point 3, int32 bias.
+    inits = {}
+    w = rng.integers(-127, 128, (12, 40)).astype(np.int8)
+    ws = (rng.random(12) * 0.02 + 0.005).astype(np.float32)
+    inits["w"] = w
+    _params(inits, "w", ws, np.zeros(12, np.int8))
+    _params(inits, "x", 0.05, np.int8(3))
+    inits["b"] = rng.integers(-3000, 3000, 12).astype(np.int32)
+    _params(inits, "b", (np.float32(0.05) * ws).astype(np.float32), np.zeros(12, np.int32))
+    nodes = [_dq("x"), _dq("w", axis=0), _dq("b", axis=0),
+             helper.make_node("Gemm", ["x_f", "w_f", "b_f"], ["y"], name="fc", transB=1)]
+    cases["gemm_int8_per_channel"] = (
+        _qdq_model(nodes, inits, [helper.make_tensor_value_info("x", TensorProto.INT8, [3, 40])], "y", [3, 12]),
+        {"x": rng.integers(-128, 128, (3, 40)).astype(np.int8)}, "MatMulInteger", True)
+    # MatMul on a 3-D uint8 activation, per-tensor weights, no bias.
+    inits = {"w": rng.integers(-127, 128, (16, 24)).astype(np.int8)}
+    _params(inits, "w", 0.01, np.int8(0))
+    _params(inits, "x", 0.02, np.uint8(128))
+    nodes = [_dq("x"), _dq("w"), helper.make_node("MatMul", ["x_f", "w_f"], ["y"], name="mm")]
+    cases["matmul_3d_uint8"] = (
+        _qdq_model(nodes, inits, [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 5, 16])], "y", [2, 5, 24]),
+        {"x": rng.integers(0, 256, (2, 5, 16)).astype(np.uint8)}, "MatMulInteger", True)
+    # Gemm with alpha 0.5: not folded, a float Gemm on the dequantized values.
+    inits = {"w": rng.integers(-127, 128, (8, 6)).astype(np.int8)}
+    _params(inits, "w", 0.03, np.int8(0))
+    _params(inits, "x", 0.1, np.uint8(10))
+    nodes = [_dq("x"), _dq("w"), helper.make_node("Gemm", ["x_f", "w_f"], ["y"], name="fc", alpha=0.5)]
+    cases["gemm_alpha_not_folded"] = (
+        _qdq_model(nodes, inits, [helper.make_tensor_value_info("x", TensorProto.UINT8, [4, 8])], "y", [4, 6]),
+        {"x": rng.integers(0, 256, (4, 8)).astype(np.uint8)}, "Gemm", True)
+    # uint8 weights with a zero point: folded, but oneDNN's int8 matmul takes neither.
+    inits = {"w": rng.integers(0, 256, (10, 7)).astype(np.uint8)}
+    _params(inits, "w", 0.02, np.uint8(120))
+    _params(inits, "x", 0.04, np.uint8(0))
+    nodes = [_dq("x"), _dq("w"), helper.make_node("MatMul", ["x_f", "w_f"], ["y"], name="mm")]
+    cases["matmul_uint8_weights"] = (
+        _qdq_model(nodes, inits, [helper.make_tensor_value_info("x", TensorProto.UINT8, [3, 10])], "y", [3, 7]),
+        {"x": rng.integers(0, 256, (3, 10)).astype(np.uint8)}, "MatMulInteger", False)
+    return cases
+
+
+@pytest.mark.parametrize("case", sorted(handmade_products()))
+@pytest.mark.parametrize("backends", [["native"], None])
+def test_float_products_run_on_the_integers(case, backends, tmp_path):
+    model, feeds, op, on_dnnl = handmade_products()[case]
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path)
+    session = tessera.InferenceSession(path, backends=backends)
+    placed = {p["op_type"]: p["backend"] for p in session.placement() if p["backend"] != "folded"}
+    assert op in placed, placed
+    assert placed[op] == ("dnnl" if backends is None and on_dnnl else "native"), placed
+    expected = evaluate_qdq(model, feeds)[0]
+    actual = session.run(None, feeds)[0]
+    assert actual.shape == expected.shape
+    # Only float32 rounding separates the int32 product scaled once from the float64 meaning.
+    assert np.abs(actual - expected).max() <= 1e-5 * np.abs(expected).max(), case

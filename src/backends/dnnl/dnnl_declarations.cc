@@ -157,6 +157,20 @@ Declarations make_declarations() {
   qlinear_bias.where(matmul_bias_fuses);
   d.pattern("QLinearMatMulBiasGeluQuantize", quantize(gelu_erf_pattern(qlinear_bias, float32_static_node)));
   d.pattern("QLinearMatMulDequantize", dequantize_own(qlinear_matmul));
+  // What passes/fold_qdq.cc makes of a QDQ product left in float32 (a classifier's Gemm):
+  // MatMulInteger -> Cast(float) -> Mul(scales) [-> Add(bias)] as one int8 matmul writing float32.
+  Pattern matmul_integer = op("MatMulInteger");
+  matmul_integer.where([](const Graph& g, const Node& n) { return check_matmul_integer(g, n).supported; });
+  Pattern to_float = op("Cast", {matmul_integer});
+  to_float.where([](const Graph& g, const Node& n) {
+    return n.attrs.get_int_or("to", 0) == 1 && g.value(n.outputs[0]).type.dtype == DType::kFloat32;
+  });
+  Pattern scaled = op("Mul", {to_float, constant()});
+  scaled.where(scales_columns);
+  Pattern scaled_bias = op("Add", {scaled, constant()});
+  scaled_bias.where(matmul_bias_fuses);
+  d.pattern("MatMulIntegerScaleBias", scaled_bias);
+  d.pattern("MatMulIntegerScale", scaled);
   d.pattern("ConvBatchNormAddActivation", activation_of(conv_add(batch_norm(conv()))));
   d.pattern("ConvAddActivation", activation_of(conv_add(conv())));
   d.pattern("ConvBatchNormActivation", activation_of(batch_norm(conv())));

@@ -42,6 +42,11 @@ SupportDecision check_conv_transpose(const Graph& graph, const Node& node);
 // dnnl_declarations_quantized.cc:
 SupportDecision check_qlinear(const Graph& graph, const Node& node);          // QLinearConv, QLinearMatMul
 SupportDecision check_quantize_linear(const Graph& graph, const Node& node);  // QuantizeLinear, DequantizeLinear
+/// MatMulInteger with 8-bit A, a constant 2-D int8 B and zero zero points for B (the head of the
+/// MatMulIntegerScale[Bias] patterns).
+SupportDecision check_matmul_integer(const Graph& graph, const Node& node);
+/// Mul of a float32 product [..., N] by a float32 constant of 1 or N values over the last axis.
+bool scales_columns(const Graph& graph, const Node& mul);
 /// A DequantizeLinear whose input comes from a QLinearConv / QLinearMatMul with the same (constant)
 /// output scale and zero point as its own.
 bool dequantizes_with_producer_parameters(const Graph& graph, const Node& dequantize);

@@ -112,6 +112,38 @@ SupportDecision check_quantize_linear(const Graph& graph, const Node& node) {
   return kYes;
 }
 
+SupportDecision check_matmul_integer(const Graph& graph, const Node& node) {
+  if (node.inputs.size() < 2 || node.outputs.size() != 1) return refuse("missing inputs");
+  for (ValueId id : {node.inputs[0], node.outputs[0]}) {
+    SupportDecision d = static_value(graph, id, "value");
+    if (!d.supported) return d;
+  }
+  if (!eight_bit(graph.value(node.inputs[0]).type.dtype)) return refuse("A must be uint8 or int8");
+  if (graph.value(node.inputs[0]).type.rank() < 2) return refuse("a 1-D first operand");
+  if (!graph.is_constant(node.inputs[1])) return refuse("B is not a constant");
+  const Tensor& b = *graph.value(node.inputs[1]).constant;
+  if (b.dtype() != DType::kInt8 || b.shape().size() != 2) return refuse("B must be a 2-D int8 constant");
+  if (node.has_input(2) && !constant_of(graph, node, 2, 0)) return refuse("a_zero_point must be a scalar constant");
+  if (node.has_input(3) && (!graph.is_constant(node.inputs[3]) || !all_zero(*graph.value(node.inputs[3]).constant))) {
+    return refuse("b_zero_point must be constant zeros (symmetric weights)");
+  }
+  return kYes;
+}
+
+bool scales_columns(const Graph& graph, const Node& mul) {
+  if (mul.inputs.size() != 2 || mul.outputs.size() != 1) return false;
+  const Value& y = graph.value(mul.outputs[0]);
+  if (y.type.dtype != DType::kFloat32 || !y.type.is_static() || y.type.dims.empty()) return false;
+  const ValueId s = mul.inputs[1];
+  if (!graph.is_constant(s) || graph.value(s).constant->dtype() != DType::kFloat32) return false;
+  const auto& d = graph.value(s).type.dims;
+  const int64_t n = y.type.dims.back();
+  for (size_t i = 0; i + 1 < d.size(); ++i) {
+    if (d[i] != 1) return false;
+  }
+  return d.size() <= y.type.dims.size() && (d.empty() || d.back() == 1 || d.back() == n);
+}
+
 bool dequantizes_with_producer_parameters(const Graph& graph, const Node& dq) {
   if (dq.inputs.size() < 3 || !dq.has_input(2)) return false;
   for (const Node& producer : graph.nodes) {

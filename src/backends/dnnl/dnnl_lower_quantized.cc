@@ -9,6 +9,9 @@
 //     requantizing for the next layer, all as post-ops); with a
 //     computed B (attention), an int8 matmul with a weights zero point (a
 //     uint8 B shifted to int8 by a reorder first);
+//   - MatMulInteger -> Cast -> Mul(scales) [-> Add(bias)] (fold_qdq's form of a
+//     QDQ product left in float32): an int8 matmul writing float32, the Mul's
+//     constant as its output scales, the bias a binary post-op;
 //   - DequantizeLinear / QuantizeLinear (per tensor): reorders with a scale
 //     and a zero point, in whatever layout the value already has.
 // The declarations (dnnl_declarations_more.cc, check_qlinear_*) have checked
@@ -287,6 +290,54 @@ void lower_quantized(Lowering& lowering, const FusedNode& fused) {
   if (op == "QLinearConv") return lower_qlinear_conv(lowering, fused, *fused.node, nullptr);
   if (op == "QLinearMatMul") return lower_qlinear_matmul(lowering, fused);  // alone, or pattern QLinearMatMulDequantize
   lower_quantize_linear(lowering, fused);
+}
+
+void lower_matmul_integer_scaled(Lowering& lowering, const FusedNode& fused) {
+  const Node& node = *fused.node;
+  const Graph& region = lowering.graph();
+  const Node* mul = nullptr;
+  const Node* add = nullptr;
+  for (const Node* n : fused.tail) {
+    if (n->op_type == "Mul") mul = n;
+    if (n->op_type == "Add") add = n;
+  }
+  if (!mul || fused.tail.size() != (add ? 3u : 2u)) throw_internal_error("oneDNN lowering: pattern ", fused.pattern, " without its nodes");
+  const ValueId a = fused.region_value(node.inputs[0]);
+  const ValueId b = fused.region_value(node.inputs[1]);
+  const Node& last = add ? *add : *mul;
+  const std::vector<int64_t> y_dims = fused.graph->value(last.outputs[0]).type.dims;
+  const std::vector<int64_t> a_dims = dims_of(region, a);
+  const std::vector<int64_t> b_dims = dims_of(region, b);
+  const size_t rank = y_dims.size();
+  const int64_t n = y_dims.back();
+  Step step;
+  step.kind = StepKind::kMatMul;
+  step.node = fused.region_node;
+  if (rank > 2) step.ints = {1};  // leading dims collapse into rows against the 2-D constant weights
+  const Value& scales = region.value(fused.region_value(mul->inputs[1]));
+  if (!scales.constant) lowering.unsupported(*mul, "the scale is not a constant");
+  for (int64_t c = 0; c < scales.constant->numel(); ++c) step.output_scales.push_back(static_cast<float>(scales.constant->double_at(c)));
+  if (step.output_scales.size() == 1 && n > 1) {
+    step.scale_mask = 0;
+  } else {
+    step.scale_mask = 2;  // per column: dim 1 of the 2-D dst
+  }
+  step.src_zero_point = node.has_input(2) ? static_cast<int32_t>(scalar(lowering, fused, node, 2)) : 0;
+  if (add) {
+    const ValueId bias = fused.region_value(lowering.is_constant_value(fused.region_value(add->inputs[1])) ? add->inputs[1] : add->inputs[0]);
+    PostOp add_bias;
+    add_bias.kind = PostOpKind::kBinary;
+    add_bias.algorithm = static_cast<int32_t>(dnnl::algorithm::binary_add);
+    add_bias.slot = lowering.constant_slot({1, n}, ConstantTransform::kNone, {bias});
+    step.post_ops.push_back(add_bias);
+  }
+  step.inputs = {lowering.slot_of(a), lowering.constant_slot(b_dims, ConstantTransform::kNone, {b})};
+  const memory::data_type a_type = eight_bit(region.value(a).type.dtype);
+  std::vector<memory::desc> requests = {rank > 2 ? plain_desc(a_dims, a_type) : any_desc(a_dims, a_type),
+                                        any_desc(b_dims, memory::data_type::s8)};
+  const memory::data_type out_type = memory::data_type::f32;
+  lowering.add_step(std::move(step), requests, rank > 2 ? plain_desc(y_dims, out_type) : any_desc(y_dims, out_type),
+                    fused.outputs[0], y_dims);
 }
 
 void lower_qlinear_conv_add(Lowering& lowering, const FusedNode& fused) {

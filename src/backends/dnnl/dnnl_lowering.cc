@@ -403,6 +403,10 @@ Program lower_region(const Graph& region, const dnnl::engine& engine, const std:
       lower_layer_norm_pattern(lowering, fused);
       continue;
     }
+    if (fused.pattern == "MatMulIntegerScale" || fused.pattern == "MatMulIntegerScaleBias") {
+      lower_matmul_integer_scaled(lowering, fused);
+      continue;
+    }
     if (fused.pattern == "QLinearConvAdd" || fused.pattern == "QLinearConvAddActivation") {
       lower_qlinear_conv_add(lowering, fused);
       continue;

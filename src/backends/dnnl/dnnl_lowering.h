@@ -120,5 +120,7 @@ void lower_layout(Lowering& lowering, const FusedNode& fused);
 void lower_quantized(Lowering& lowering, const FusedNode& fused);
 /// The patterns QLinearConvAdd[Activation]: an int8 convolution with the residual as a sum post-op.
 void lower_qlinear_conv_add(Lowering& lowering, const FusedNode& fused);
+/// The patterns MatMulIntegerScale[Bias]: an int8 matmul writing float32, scaled per column, + bias.
+void lower_matmul_integer_scaled(Lowering& lowering, const FusedNode& fused);
 
 }  // namespace tessera::dnnl_backend

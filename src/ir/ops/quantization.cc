@@ -47,7 +47,11 @@ void check_quant_param(InferContext& ctx, size_t param, size_t data_input, int64
   }
   const TensorType& x = ctx.input_type(data_input);
   if (!x.rank_known || p.dims[0] < 0) return;
-  const int64_t a = normalize_axis(axis, x.rank());
+  if (axis < -x.rank() || axis >= x.rank()) {
+    ctx.fail("axis ", axis, " is out of range for ", ctx.input_label(data_input), " of rank ", x.rank(), " (per-axis ",
+             ctx.input_label(param), ")");
+  }
+  const int64_t a = axis < 0 ? axis + x.rank() : axis;
   if (x.dims[a] >= 0 && x.dims[a] != p.dims[0]) {
     ctx.fail(ctx.input_label(param), " has ", p.dims[0], " values but axis ", axis, " of ", x.to_string(), " has size ", x.dims[a]);
   }
