@@ -61,6 +61,13 @@ const char* kUsage =
     "              Calibration runs the float model on DIR's samples: DIR/*.npy, one file per sample, for a\n"
     "              model with one input, or DIR/SAMPLE/INPUT_NAME.npy, one folder per sample; or on N random\n"
     "              inputs (default 16). --exclude takes node names or op types, comma-separated.\n"
+    "  tessera tune MODEL.onnx -o TUNING.json [PLACEMENT OPTIONS] [--threads N] [--budget SECONDS]\n"
+    "              [--input-shape NAME=DIMS ...]\n"
+    "              measured placement: times the default priority order, each backend alone, then each\n"
+    "              region of the fastest moved to each other backend, on random inputs, within the budget\n"
+    "              (default 60 s), and writes the fastest placement and every candidate's time. Apply it\n"
+    "              with --tuning TUNING.json (compile, run, bench, partition, info, check); a record made\n"
+    "              for another model is not applied, one from another machine is, each with a warning.\n"
     "  tessera backends\n"
     "Every command also takes --backend-plugin PATH.so (repeatable): a backend plug-in to load first\n"
     "(include/tessera/backend_plugin.h); TESSERA_BACKEND_PLUGINS=PATH:PATH... does the same.\n"
@@ -76,6 +83,7 @@ const char* kUsage =
     "  --precision P            fp32 (default); bf16: Conv, MatMul and Gemm in bfloat16 with float32\n"
     "                           accumulation where a backend supports it (oneDNN with AVX512_BF16), the\n"
     "                           final layer and sensitive ops in float32; bf16-all: the final layer too\n"
+    "  --tuning TUNING.json     the placement `tessera tune` chose for this model\n"
     "  SELECTOR is a node name, op:TYPE, or an op type when no node has that name.\n"
     "DIMS is like 1x3x224x224 (or 'scalar'); a symbolic dimension can be bound by name: --input-shape batch=4.\n"
     "Without --input, inputs are random (seeded, uniform in [-1, 1) for float32/64, 0 otherwise), and run\n"
@@ -118,6 +126,9 @@ struct Args {
   double percentile = 0;
   bool per_channel = false;
   std::string exclude;  // comma-separated; repeated --exclude options are joined
+  // tune
+  double budget = 0;       // --budget SECONDS (0: the library's default)
+  std::string tuning;      // --tuning FILE for compile, run, bench, partition, info, check
 };
 
 /// A finite decimal number (check's --tolerance and --min-cosine).
@@ -257,6 +268,10 @@ Args parse_args(int argc, char** argv) {
       args.deny.push_back(value());
     } else if (a == "--min-region-size") {
       args.min_region_size = static_cast<int>(parse_int(value(), a, INT32_MIN, INT32_MAX));
+    } else if (a == "--budget" && args.command == "tune") {
+      args.budget = parse_number(value(), a, 0.001, 1e6);
+    } else if (a == "--tuning" && args.command != "tune" && args.command != "quantize") {
+      args.tuning = value();
     } else if (a == "--precision") {
       args.precision = value();
     } else if (a == "--strict") {
@@ -280,6 +295,7 @@ Args parse_args(int argc, char** argv) {
   if (args.model.empty() && args.command != "backends") throw CliError(std::string("no model given\n") + kUsage);
   if (args.command == "compile" && args.output.empty()) throw CliError("compile needs -o FILE.tsr");
   if (args.command == "quantize" && args.output.empty()) throw CliError("quantize needs -o FILE.onnx");
+  if (args.command == "tune" && args.output.empty()) throw CliError("tune needs -o TUNING.json");
   if (args.command == "quantize" && !args.calibration_dir.empty() && args.random_samples) {
     throw CliError("quantize: give --calibration DIR or --random N, not both");
   }
@@ -302,25 +318,33 @@ std::map<std::string, NpyArray> read_input_files(const Args& args) {
 /// Loads the model. Inputs given as files bind their shape from the file
 /// (so a model with symbolic dims runs on whatever the files hold), unless
 /// --input-shape names them explicitly.
-void load_model(const Args& args, const std::map<std::string, NpyArray>& files, ModelHandle& handle) {
+using OptionsHandle = std::unique_ptr<tsr_options, void (*)(tsr_options*)>;
+
+/// The placement options every command shares (threads, backends, --place, --deny, precision, tuning).
+OptionsHandle placement_options(const Args& args) {
   tsr_options* options = nullptr;
   check(tsr_options_create(&options));
-  std::unique_ptr<tsr_options, void (*)(tsr_options*)> guard(options, tsr_options_free);
+  OptionsHandle guard(options, tsr_options_free);
   check(tsr_options_set_threads(options, args.threads));
-  check(tsr_options_set_freeze_weights(options, args.keep_weights ? 0 : 1));
   if (!args.backends.empty()) check(tsr_options_set_backends(options, args.backends.c_str()));
   for (const std::string& p : args.place) check(tsr_options_add_placement(options, p.c_str()));
   for (const std::string& d : args.deny) check(tsr_options_add_denial(options, d.c_str()));
   if (args.min_region_size != 1) check(tsr_options_set_min_region_size(options, args.min_region_size));
   if (args.strict) check(tsr_options_set_strict(options, 1));
   if (args.precision) check(tsr_options_set_precision(options, args.precision->c_str()));
+  if (!args.tuning.empty()) check(tsr_options_set_tuning(options, args.tuning.c_str()));
+  for (const auto& [name, dims] : args.shapes) check(tsr_options_set_input_shape(options, name.c_str(), dims.data(), dims.size()));
+  return guard;
+}
+
+void load_model(const Args& args, const std::map<std::string, NpyArray>& files, ModelHandle& handle) {
+  OptionsHandle guard = placement_options(args);
+  tsr_options* options = guard.get();
+  check(tsr_options_set_freeze_weights(options, args.keep_weights ? 0 : 1));
   // An artifact's input shapes were fixed when it was compiled: files are checked at run time instead.
   const bool artifact = tsr_file_is_artifact(args.model.c_str()) != 0;
   std::map<std::string, bool> explicit_shape;
-  for (const auto& [name, dims] : args.shapes) {
-    check(tsr_options_set_input_shape(options, name.c_str(), dims.data(), dims.size()));
-    explicit_shape[name] = true;
-  }
+  for (const auto& shape : args.shapes) explicit_shape[shape.first] = true;
   // Only binds inputs the model has: an unknown --input name is reported by make_inputs, by its option.
   for (const auto& [name, array] : files) {
     if (!artifact && !explicit_shape.count(name)) {
@@ -779,6 +803,22 @@ int command_quantize(const Args& args) {
   return 0;
 }
 
+/// Measured placement: times candidates and writes the tuning record (tsr_tune).
+int command_tune(const Args& args) {
+  OptionsHandle options = placement_options(args);
+  std::string last_phase;
+  tsr_tune_config config{};
+  config.struct_size = sizeof(config);
+  config.budget_seconds = args.budget;
+  config.progress = draw_progress;
+  config.progress_user = &last_phase;
+  char* summary = nullptr;
+  check(tsr_tune(args.model.c_str(), options.get(), &config, args.output.c_str(), &summary));
+  std::cout << summary << "wrote " << args.output << " (apply it with --tuning " << args.output << ")\n";
+  tsr_string_free(summary);
+  return 0;
+}
+
 int command_backends() {
   std::cout << "backends, highest priority first:\n";
   const size_t count = tsr_backend_count();
@@ -1000,6 +1040,7 @@ int main(int argc, char** argv) {
     if (args.command == "partition") return command_partition(args);
     if (args.command == "check") return command_check(args);
     if (args.command == "quantize") return command_quantize(args);
+    if (args.command == "tune") return command_tune(args);
     if (args.command == "backends") return command_backends();
     throw CliError("unknown command '" + args.command + "'\n" + kUsage);
   } catch (const std::exception& e) {

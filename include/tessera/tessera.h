@@ -328,6 +328,28 @@ TSR_API tsr_status* tsr_quantizer_add_sample(tsr_quantizer* quantizer, const DLT
 TSR_API tsr_status* tsr_quantizer_write(tsr_quantizer* quantizer, const char* output_path, char** out_summary);
 TSR_API void tsr_quantizer_free(tsr_quantizer* quantizer);
 
+/* Measured placement (`tessera tune`): compiles and times whole-model
+ * candidates on random inputs of the model's shapes (the default priority
+ * order, each backend alone, then each region of the best so far moved to
+ * each other backend) and writes a tuning record (JSON) naming the fastest
+ * placement and every candidate's time. The options give threads, backends,
+ * precision, denials and input shapes (open dims must be bound). config may
+ * be NULL (a 60 s budget). *out_summary (may be NULL; free with
+ * tsr_string_free) is a table of the candidates. */
+typedef struct tsr_tune_config {
+  size_t struct_size;      /* sizeof(tsr_tune_config); members past it read as their defaults */
+  double budget_seconds;   /* for the search after the single-backend candidates (0: 60) */
+  tsr_progress_fn progress;  /* called before each candidate (may be NULL) */
+  void* progress_user;
+} tsr_tune_config;
+TSR_API tsr_status* tsr_tune(const char* model_path, const tsr_options* options, const tsr_tune_config* config,
+                             const char* record_path, char** out_summary);
+/* Applies a tuning record when compiling: its placement when it was made for
+ * this model and input shapes (else a warning, and the default placement);
+ * a record from another CPU, ISA, thread count or precision is applied with a
+ * warning naming what differs. A malformed record is an error here. */
+TSR_API tsr_status* tsr_options_set_tuning(tsr_options* options, const char* record_path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "artifact/artifact.h"
+#include "artifact/safe_file.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/error.h"
 #include "quantize/quantize.h"
@@ -26,6 +27,7 @@
 #include "runtime/backend_registry.h"
 #include "runtime/session.h"
 #include "tessera/tessera.h"
+#include "tune/tuner.h"
 
 struct tsr_status {
   tsr_status_code code;
@@ -1006,5 +1008,59 @@ tsr_status* tsr_quantizer_write(tsr_quantizer* quantizer, const char* output_pat
 }
 
 void tsr_quantizer_free(tsr_quantizer* quantizer) { delete quantizer; }
+
+tsr_status* tsr_tune(const char* model_path, const tsr_options* options, const tsr_tune_config* config, const char* record_path,
+                     char** out_summary) {
+  if (!model_path) return null_argument("model_path");
+  if (!record_path) return null_argument("record_path");
+  if (out_summary) *out_summary = nullptr;
+  return guarded([&] {
+    tsr_options defaults;
+    const tsr_options& opts = options ? *options : defaults;
+    tessera::TuneOptions tune;
+    if (config) {
+      auto has = [&](size_t end) { return config->struct_size >= end; };
+#define TSR_TCONFIG_HAS(member) has(offsetof(tsr_tune_config, member) + sizeof(config->member))
+      if (config->struct_size < sizeof(size_t)) tessera::throw_user_error("tsr_tune_config: struct_size is not set");
+      if (TSR_TCONFIG_HAS(budget_seconds) && config->budget_seconds != 0) {
+        if (!(config->budget_seconds > 0) || config->budget_seconds > 1e6) {
+          tessera::throw_user_error("tsr_tune_config: budget_seconds must be positive, is ", config->budget_seconds);
+        }
+        tune.budget_seconds = config->budget_seconds;
+      }
+      if (TSR_TCONFIG_HAS(progress_user) && config->progress) {
+        tsr_progress_fn fn = config->progress;
+        void* user = config->progress_user;
+        tune.progress = [fn, user](const std::string& phase, int64_t done, int64_t total) { fn(user, phase.c_str(), done, total); };
+      }
+#undef TSR_TCONFIG_HAS
+    }
+    if (opts.compile.tuning) tessera::throw_user_error("tune: the options already carry a tuning record");
+    check_model_file(model_path);
+    if (tessera::is_artifact_file(model_path)) {
+      tessera::throw_user_error("'", model_path, "' is a compiled artifact: tune the ONNX model it came from");
+    }
+    tessera::Graph graph = tessera::onnx_frontend::import_onnx_file(model_path, opts.import);
+    tune.base = opts.compile;
+    for (const auto& [name, shape] : opts.data_shapes) {
+      for (tessera::ValueId id : graph.inputs) {
+        if (graph.value(id).name == name) tune.base.input_shapes.emplace(name, shape);
+      }
+    }
+    const tessera::TuningRecord record = tessera::tune_placement(graph, tune);
+    const std::string text = tessera::write_tuning_record(record);
+    tessera::safe_file::replace_file(record_path, [&](const tessera::safe_file::Sink& sink) { sink(text.data(), text.size()); });
+    MallocString summary = malloc_string(tessera::tuning_summary(record));
+    if (out_summary) *out_summary = summary.release();
+  });
+}
+
+tsr_status* tsr_options_set_tuning(tsr_options* options, const char* record_path) {
+  if (!options) return null_argument("options");
+  if (!record_path) return null_argument("record_path");
+  return guarded([&] {
+    options->compile.tuning = std::make_shared<const tessera::TuningRecord>(tessera::read_tuning_record_file(record_path));
+  });
+}
 
 }  // extern "C"

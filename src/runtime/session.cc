@@ -19,6 +19,7 @@
 #include "runtime/backend_registry.h"
 #include "runtime/finite_scan.h"
 #include "runtime/region_plan.h"
+#include "runtime/tuning_record.h"
 
 namespace tessera {
 namespace {
@@ -128,14 +129,26 @@ class CompiledModel::ArenaLease {
   std::unique_ptr<Buffer> buffer_;
 };
 
-std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const CompileOptions& options) {
+std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const CompileOptions& given_options) {
   std::unique_ptr<CompiledModel> model(new CompiledModel());
   after_pass(graph, "import");
   for (const Value& v : graph.values) {
     if (v.constant) model->parameter_count_ += v.constant->numel();
   }
-  bind_input_shapes(graph, options.input_shapes);
+  bind_input_shapes(graph, given_options.input_shapes);
   after_pass(graph, "bind_input_shapes");
+  model->fingerprint_ = graph_fingerprint(graph);
+  CompileOptions options = given_options;
+  if (given_options.tuning) {
+    const TuningRecord& record = *given_options.tuning;
+    std::vector<std::string> warnings = apply_tuning(record, model->fingerprint_, options);
+    model->warnings_.insert(model->warnings_.end(), warnings.begin(), warnings.end());
+    if (record.fingerprint == model->fingerprint_) {
+      graph.metadata["tessera.tuning"] = str_cat("tuned placement '", record.chosen, "' (", record.tuned_milliseconds, " ms against ",
+                                                 record.default_milliseconds, " ms by default, ", record.threads, " threads, ",
+                                                 record.cpu, ")");
+    }
+  }
   std::vector<QdqFold> qdq_folds;
   if (fold_qdq(graph, &qdq_folds) > 0) after_pass(graph, "fold_qdq");
   std::vector<std::pair<std::string, std::string>> nodes_before;  // name, op
@@ -258,8 +271,8 @@ namespace {
 
 void check_artifact_options(const std::string& name, const CompileOptions& options) {
   if (!options.input_shapes.empty() || !options.backends.empty() || !options.place.empty() || !options.deny.empty() ||
-      options.strict || options.min_region_size != 1 || options.precision.bf16) {
-    throw_user_error("'", name, "' is a compiled artifact: input shapes, backends, placement and precision were fixed ",
+      options.strict || options.min_region_size != 1 || options.precision.bf16 || options.tuning) {
+    throw_user_error("'", name, "' is a compiled artifact: input shapes, backends, placement, tuning and precision were fixed ",
                      "when it was compiled (only the thread count applies when loading)");
   }
 }

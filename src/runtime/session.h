@@ -20,6 +20,8 @@
 
 namespace tessera {
 
+struct TuningRecord;
+
 struct Artifact;  // artifact/artifact.h
 
 struct PlacementReport;
@@ -39,6 +41,9 @@ struct CompileOptions {
   /// --precision: bf16 lets backends that declare bf16 support run Conv,
   /// MatMul and Gemm in bfloat16 with float32 accumulation (passes/precision.h).
   PrecisionPolicy precision;
+  /// A tuning record (`tessera tune`) to apply: its placement, when it was made for this model
+  /// (runtime/tuning_record.h says what a mismatch does).
+  std::shared_ptr<const TuningRecord> tuning;
 };
 
 struct ValueDesc {
@@ -131,6 +136,9 @@ class CompiledModel {
   int64_t copy_bytes_per_run() const { return copy_bytes_per_run_; }
   /// Compile-time warnings (e.g. --precision bf16 where no backend runs bf16).
   const std::vector<std::string>& warnings() const { return warnings_; }
+  /// runtime/tuning_record.h's graph_fingerprint of the model as compiled (input shapes bound);
+  /// "" for a model loaded from an artifact.
+  const std::string& fingerprint() const { return fingerprint_; }
   /// Where each node ran and why, for the table / JSON / DOT / HTML reports.
   /// `profile` (optional) adds times.
   PlacementReport placement_report(const std::string& model_name, const RunProfile* profile = nullptr) const;
@@ -176,6 +184,7 @@ class CompiledModel {
   mutable std::vector<std::unique_ptr<Buffer>> free_arenas_;
   int64_t parameter_count_ = 0;
   std::vector<std::string> warnings_;
+  std::string fingerprint_;
   /// Sets placement_[].precision from the regions' executables (after they exist).
   void read_node_precisions();
 };

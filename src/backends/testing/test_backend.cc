@@ -48,6 +48,8 @@ class TestRegion : public ExecutableRegion {
   TestRegion(const Graph& region, Program program)
       : region_(region), program_(std::move(program)), space_(test_device_memory_space()),
         device_constants_(region.values.size(), nullptr) {
+    // A backend made slow on purpose (tests of `tessera tune`): each instruction waits this long.
+    if (const char* delay = std::getenv("TESSERA_TEST_BACKEND_DELAY_US")) delay_us_ = std::strtol(delay, nullptr, 10);
     if (const char* planted = std::getenv("TESSERA_TEST_BACKEND_PLANTED_ERROR")) {
       for (uint32_t op = 1; op <= static_cast<uint32_t>(Opcode::kLast); ++op) {
         if (std::strcmp(planted, test_backend::opcode_name(static_cast<Opcode>(op))) == 0) planted_ = static_cast<Opcode>(op);
@@ -69,6 +71,10 @@ class TestRegion : public ExecutableRegion {
     for (const Instruction& instruction : program_.instructions) {
       const auto start = std::chrono::steady_clock::now();
       run_instruction(instruction, store);
+      if (delay_us_ > 0) {
+        while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(delay_us_)) {
+        }
+      }
       if (store.profiling()) {
         std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
         store.node_finished(instruction.node_index, elapsed.count());
@@ -188,6 +194,7 @@ class TestRegion : public ExecutableRegion {
   std::vector<DeviceBuffer> constant_buffers_;
   std::vector<void*> device_constants_;  // per region value: its device copy, for constants read
   std::optional<Opcode> planted_;        // TESSERA_TEST_BACKEND_PLANTED_ERROR
+  long delay_us_ = 0;                    // TESSERA_TEST_BACKEND_DELAY_US
 };
 
 class TestBackend : public Backend {

@@ -1,0 +1,228 @@
+#include "tune/tuner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "ir/error.h"
+#include "runtime/backend_registry.h"
+
+namespace tessera {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+/// Random inputs of the compiled model's (static) input shapes.
+std::vector<Tensor> make_inputs(const CompiledModel& model) {
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<Tensor> inputs;
+  for (const ValueDesc& in : model.inputs()) {
+    for (int64_t d : in.shape) {
+      if (d < 0) throw_user_error("tune: input '", in.name, "' has a dimension known only at run time; give it with --input-shape");
+    }
+    Tensor t(in.dtype, in.shape);  // zeros
+    if (in.dtype == DType::kFloat32) {
+      for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = uniform(rng);
+    }
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+/// The median end-to-end time of `model` in milliseconds: warm-up (3 runs and about 0.05 s), then
+/// at least 5 runs and about 0.2 s (at most 200 runs).
+double measure(const CompiledModel& model, const std::vector<TensorView>& inputs) {
+  const Clock::time_point warm = Clock::now();
+  for (int i = 0; i < 3 || (seconds_since(warm) < 0.05 && i < 100); ++i) model.run(inputs);
+  std::vector<double> times;
+  const Clock::time_point start = Clock::now();
+  while (times.size() < 5 || (seconds_since(start) < 0.2 && times.size() < 200)) {
+    const Clock::time_point t0 = Clock::now();
+    model.run(inputs);
+    times.push_back(seconds_since(t0) * 1e3);
+  }
+  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+  return times[times.size() / 2];
+}
+
+/// Executed node -> backend of a compiled model.
+std::vector<std::pair<std::string, std::string>> placement_of(const CompiledModel& model) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const NodePlacement& p : model.placement()) {
+    if (p.region >= 0) out.emplace_back(p.node_name, p.backend);
+  }
+  return out;
+}
+
+struct Best {
+  std::unique_ptr<CompiledModel> model;
+  CompileOptions options;
+  double milliseconds = 0;
+  std::string name;
+};
+
+}  // namespace
+
+TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
+  const Clock::time_point start = Clock::now();
+  TuningRecord record;
+  record.threads = options.base.num_threads;
+  record.precision = precision_text(options.base.precision);
+  record.cpu = machine_cpu();
+  record.isa = machine_isa();
+  CompileOptions base = options.base;
+  base.tuning = nullptr;
+  base.place.clear();  // the search places every node itself (denials stay: they restrict it)
+
+  // The default placement first: it fixes the backend list and the inputs.
+  std::unique_ptr<CompiledModel> first = CompiledModel::compile(graph, base);
+  record.fingerprint = first->fingerprint();
+  record.backends = first->backend_names();
+  std::vector<Tensor> owned = make_inputs(*first);
+  std::vector<TensorView> inputs;
+  for (const Tensor& t : owned) inputs.push_back(t.view());
+
+  int64_t done = 0;
+  int64_t estimate = static_cast<int64_t>(record.backends.size()) + 1 +
+                     static_cast<int64_t>(first->regions().size() * (record.backends.size() > 1 ? record.backends.size() - 1 : 0));
+  auto progress = [&] {
+    if (options.progress) options.progress("measuring", done, std::max(estimate, done + 1));
+  };
+  Best best;
+  double last_cost = 0;
+  // Compiles and measures one candidate; keeps it when it is the fastest so far by `margin`.
+  auto try_candidate = [&](const std::string& name, const std::string& description, CompileOptions candidate_options,
+                           std::unique_ptr<CompiledModel> compiled, double margin) -> double {
+    progress();
+    const Clock::time_point t0 = Clock::now();
+    TuningCandidate c;
+    c.name = name;
+    c.description = description;
+    try {
+      if (!compiled) compiled = CompiledModel::compile(graph, candidate_options);
+      c.milliseconds = measure(*compiled, inputs);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kInternal) throw;
+      c.error = e.what();  // e.g. a backend refusing a node moved to it
+    }
+    ++done;
+    last_cost = seconds_since(t0);
+    if (c.milliseconds >= 0 && (!best.model || c.milliseconds < best.milliseconds * (1.0 - margin))) {
+      c.accepted = true;
+      best.model = std::move(compiled);
+      best.options = std::move(candidate_options);
+      best.milliseconds = c.milliseconds;
+      best.name = name;
+    }
+    record.candidates.push_back(c);
+    return c.milliseconds;
+  };
+
+  // 1. One rule each: the default priority order, and each backend alone.
+  record.default_milliseconds = try_candidate("default", "priority order " + [&] {
+    std::string list;
+    for (const std::string& b : record.backends) list += (list.empty() ? "" : ",") + b;
+    return list;
+  }(), base, std::move(first), 0.0);
+  for (const std::string& backend : record.backends) {
+    CompileOptions only = base;
+    only.backends = {backend};
+    const double ms = try_candidate("only " + backend,
+                                    backend == fallback_backend().name ? "every node on " + backend
+                                                                       : "every node " + backend + " claims on it, the rest on " +
+                                                                             fallback_backend().name,
+                                    only, nullptr, 0.0);
+    if (ms >= 0 && (record.best_single_milliseconds < 0 || ms < record.best_single_milliseconds)) {
+      record.best_single_milliseconds = ms;
+      record.best_single = "only " + backend;
+    }
+  }
+  if (!best.model) throw_user_error("tune: no candidate placement compiled (", record.candidates.front().error, ")");
+
+  // 2. Move the best placement's regions, slowest first, to each other backend.
+  bool improved = true;
+  std::set<std::string> tried;
+  while (improved) {
+    improved = false;
+    RunProfile profile;
+    best.model->run(inputs, {}, &profile);
+    const std::vector<RegionSummary>& regions = best.model->regions();
+    std::vector<size_t> order(regions.size());
+    for (size_t r = 0; r < order.size(); ++r) order[r] = r;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return profile.region_milliseconds[a] > profile.region_milliseconds[b];
+    });
+    const std::vector<std::pair<std::string, std::string>> current = placement_of(*best.model);
+    for (size_t r : order) {
+      for (const std::string& target : record.backends) {
+        if (target == regions[r].backend) continue;
+        if (seconds_since(start) + last_cost > options.budget_seconds) break;
+        CompileOptions moved = base;
+        moved.backends = record.backends;
+        std::vector<std::string> names;
+        for (const NodePlacement& p : best.model->placement()) {
+          if (p.region == static_cast<int64_t>(r)) names.push_back(p.node_name);
+        }
+        const std::string key = target + "\n" + [&] {
+          std::string all;
+          for (const std::string& n : names) all += n + "\n";
+          return all;
+        }();
+        if (names.empty() || !tried.insert(key).second) continue;
+        const std::set<std::string> in_region(names.begin(), names.end());
+        for (const auto& [node, backend] : current) moved.place.emplace_back(node, in_region.count(node) ? target : backend);
+        char label[160];
+        std::snprintf(label, sizeof label, "region %zu (%s, %zu nodes, %.3f ms) -> %s", r, regions[r].backend.c_str(),
+                      names.size(), profile.region_milliseconds[r], target.c_str());
+        const std::string previous = best.name;
+        try_candidate(label, "from '" + previous + "': the nodes of '" + names.front() + "'" +
+                                 (names.size() > 1 ? " .. '" + names.back() + "'" : "") + " on " + target,
+                      moved, nullptr, 0.02);
+        if (best.name != previous) {
+          improved = true;
+          break;
+        }
+      }
+      if (improved || seconds_since(start) + last_cost > options.budget_seconds) break;
+    }
+    estimate = done + 1;
+  }
+
+  record.chosen = best.name;
+  record.tuned_milliseconds = best.milliseconds;
+  record.placement = placement_of(*best.model);
+  record.seconds = seconds_since(start);
+  if (options.progress) options.progress("measuring", done, done);
+  return record;
+}
+
+std::string tuning_summary(const TuningRecord& record) {
+  std::ostringstream out;
+  char line[512];
+  std::snprintf(line, sizeof line, "tuned in %.1f s (%zu candidates), %d thread%s, %s, on %s\n", record.seconds,
+                record.candidates.size(), record.threads, record.threads == 1 ? "" : "s", record.precision.c_str(), record.cpu.c_str());
+  out << line;
+  for (const TuningCandidate& c : record.candidates) {
+    if (c.milliseconds >= 0) {
+      std::snprintf(line, sizeof line, "  %10.3f ms  %s %s\n", c.milliseconds, c.accepted ? "*" : " ", c.name.c_str());
+    } else {
+      std::snprintf(line, sizeof line, "      failed     %s: %s\n", c.name.c_str(), c.error.c_str());
+    }
+    out << line;
+  }
+  std::snprintf(line, sizeof line, "chosen: '%s' at %.3f ms; default %.3f ms (%.2fx); best single backend '%s' %.3f ms (%.2fx)\n",
+                record.chosen.c_str(), record.tuned_milliseconds, record.default_milliseconds,
+                record.default_milliseconds / record.tuned_milliseconds, record.best_single.c_str(), record.best_single_milliseconds,
+                record.best_single_milliseconds / record.tuned_milliseconds);
+  out << line << "(* : the fastest so far when measured; a region move must gain more than 2%)\n";
+  return out.str();
+}
+
+}  // namespace tessera

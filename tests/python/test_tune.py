@@ -1,0 +1,136 @@
+"""`tessera tune`: measured placement, its record, and applying it (CLI and C API through the CLI).
+
+The test backend claims MatMul, Gemm, Softmax and Reshape and, in these tests, is made slow on purpose
+(TESSERA_TEST_BACKEND_DELAY_US: each of its instructions waits 3 ms): with `--backends test,native` the
+priority order puts the MLP on it, and measurement must overturn that."""
+import json
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+CLI = os.environ.get("TESSERA_CLI")
+SLOW = dict(os.environ, TESSERA_TEST_BACKEND_DELAY_US="3000")
+
+
+def mlp(path, width=32, name="mlp"):
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((width, width)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal((width, width)).astype(np.float32), "w2")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["z"], name="mm2"),
+             helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1)]
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, width])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def cli(*args, env=None):
+    return subprocess.run([CLI, *args], capture_output=True, text=True, env=env or SLOW)
+
+
+def placement(*args):
+    """The partition command's stderr and its JSON report's node -> backend."""
+    with tempfile.TemporaryDirectory() as folder:
+        report = os.path.join(folder, "report.json")
+        run = cli("partition", *args, "--json", report)
+        assert run.returncode == 0, run.stderr
+        nodes = {n["name"]: n["backend"] for n in json.load(open(report))["nodes"]}
+    return run.stderr, nodes
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tune")
+    model = mlp(str(folder / "mlp.onnx"))
+    record = str(folder / "tuning.json")
+    run = cli("tune", model, "--backends", "test,native", "-o", record, "--budget", "30")
+    assert run.returncode == 0, run.stderr
+    return model, record, run.stdout, folder
+
+
+def test_measurement_overturns_priority(tuned):
+    model, record_path, summary, _ = tuned
+    record = json.load(open(record_path))
+    assert record["format"] == "tessera-tuning" and record["version"] == 1
+    times = {c["name"]: c["milliseconds"] for c in record["candidates"]}
+    # The single-backend placements are always measured; the slow backend's are much slower.
+    assert {"default", "only test", "only native"} <= set(times), times
+    assert times["default"] > 5 * times["only native"], times
+    assert record["chosen"] != "default"
+    assert all(p["backend"] == "native" for p in record["placement"]), record["placement"]
+    # Never slower than the best single backend (as measured in the same run).
+    assert record["milliseconds"]["tuned"] <= record["milliseconds"]["best_single"]
+    assert record["machine"]["threads"] == 1 and record["precision"] == "fp32"
+    assert "chosen:" in summary and "only native" in summary
+
+
+def test_applying_the_record(tuned, tmp_path):
+    model, record, _, _ = tuned
+    _, default = placement(model, "--backends", "test,native")
+    assert default["mm1"] == "test" and default["softmax"] == "test"
+    stderr, applied = placement(model, "--backends", "test,native", "--tuning", record)
+    assert set(applied.values()) == {"native"}
+    assert "warning" not in stderr
+    # Runs, and the artifact says it was tuned.
+    artifact = str(tmp_path / "mlp.tsr")
+    run = cli("compile", model, "--tuning", record, "-o", artifact)
+    assert run.returncode == 0, run.stderr
+    info = cli("info", artifact)
+    assert info.returncode == 0 and "tessera.tuning" in info.stdout and "tuned placement" in info.stdout, info.stdout
+    x = np.random.default_rng(1).standard_normal((4, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out"
+    run = cli("run", artifact, "--input", "x=" + str(tmp_path / "x.npy"), "--output-dir", str(out))
+    assert run.returncode == 0, run.stderr
+    w = {i.name: numpy_helper.to_array(i) for i in onnx.load(model).graph.initializer}
+    z = np.maximum(x @ w["w1"], 0) @ w["w2"]
+    expected = np.exp(z - z.max(-1, keepdims=True))
+    expected /= expected.sum(-1, keepdims=True)
+    np.testing.assert_allclose(np.load(out / "y.npy"), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_mismatches_are_warnings(tuned, tmp_path):
+    model, record, _, _ = tuned
+    other = mlp(str(tmp_path / "wider.onnx"), width=48)
+    stderr, nodes = placement(other, "--backends", "test,native", "--tuning", record)
+    assert "made for another model" in stderr and "not applied" in stderr, stderr
+    assert nodes["mm1"] == "test"  # the default placement
+    stderr, nodes = placement(model, "--backends", "test,native", "--tuning", record, "--threads", "2")
+    assert "1 threads, here 2" in stderr, stderr
+    assert set(nodes.values()) == {"native"}  # applied all the same
+
+
+@pytest.mark.parametrize("mutation, message", [
+    (lambda t: t[: len(t) // 2], "is not valid JSON"),
+    (lambda t: t.replace('"version": 1', '"version": 7'), "has version 7; this build reads version 1"),
+    (lambda t: t.replace('"placement"', '"placements"'), "has no field 'placement'"),
+    (lambda t: t.replace('"threads": 1', '"threads": "one"'), "machine.threads must be a number"),
+    (lambda t: "[" * 100000, "nesting deeper than"),
+    (lambda t: t.replace('"backend": "native"', '"backend": "nope"', 1), "nope"),
+])
+def test_bad_records_are_clear_errors(tuned, tmp_path, mutation, message):
+    model, record, _, _ = tuned
+    bad = tmp_path / "bad.json"
+    bad.write_text(mutation(open(record).read()))
+    run = cli("partition", model, "--backends", "test,native", "--tuning", str(bad))
+    assert run.returncode != 0 and message in run.stderr, run.stderr
+    assert "terminate called" not in run.stderr and "Aborted" not in run.stderr
+
+
+def test_tune_errors(tuned, tmp_path):
+    model, _, _, _ = tuned
+    run = cli("tune", model)
+    assert run.returncode != 0 and "tune needs -o" in run.stderr
+    artifact = str(tmp_path / "m.tsr")
+    assert cli("compile", model, "-o", artifact).returncode == 0
+    run = cli("tune", artifact, "-o", str(tmp_path / "t.json"))
+    assert run.returncode != 0 and "tune the ONNX model it came from" in run.stderr
+    run = cli("compile", artifact, "--tuning", str(tuned[1]), "-o", str(tmp_path / "again.tsr"))
+    assert run.returncode != 0
