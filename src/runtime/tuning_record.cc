@@ -27,11 +27,13 @@ struct Json {
   double number = 0;
   std::string string;
   std::vector<Json> array;
-  std::vector<std::pair<std::string, Json>> object;
+  // An object's members: keys[i] names values[i] (a vector of pairs would need Json complete here).
+  std::vector<std::string> keys;
+  std::vector<Json> values;
 
   const Json* find(const std::string& key) const {
-    for (const auto& [k, v] : object) {
-      if (k == key) return &v;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] == key) return &values[i];
     }
     return nullptr;
   }
@@ -78,9 +80,9 @@ class JsonReader {
       if (consume('}')) return v;
       do {
         skip_space();
-        std::string key = parse_string();
+        v.keys.push_back(parse_string());
         expect(':');
-        v.object.emplace_back(std::move(key), parse(depth + 1));
+        v.values.push_back(parse(depth + 1));
       } while (consume(','));
       expect('}');
     } else if (c == '[') {
