@@ -139,7 +139,7 @@ std::unique_ptr<Options> make_options(py::object threads, py::object backends, c
                                       const std::vector<std::string>& deny, py::object min_region_size,
                                       py::object strict, const std::map<std::string, std::vector<int64_t>>& shapes,
                                       const std::map<std::string, std::vector<int64_t>>& data_shapes,
-                                      py::object freeze_weights, py::object precision) {
+                                      py::object freeze_weights, py::object precision, py::object tuning) {
   auto options = std::make_unique<Options>();
   tsr_options* o = options->options;
   if (!threads.is_none()) check(tsr_options_set_threads(o, threads.cast<int32_t>()));
@@ -154,6 +154,7 @@ std::unique_ptr<Options> make_options(py::object threads, py::object backends, c
   }
   if (!freeze_weights.is_none()) check(tsr_options_set_freeze_weights(o, freeze_weights.cast<bool>() ? 1 : 0));
   if (!precision.is_none()) check(tsr_options_set_precision(o, precision.cast<std::string>().c_str()));
+  if (!tuning.is_none()) check(tsr_options_set_tuning(o, tuning.cast<std::string>().c_str()));
   return options;
 }
 
@@ -739,6 +740,36 @@ PYBIND11_MODULE(_tessera, m) {
     if (!state.error.empty()) throw std::runtime_error("quantize: the progress callback raised: " + state.error);
     return text;
   });
+  // Measured placement (tessera.tune): writes the tuning record, returns the summary table.
+  m.def("tune", [](const std::string& model, const std::string& output, const Options* options, double budget,
+                   py::object progress) {
+    struct Progress {
+      py::object callback;
+      std::string error;
+    } state{progress, ""};
+    tsr_tune_config config{};
+    config.struct_size = sizeof(config);
+    config.budget_seconds = budget;
+    if (!progress.is_none()) {
+      config.progress = [](void* user, const char* phase, int64_t done, int64_t total) {
+        auto* st = static_cast<Progress*>(user);
+        py::gil_scoped_acquire gil;
+        if (!st->error.empty()) return;
+        try {
+          st->callback(phase, done, total);
+        } catch (py::error_already_set& e) {
+          st->error = e.what();  // raised once tsr_tune returns: no exception crosses the C API
+        }
+      };
+      config.progress_user = &state;
+    }
+    char* summary = nullptr;
+    check_without_gil([&] { return tsr_tune(model.c_str(), native(options), &config, output.c_str(), &summary); });
+    std::string text = summary ? summary : "";
+    tsr_string_free(summary);
+    if (!state.error.empty()) throw std::runtime_error("tune: the progress callback raised: " + state.error);
+    return text;
+  });
   m.def("is_artifact_file", [](const std::string& path) { return tsr_file_is_artifact(path.c_str()) != 0; });
   m.def("is_artifact_bytes", &is_artifact_bytes);
 
@@ -748,7 +779,7 @@ PYBIND11_MODULE(_tessera, m) {
            py::arg("min_region_size") = py::none(), py::arg("strict") = py::none(),
            py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{},
            py::arg("data_shapes") = std::map<std::string, std::vector<int64_t>>{},
-           py::arg("freeze_weights") = py::none(), py::arg("precision") = py::none());
+           py::arg("freeze_weights") = py::none(), py::arg("precision") = py::none(), py::arg("tuning") = py::none());
 
   py::class_<Tensor>(m, "Tensor", "An output Tessera allocated, shared without copies through DLPack")
       .def("__dlpack__", &Tensor::dlpack, py::arg("stream") = py::none())

@@ -28,7 +28,7 @@ SEED="${2:-1}"
 BUILD=build-asan
 
 [ -f "$BUILD/build.ninja" ] || scripts/sanitize.sh --configure-only
-nice -n 19 ninja -C "$BUILD" fuzz_onnx_import fuzz_npy fuzz_artifact fuzz_model_load tessera_cli tessera_artifact_tests \
+nice -n 19 ninja -C "$BUILD" fuzz_onnx_import fuzz_npy fuzz_artifact fuzz_model_load fuzz_tuning_record tessera_cli tessera_artifact_tests \
   tessera_xnnpack_plugin tessera_example_accelerator_plugin tessera_test_backend_plugin
 # Whole loads also see the backend plug-ins' payloads: artifacts compiled with each plug-in join the
 # corpus, and fuzz_model_load loads the plug-ins (TESSERA_BACKEND_PLUGINS), so mutated payloads reach
@@ -42,7 +42,7 @@ export LSAN_OPTIONS="suppressions=$PWD/scripts/sanitizers.supp:print_suppression
 
 corpus="$BUILD/corpus"
 rm -rf "$corpus"
-mkdir -p "$corpus/onnx" "$corpus/npy" "$corpus/tsr"
+mkdir -p "$corpus/onnx" "$corpus/npy" "$corpus/tsr" "$corpus/tuning"
 cases="$BUILD/onnx_cases"
 [ -d "$cases/node" ] || /usr/bin/python3 tests/conformance/generate_node_tests.py "$cases" >/dev/null
 i=0
@@ -82,7 +82,17 @@ for i, a in enumerate([np.zeros((2, 3), np.float32), np.arange(5, dtype=np.int64
     np.save("%s/seed_%d.npy" % (out, i), a)
 PY
 
-for kind in onnx tsr npy; do
+# Tuning records: real ones from the sanitized CLI (a short budget), plus one with every optional field gone.
+for case in relu matmul_2d softmax_axis_1; do
+  "$BUILD/tessera" tune "$cases/node/test_$case/model.onnx" --backends test,native --budget 1 \
+    -o "$corpus/tuning/${case}.json" >/dev/null 2>&1
+done
+cat > "$corpus/tuning/minimal.json" <<'JSON'
+{"format": "tessera-tuning", "version": 1, "model": {"fingerprint": "0"}, "machine": {"cpu": "c", "isa": "i", "threads": 1},
+ "precision": "fp32", "backends": ["native"], "chosen": "default", "placement": [{"node": "n\u00e9", "backend": "native"}]}
+JSON
+
+for kind in onnx tsr npy tuning; do
   count=$(find "$corpus/$kind" -type f | wc -l)
   if [ "$count" -eq 0 ]; then
     echo "fuzz: the $kind seed corpus is empty" >&2
@@ -94,7 +104,8 @@ done
 cd "$BUILD"
 ./fuzz_onnx_import -seed="$SEED" -runs="$RUNS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/onnx
 ./fuzz_npy -seed="$SEED" -runs="$((RUNS * 10))" -rss_limit_mb=2048 corpus/npy
+./fuzz_tuning_record -seed="$SEED" -runs="$((RUNS * 10))" -rss_limit_mb=2048 -max_len=65536 corpus/tuning
 ./fuzz_artifact -seed="$SEED" -runs="$RUNS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/tsr
 # Whole loads build primitives, pack weights and run: slower per input, so fewer runs.
 TESSERA_BACKEND_PLUGINS="$PLUGINS" ./fuzz_model_load -seed="$SEED" -runs="$((RUNS / 10))" -rss_limit_mb=4096 -malloc_limit_mb=2048 -max_len=65536 corpus/tsr
-echo "fuzz: no finding in $RUNS runs of the importer, $RUNS of the artifact loader, $((RUNS / 10)) whole model loads and $((RUNS * 10)) of the npy reader (seed $SEED)"
+echo "fuzz: no finding in $RUNS runs of the importer, $RUNS of the artifact loader, $((RUNS / 10)) whole model loads and $((RUNS * 10)) each of the npy and tuning record readers (seed $SEED)"

@@ -30,7 +30,7 @@ import warnings
 __all__ = [
     "Error", "InvalidArgument", "Unsupported", "InternalError",
     "InferenceSession", "SessionOptions", "NodeArg", "Tensor",
-    "compile", "quantize", "backends", "load_backend_plugin", "copy_count",
+    "compile", "quantize", "tune", "backends", "load_backend_plugin", "copy_count",
 ]
 
 
@@ -116,6 +116,23 @@ def quantize(model, output, calibration=None, method="minmax", percentile=None, 
                              int(random or 0), int(seed), progress)
 
 
+def tune(model, output, backends=None, threads=None, options=None, budget=None, progress=None, **overrides):
+    """Measured placement, as `tessera tune` does: compiles and times candidate placements of ``model``
+    (an ONNX path) on random inputs of its shapes (the default priority order, each backend alone, then
+    regions of the fastest moved to other backends) within ``budget`` seconds (default 60), writes the
+    tuning record (JSON) to ``output`` and returns the table of candidates. Apply the record with
+    ``InferenceSession(model, tuning=output)`` or ``compile(..., tuning=output)``. Options as for
+    InferenceSession (open dims must be bound with input_shapes); progress(phase, done, total) is called
+    before each candidate."""
+    unknown = set(overrides) - {"place", "deny", "min_region_size", "strict", "input_shapes", "precision"}
+    if unknown:
+        raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))
+    if not isinstance(model, (str, os.PathLike)):
+        raise InvalidArgument("tune takes the path of an ONNX model")
+    native = _options_from(backends, threads, options, overrides)._native()
+    return _tessera.tune(os.fspath(model), os.fspath(output), native, float(budget or 0), progress)
+
+
 class NodeArg:
     """An input or output: name, shape (ints, and a dim's name or None where the model leaves it open;
     None when even the rank is unknown), type ("tensor(float)" as ONNX Runtime writes it) and dtype
@@ -150,10 +167,11 @@ class SessionOptions:
     max_variants     compiled variants kept for models with open dims (default 8)
     precision        "fp32" (default), "bf16" (Conv/MatMul/Gemm in bfloat16 with float32 accumulation where a
                      backend supports it; the final layer in float32) or "bf16-all" (the final layer too)
+    tuning           the path of a tuning record (tessera.tune) whose placement to apply
     """
 
     _FIELDS = ("threads", "backends", "place", "deny", "min_region_size", "strict", "input_shapes",
-               "freeze_weights", "max_variants", "precision")
+               "freeze_weights", "max_variants", "precision", "tuning")
 
     def __init__(self, **fields):
         for name in self._FIELDS:
@@ -193,7 +211,7 @@ class SessionOptions:
             threads=self.threads, backends=backends, place=_strings(self.place, "place"),
             deny=_strings(self.deny, "deny"), min_region_size=self.min_region_size, strict=self.strict,
             input_shapes=shapes, data_shapes=data_shapes or {}, freeze_weights=self.freeze_weights,
-            precision=self.precision)
+            precision=self.precision, tuning=None if self.tuning is None else os.fspath(self.tuning))
 
 
 def _warn(model):
@@ -255,7 +273,7 @@ class InferenceSession:
 
     def __init__(self, path_or_bytes, backends=None, threads=None, options=None, providers=None, **overrides):
         unknown = set(overrides) - {"place", "deny", "min_region_size", "strict", "input_shapes", "max_variants",
-                                    "freeze_weights", "precision", "sess_options", "provider_options"}
+                                    "freeze_weights", "precision", "tuning", "sess_options", "provider_options"}
         if unknown:
             raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))
         if options is None and overrides.get("sess_options") is not None:
@@ -513,7 +531,7 @@ def compile(model, path, backends=None, threads=None, options=None, **overrides)
     artifact (plan, constants and every backend's payload), for ``InferenceSession``, ``tessera run`` and
     the C API. Options as for InferenceSession; open dims must be bound with input_shapes. Returns path."""
     unknown = set(overrides) - {"place", "deny", "min_region_size", "strict", "input_shapes", "freeze_weights",
-                                "precision"}
+                                "precision", "tuning"}
     if unknown:
         raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))
     opts = _options_from(backends, threads, options, overrides)

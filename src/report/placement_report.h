@@ -45,6 +45,20 @@ struct ReportRegion {
   double milliseconds = -1;      // from a profiled run, -1 when not profiled
 };
 
+/// What `tessera tune` measured, when the model was compiled with its record.
+struct ReportTuningCandidate {
+  std::string name, description, error;
+  double milliseconds = -1;  // -1: it failed (error says why)
+  bool accepted = false;     // the fastest so far when measured
+};
+struct ReportTuning {
+  bool present = false;
+  std::string chosen, best_single, cpu;
+  int threads = 1;
+  double tuned_milliseconds = -1, default_milliseconds = -1, best_single_milliseconds = -1, seconds = 0;
+  std::vector<ReportTuningCandidate> candidates;
+};
+
 struct PlacementReport {
   std::string model;                   // the model's file name
   std::vector<std::string> backends;   // priority order
@@ -53,6 +67,7 @@ struct PlacementReport {
   std::vector<ReportValue> values;
   int64_t copies_per_run = 0;          // tensor copies between memory spaces in one run
   int64_t copy_bytes_per_run = 0;
+  ReportTuning tuning;                 // present when compiled with a tuning record that applied
 };
 
 /// A text table: one row per region (backend, node count, boundary tensors),

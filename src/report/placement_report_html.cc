@@ -197,6 +197,24 @@ void append_refusals(const PlacementReport& report, std::string& html) {
   }
 }
 
+void append_tuning(const PlacementReport& report, std::string& html) {
+  const ReportTuning& t = report.tuning;
+  if (!t.present) return;
+  html += str_cat("<h2>Tuning</h2>\n<p>Placement '", html_escape(t.chosen), "' chosen by measurement (", t.threads,
+                  t.threads == 1 ? " thread, " : " threads, ", html_escape(t.cpu), "): ",
+                  report_detail::format_milliseconds(t.tuned_milliseconds), " against ",
+                  report_detail::format_milliseconds(t.default_milliseconds), " by default and ",
+                  report_detail::format_milliseconds(t.best_single_milliseconds), " for the best single backend (",
+                  html_escape(t.best_single), ").</p>\n<table class=\"regions\"><thead><tr><th>Candidate</th><th>What it changes</th>"
+                  "<th>Time</th><th>Kept</th></tr></thead><tbody>\n");
+  for (const ReportTuningCandidate& c : t.candidates) {
+    html += str_cat("<tr><td>", html_escape(c.name), "</td><td>", html_escape(c.error.empty() ? c.description : c.description + ": " + c.error),
+                    "</td><td>", c.milliseconds >= 0 ? report_detail::format_milliseconds(c.milliseconds) : std::string("failed"),
+                    "</td><td>", c.accepted ? "fastest so far" : "", "</td></tr>\n");
+  }
+  html += "</tbody></table>\n";
+}
+
 }  // namespace
 
 std::string render_report_html(const PlacementReport& report) {
@@ -233,6 +251,7 @@ std::string render_report_html(const PlacementReport& report) {
           "</main>\n<section>\n";
   append_region_table(report, html);
   append_refusals(report, html);
+  append_tuning(report, html);
   html += "</section>\n";
   append_item_data(report, layout, html);
   html += "<script>\n";

@@ -118,6 +118,20 @@ std::string render_report_json(const PlacementReport& report) {
   write_nodes(report, out);
   write_values(report, out);
   write_totals(report, out);
+  if (report.tuning.present) {
+    const ReportTuning& t = report.tuning;
+    out << "  ,\"tuning\": {\"chosen\": " << json_string(t.chosen) << ", \"milliseconds\": " << json_milliseconds(t.tuned_milliseconds)
+        << ", \"default_milliseconds\": " << json_milliseconds(t.default_milliseconds) << ", \"best_single\": " << json_string(t.best_single)
+        << ", \"best_single_milliseconds\": " << json_milliseconds(t.best_single_milliseconds) << ", \"threads\": " << t.threads
+        << ", \"cpu\": " << json_string(t.cpu) << ", \"candidates\": [";
+    for (size_t i = 0; i < t.candidates.size(); ++i) {
+      const ReportTuningCandidate& c = t.candidates[i];
+      out << (i ? ",\n" : "\n") << "    {\"name\": " << json_string(c.name) << ", \"description\": " << json_string(c.description)
+          << ", \"milliseconds\": " << json_milliseconds(c.milliseconds) << ", \"accepted\": " << (c.accepted ? "true" : "false")
+          << ", \"error\": " << json_string(c.error) << "}";
+    }
+    out << "]}\n";
+  }
   out << "}\n";
   return out.str();
 }

@@ -219,6 +219,23 @@ void write_totals(const PlacementReport& report, std::ostream& out) {
 
 }  // namespace
 
+/// The candidates `tessera tune` measured, when the placement came from its record.
+void write_tuning(const PlacementReport& report, std::ostream& out) {
+  const ReportTuning& t = report.tuning;
+  if (!t.present) return;
+  out << "\nTuned placement '" << report_detail::printable(t.chosen) << "': " << report_detail::format_milliseconds(t.tuned_milliseconds)
+      << " against " << report_detail::format_milliseconds(t.default_milliseconds) << " by default and "
+      << report_detail::format_milliseconds(t.best_single_milliseconds) << " for the best single backend ('"
+      << report_detail::printable(t.best_single) << "'); " << t.threads << (t.threads == 1 ? " thread, " : " threads, ")
+      << report_detail::printable(t.cpu) << ".\nCandidates measured (* the fastest so far):\n";
+  for (const ReportTuningCandidate& c : t.candidates) {
+    const std::string time = c.milliseconds >= 0 ? report_detail::format_milliseconds(c.milliseconds) : std::string("failed");
+    std::string line = pad_left(time, 12) + (c.accepted ? " * " : "   ") + report_detail::printable(c.name);
+    if (!c.error.empty()) line += ": " + report_detail::printable(c.error);
+    out << wrap("", line, "                ") << "\n";
+  }
+}
+
 std::string render_report_table(const PlacementReport& report) {
   report_detail::check_report(report);
   std::ostringstream out;
@@ -238,6 +255,7 @@ std::string render_report_table(const PlacementReport& report) {
   out << "\n";
   write_precision(report, out);
   write_totals(report, out);
+  write_tuning(report, out);
   return out.str();
 }
 

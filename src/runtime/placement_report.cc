@@ -4,6 +4,7 @@
 
 #include "runtime/region_plan.h"
 #include "runtime/session.h"
+#include "runtime/tuning_record.h"
 
 namespace tessera {
 
@@ -13,6 +14,19 @@ PlacementReport CompiledModel::placement_report(const std::string& model_name, c
   report.backends = partition_.backends;
   report.copies_per_run = copies_per_run_;
   report.copy_bytes_per_run = copy_bytes_per_run_;
+  if (tuning_) {
+    ReportTuning& t = report.tuning;
+    t.present = true;
+    t.chosen = tuning_->chosen;
+    t.best_single = tuning_->best_single;
+    t.cpu = tuning_->cpu;
+    t.threads = tuning_->threads;
+    t.tuned_milliseconds = tuning_->tuned_milliseconds;
+    t.default_milliseconds = tuning_->default_milliseconds;
+    t.best_single_milliseconds = tuning_->best_single_milliseconds;
+    t.seconds = tuning_->seconds;
+    for (const TuningCandidate& c : tuning_->candidates) t.candidates.push_back({c.name, c.description, c.error, c.milliseconds, c.accepted});
+  }
   const Graph& g = graph_;
   // Report values are the graph's values, by id.
   std::vector<int64_t> producer(g.values.size(), -1);

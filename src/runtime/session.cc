@@ -144,6 +144,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
     std::vector<std::string> warnings = apply_tuning(record, model->fingerprint_, options);
     model->warnings_.insert(model->warnings_.end(), warnings.begin(), warnings.end());
     if (record.fingerprint == model->fingerprint_) {
+      model->tuning_ = given_options.tuning;
       graph.metadata["tessera.tuning"] = str_cat("tuned placement '", record.chosen, "' (", record.tuned_milliseconds, " ms against ",
                                                  record.default_milliseconds, " ms by default, ", record.threads, " threads, ",
                                                  record.cpu, ")");

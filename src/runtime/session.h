@@ -185,6 +185,7 @@ class CompiledModel {
   int64_t parameter_count_ = 0;
   std::vector<std::string> warnings_;
   std::string fingerprint_;
+  std::shared_ptr<const TuningRecord> tuning_;  // the record applied at compile time (not kept in artifacts)
   /// Sets placement_[].precision from the regions' executables (after they exist).
   void read_node_precisions();
 };

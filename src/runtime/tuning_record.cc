@@ -266,23 +266,23 @@ std::string graph_fingerprint(const Graph& graph) {
   return buffer;
 }
 
-std::string machine_cpu() {
+namespace {
+
+std::string read_cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string name = line.substr(colon + 1);
-        while (!name.empty() && name.front() == ' ') name.erase(name.begin());
-        return name;
-      }
-    }
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(colon + 1);
+    while (!name.empty() && name.front() == ' ') name.erase(name.begin());
+    return name;
   }
   return "unknown";
 }
 
-std::string machine_isa() {
+std::string read_isa_flags() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   std::set<std::string> flags;
@@ -300,6 +300,19 @@ std::string machine_isa() {
     out += f;
   }
   return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+// Read once: the machine does not change under a running process.
+std::string machine_cpu() {
+  static const std::string cpu = read_cpu_model();
+  return cpu;
+}
+
+std::string machine_isa() {
+  static const std::string isa = read_isa_flags();
+  return isa;
 }
 
 std::string write_tuning_record(const TuningRecord& r) {

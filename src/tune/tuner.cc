@@ -146,53 +146,84 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
   }
   if (!best.model) throw_user_error("tune: no candidate placement compiled (", record.candidates.front().error, ")");
 
-  // 2. Move the best placement's regions, slowest first, to each other backend.
-  bool improved = true;
+  // 2. Moves from the best placement so far: each region, then each op type on one backend, to each
+  // other backend; slowest first (by a profiled run). The first move that helps is kept and the moves are
+  // made again from the new best; a move tried once is not tried again.
   std::set<std::string> tried;
-  while (improved) {
-    improved = false;
+  while (true) {
     RunProfile profile;
     best.model->run(inputs, {}, &profile);
-    const std::vector<RegionSummary>& regions = best.model->regions();
-    std::vector<size_t> order(regions.size());
-    for (size_t r = 0; r < order.size(); ++r) order[r] = r;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return profile.region_milliseconds[a] > profile.region_milliseconds[b];
-    });
+    const std::vector<NodePlacement>& rows = best.model->placement();
     const std::vector<std::pair<std::string, std::string>> current = placement_of(*best.model);
-    for (size_t r : order) {
+    struct Move {
+      std::string label, from;
+      std::vector<std::string> nodes;
+      double milliseconds = 0;
+    };
+    std::vector<Move> regions(best.model->regions().size());
+    std::map<std::pair<std::string, std::string>, Move> op_groups;  // (op type, backend)
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const NodePlacement& p = rows[i];
+      if (p.region < 0) continue;
+      const double ms = i < profile.node_milliseconds.size() ? profile.node_milliseconds[i] : 0.0;
+      Move& region = regions[static_cast<size_t>(p.region)];
+      region.from = p.backend;
+      region.nodes.push_back(p.node_name);
+      Move& group = op_groups[{p.op_type, p.backend}];
+      group.from = p.backend;
+      group.nodes.push_back(p.node_name);
+      group.milliseconds += ms;
+    }
+    std::vector<Move> moves;
+    for (size_t r = 0; r < regions.size(); ++r) {
+      Move& m = regions[r];
+      m.milliseconds = r < profile.region_milliseconds.size() ? profile.region_milliseconds[r] : 0.0;
+      char label[160];
+      std::snprintf(label, sizeof label, "region %zu (%s, %zu nodes, %.3f ms)", r, m.from.c_str(), m.nodes.size(), m.milliseconds);
+      m.label = label;
+      if (!m.nodes.empty()) moves.push_back(m);
+    }
+    std::vector<Move> groups;
+    for (auto& [key, m] : op_groups) {
+      char label[160];
+      std::snprintf(label, sizeof label, "%s on %s (%zu nodes, %.3f ms)", key.first.c_str(), m.from.c_str(), m.nodes.size(), m.milliseconds);
+      m.label = label;
+      groups.push_back(m);
+    }
+    auto slowest_first = [](const Move& a, const Move& b) { return a.milliseconds > b.milliseconds; };
+    std::stable_sort(moves.begin(), moves.end(), slowest_first);
+    std::stable_sort(groups.begin(), groups.end(), slowest_first);
+    moves.insert(moves.end(), groups.begin(), groups.end());
+    estimate = done + 1;
+    for (const Move& m : moves) estimate += static_cast<int64_t>(record.backends.size()) - 1;
+    bool improved = false, out_of_time = false;
+    for (const Move& m : moves) {
       for (const std::string& target : record.backends) {
-        if (target == regions[r].backend) continue;
-        if (seconds_since(start) + last_cost > options.budget_seconds) break;
+        if (target == m.from) continue;
+        std::string key = target;
+        for (const std::string& n : m.nodes) key += "\n" + n;
+        if (!tried.insert(key).second) continue;
+        if (seconds_since(start) + last_cost > options.budget_seconds) {
+          out_of_time = true;
+          break;
+        }
         CompileOptions moved = base;
         moved.backends = record.backends;
-        std::vector<std::string> names;
-        for (const NodePlacement& p : best.model->placement()) {
-          if (p.region == static_cast<int64_t>(r)) names.push_back(p.node_name);
-        }
-        const std::string key = target + "\n" + [&] {
-          std::string all;
-          for (const std::string& n : names) all += n + "\n";
-          return all;
-        }();
-        if (names.empty() || !tried.insert(key).second) continue;
-        const std::set<std::string> in_region(names.begin(), names.end());
-        for (const auto& [node, backend] : current) moved.place.emplace_back(node, in_region.count(node) ? target : backend);
-        char label[160];
-        std::snprintf(label, sizeof label, "region %zu (%s, %zu nodes, %.3f ms) -> %s", r, regions[r].backend.c_str(),
-                      names.size(), profile.region_milliseconds[r], target.c_str());
+        const std::set<std::string> chosen(m.nodes.begin(), m.nodes.end());
+        for (const auto& [node, backend] : current) moved.place.emplace_back(node, chosen.count(node) ? target : backend);
         const std::string previous = best.name;
-        try_candidate(label, "from '" + previous + "': the nodes of '" + names.front() + "'" +
-                                 (names.size() > 1 ? " .. '" + names.back() + "'" : "") + " on " + target,
+        try_candidate(m.label + " -> " + target,
+                      "from '" + previous + "': '" + m.nodes.front() + "'" +
+                          (m.nodes.size() > 1 ? str_cat(" and ", m.nodes.size() - 1, " more nodes") : std::string()) + " on " + target,
                       moved, nullptr, 0.02);
         if (best.name != previous) {
           improved = true;
           break;
         }
       }
-      if (improved || seconds_since(start) + last_cost > options.budget_seconds) break;
+      if (improved || out_of_time) break;
     }
-    estimate = done + 1;
+    if (!improved) break;
   }
 
   record.chosen = best.name;

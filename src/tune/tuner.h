@@ -7,12 +7,13 @@
 //     refuses). Each is compiled and timed end to end (warm-up, then the
 //     median of at least 5 runs and ~0.2 s), so the copies and layout changes
 //     at region edges are in the times. The fastest is the starting point.
-//  2. Local search over the regions of the best placement so far, slowest
-//     region first (by a profiled run): each region's nodes are moved, as one
-//     group, to each other backend of the list (a backend that refuses one of
-//     them makes the candidate fail, recorded with the reason). A move is kept
-//     when the whole model gets faster by more than 2% (the noise of a
-//     median here); the region list is then re-read from the new best.
+//  2. Local search from the best placement so far, slowest first (by a
+//     profiled run): each region's nodes, then each op type's nodes on one
+//     backend (e.g. every Softmax on dnnl), are moved as one group to each
+//     other backend of the list (a backend that refuses one of them makes the
+//     candidate fail, recorded with the reason). A move is kept when the whole
+//     model gets faster by more than 2% (the noise of a median here); the
+//     moves are then made again from the new best (none is tried twice).
 //  3. It stops when no move helps or the budget is spent (a candidate is only
 //     started when the time the last one took still fits).
 // Guarantee: the chosen placement is the fastest candidate measured, and the

@@ -78,6 +78,19 @@ def test_applying_the_record(tuned, tmp_path):
     stderr, applied = placement(model, "--backends", "test,native", "--tuning", record)
     assert set(applied.values()) == {"native"}
     assert "warning" not in stderr
+    # The reports show what was measured: every candidate, its time, which one won.
+    candidates = json.load(open(record))["candidates"]
+    report, html = str(tmp_path / "report.json"), str(tmp_path / "report.html")
+    run = cli("partition", model, "--backends", "test,native", "--tuning", record, "--json", report, "--html", html)
+    assert run.returncode == 0, run.stderr
+    assert "Tuned placement '" in run.stdout and "only native" in run.stdout
+    tuning = json.load(open(report))["tuning"]
+    assert [c["name"] for c in tuning["candidates"]] == [c["name"] for c in candidates]
+    assert tuning["chosen"] == json.load(open(record))["chosen"]
+    page = open(html).read()
+    assert "<h2>Tuning</h2>" in page and all(c["name"].replace(">", "&gt;") in page for c in candidates)
+    run = cli("partition", model, "--backends", "test,native", "--json", report)
+    assert "tuning" not in json.load(open(report))
     # Runs, and the artifact says it was tuned.
     artifact = str(tmp_path / "mlp.tsr")
     run = cli("compile", model, "--tuning", record, "-o", artifact)
@@ -134,3 +147,29 @@ def test_tune_errors(tuned, tmp_path):
     assert run.returncode != 0 and "tune the ONNX model it came from" in run.stderr
     run = cli("compile", artifact, "--tuning", str(tuned[1]), "-o", str(tmp_path / "again.tsr"))
     assert run.returncode != 0
+
+
+def test_python_api(tuned, tmp_path, monkeypatch):
+    import tessera
+    monkeypatch.setenv("TESSERA_TEST_BACKEND_DELAY_US", "3000")
+    model, _, _, _ = tuned
+    record = str(tmp_path / "py.json")
+    seen = []
+    summary = tessera.tune(model, record, backends="test,native", budget=20,
+                           progress=lambda phase, done, total: seen.append((phase, done, total)))
+    assert "chosen:" in summary and seen and seen[-1][1] == seen[-1][2]
+    assert json.load(open(record))["chosen"] != "default"
+    session = tessera.InferenceSession(model, backends="test,native", tuning=record)
+    assert {p["backend"] for p in session.placement() if p["backend"] != "folded"} == {"native"}
+    default = tessera.InferenceSession(model, backends="test,native")
+    assert "test" in {p["backend"] for p in default.placement()}
+    x = np.random.default_rng(2).standard_normal((4, 32)).astype(np.float32)
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], default.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+    def bad_progress(phase, done, total):
+        raise ValueError("stop")
+    with pytest.raises(RuntimeError, match="progress callback raised"):
+        tessera.tune(model, str(tmp_path / "x.json"), backends="test,native", budget=5, progress=bad_progress)
+    with pytest.raises(tessera.InvalidArgument, match="not valid JSON"):
+        (tmp_path / "broken.json").write_text("{")
+        tessera.InferenceSession(model, tuning=str(tmp_path / "broken.json"))
