@@ -699,3 +699,73 @@ TEST_F(ErrorTest, SaveReplacesOnlyRegularFiles) {
 }
 
 }  // namespace
+
+namespace {
+
+// tsr_tune / tsr_options_set_tuning through the C API: a real tune of a one-node model, its record
+// applied, and each bad argument a clear status.
+class TuneTest : public ErrorTest {};
+
+std::string status_text(tsr_status* status) {
+  std::string text = status ? tsr_status_message(status) : "";
+  tsr_status_free(status);
+  return text;
+}
+
+TEST_F(TuneTest, TunesAppliesAndRefusesBadArguments) {
+  const std::string model = write_model(unary_model("Relu"));
+  const std::string record = (dir_ / "tuning.json").string();
+  int calls = 0;
+  tsr_tune_config config{};
+  config.struct_size = sizeof(config);
+  config.budget_seconds = 5;
+  config.progress = [](void* user, const char*, int64_t, int64_t) { ++*static_cast<int*>(user); };
+  config.progress_user = &calls;
+  char* summary = nullptr;
+  ASSERT_EQ(status_text(tsr_tune(model.c_str(), nullptr, &config, record.c_str(), &summary)), "");
+  ASSERT_NE(summary, nullptr);
+  EXPECT_NE(std::string(summary).find("chosen:"), std::string::npos) << summary;
+  tsr_string_free(summary);
+  EXPECT_GE(calls, 3);  // default, and each default backend alone, at least
+
+  tsr_options* options = nullptr;
+  ASSERT_EQ(tsr_options_create(&options), nullptr);
+  ASSERT_EQ(status_text(tsr_options_set_tuning(options, record.c_str())), "");
+  tsr_model* m = nullptr;
+  ASSERT_EQ(status_text(tsr_model_load(model.c_str(), options, &m)), "");
+  EXPECT_EQ(std::string(tsr_model_warnings(m)), "");
+  bool tuned = false;
+  for (size_t i = 0; i < tsr_model_metadata_count(m); ++i) {
+    const char* key = nullptr;
+    const char* value = nullptr;
+    ASSERT_EQ(tsr_model_metadata(m, i, &key, &value), nullptr);
+    tuned |= std::string(key) == "tessera.tuning";
+  }
+  EXPECT_TRUE(tuned);
+  tsr_model_free(m);
+  // The same record on another model: a warning, and the default placement.
+  const std::string other = write_model(unary_model("Sigmoid"), "other.onnx");
+  ASSERT_EQ(status_text(tsr_model_load(other.c_str(), options, &m)), "");
+  EXPECT_NE(std::string(tsr_model_warnings(m)).find("made for another model"), std::string::npos);
+  tsr_model_free(m);
+
+  EXPECT_NE(status_text(tsr_options_set_tuning(options, (dir_ / "missing.json").string().c_str())).find("cannot open"),
+            std::string::npos);
+  EXPECT_NE(status_text(tsr_options_set_tuning(options, nullptr)), "");
+  tsr_options_free(options);
+  EXPECT_NE(status_text(tsr_tune(nullptr, nullptr, nullptr, record.c_str(), nullptr)), "");
+  EXPECT_NE(status_text(tsr_tune(model.c_str(), nullptr, nullptr, nullptr, nullptr)), "");
+  config.budget_seconds = -1;
+  EXPECT_NE(status_text(tsr_tune(model.c_str(), nullptr, &config, record.c_str(), nullptr)).find("budget_seconds"),
+            std::string::npos);
+  config.struct_size = 0;
+  EXPECT_NE(status_text(tsr_tune(model.c_str(), nullptr, &config, record.c_str(), nullptr)).find("struct_size"),
+            std::string::npos);
+  // A model that does not load is the loader's error, and no record is written.
+  const std::string bad_record = (dir_ / "never.json").string();
+  EXPECT_NE(status_text(tsr_tune(write("garbage.onnx", "not a model").c_str(), nullptr, nullptr, bad_record.c_str(), nullptr)),
+            "");
+  EXPECT_FALSE(fs::exists(bad_record));
+}
+
+}  // namespace
