@@ -321,4 +321,65 @@ std::string encode_npy(const NpyArray& array, const std::string& path) {
   return bytes;
 }
 
+bool is_bfloat16(DLDataType dtype) { return dtype.code == kDLBfloat && dtype.bits == 16 && dtype.lanes == 1; }
+
+uint16_t float_to_bfloat16_bits(float value) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0) {
+    return static_cast<uint16_t>((bits >> 16) | 0x0040u);  // NaN: keep the sign, make it quiet
+  }
+  bits += 0x7FFFu + ((bits >> 16) & 1u);  // round to nearest, ties to even (overflow goes to infinity)
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float bfloat16_bits_to_float(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value = 0;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
+NpyArray to_bfloat16(const NpyArray& array, const std::string& name) {
+  NpyArray out;
+  out.dtype = DLDataType{kDLBfloat, 16, 1};
+  out.shape = array.shape;
+  const size_t n = array.data.size() / std::max<size_t>(1, dl_dtype_size(array.dtype));
+  out.data.resize(n * 2);
+  auto* dst = reinterpret_cast<uint16_t*>(out.data.data());
+  if (array.dtype.code == kDLFloat && array.dtype.bits == 32 && array.dtype.lanes == 1) {
+    for (size_t i = 0; i < n; ++i) {
+      float v = 0;
+      std::memcpy(&v, array.data.data() + i * 4, 4);
+      dst[i] = float_to_bfloat16_bits(v);
+    }
+  } else if (array.dtype.code == kDLUInt && array.dtype.bits == 16 && array.dtype.lanes == 1) {
+    std::memcpy(dst, array.data.data(), n * 2);
+  } else {
+    throw std::runtime_error(name + ": holds " + dl_dtype_name(array.dtype) +
+                             "; a bfloat16 input reads float32 (rounded to bfloat16) or uint16 (bit patterns)");
+  }
+  return out;
+}
+
+NpyArray from_bfloat16(const NpyArray& array, bool bits) {
+  NpyArray out;
+  out.shape = array.shape;
+  const size_t n = array.data.size() / 2;
+  if (bits) {
+    out.dtype = DLDataType{kDLUInt, 16, 1};
+    out.data = array.data;
+    return out;
+  }
+  out.dtype = DLDataType{kDLFloat, 32, 1};
+  out.data.resize(n * 4);
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t b = 0;
+    std::memcpy(&b, array.data.data() + i * 2, 2);
+    const float v = bfloat16_bits_to_float(b);
+    std::memcpy(out.data.data() + i * 4, &v, 4);
+  }
+  return out;
+}
+
 }  // namespace tessera::tools

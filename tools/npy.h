@@ -32,4 +32,18 @@ size_t dl_dtype_size(DLDataType dtype);
 /// "float32", "int64", "bool", ...
 std::string dl_dtype_name(DLDataType dtype);
 
+// .npy has no bfloat16. The CLI's convention (README, "bfloat16 in .npy"):
+//   - a bfloat16 model input reads a float32 file, rounded to nearest even (NaN stays NaN), or a uint16
+//     file holding the values' bit patterns, exactly;
+//   - a bfloat16 output is written as float32 (every bfloat16 value is exactly a float32), or, with
+//     --bfloat16-bits, as uint16 bit patterns.
+bool is_bfloat16(DLDataType dtype);
+/// A bfloat16 array from a float32 (rounded) or uint16 (bit patterns) one; other dtypes throw.
+NpyArray to_bfloat16(const NpyArray& array, const std::string& name);
+/// A bfloat16 array widened to float32 (exact), or its bit patterns as uint16.
+NpyArray from_bfloat16(const NpyArray& array, bool bits);
+/// float32 -> bfloat16 bits, round to nearest even, NaN kept NaN (quiet).
+uint16_t float_to_bfloat16_bits(float value);
+float bfloat16_bits_to_float(uint16_t bits);
+
 }  // namespace tessera::tools

@@ -43,6 +43,7 @@ const char* kUsage =
     "                  [--json FILE] [--dot FILE] [--html FILE]\n"
     "  tessera run MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
     "              [--output-dir DIR] [--threads N] [--placement] [--profile] [--random-inputs] [--seed S]\n"
+    "              [--bfloat16-bits]\n"
     "              [--report FILE.{txt,json,dot,html}]  (with --profile, the report shows the times)\n"
     "  tessera info MODEL [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
     "  tessera bench MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [--threads N]\n"
@@ -86,6 +87,8 @@ const char* kUsage =
     "  --tuning TUNING.json     the placement `tessera tune` chose for this model\n"
     "  SELECTOR is a node name, op:TYPE, or an op type when no node has that name.\n"
     "DIMS is like 1x3x224x224 (or 'scalar'); a symbolic dimension can be bound by name: --input-shape batch=4.\n"
+    "bfloat16 in .npy (which has none): a bfloat16 input reads float32 (rounded to nearest even) or uint16\n"
+    "(bit patterns); run writes bfloat16 outputs as float32 (exact), or as uint16 bit patterns with --bfloat16-bits.\n"
     "Without --input, inputs are random (seeded, uniform in [-1, 1) for float32/64, 0 otherwise), and run\n"
     "says so. With some --input, every input must be given, unless --random-inputs fills the rest.\n"
     "Files are written through a temporary file and renamed; only regular files are replaced. --output-dir\n"
@@ -105,6 +108,7 @@ struct Args {
   bool profile = false;
   bool keep_weights = false;
   bool random_inputs = false;  // fill inputs not given with --input
+  bool bfloat16_bits = false;  // run: write bfloat16 outputs as uint16 bit patterns (default: float32)
   uint64_t seed = 0;
   std::string backends;
   std::vector<std::string> plugins;  // --backend-plugin, in order
@@ -276,6 +280,8 @@ Args parse_args(int argc, char** argv) {
       args.precision = value();
     } else if (a == "--strict") {
       args.strict = true;
+    } else if (a == "--bfloat16-bits" && args.command == "run") {
+      args.bfloat16_bits = true;
     } else if (a == "--placement") {
       args.placement = true;
     } else if (a == "--profile") {
@@ -421,6 +427,17 @@ std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArr
     NpyArray array;
     if (it != args.inputs.end()) {
       array = std::move(files.at(it->first));
+      if (tessera::tools::is_bfloat16(info.dtype) && !same_dtype(array.dtype, info.dtype)) {
+        // .npy has no bfloat16: float32 values are rounded to it, uint16 ones are its bit patterns.
+        const bool bits = array.dtype.code == kDLUInt && array.dtype.bits == 16;
+        try {
+          array = tessera::tools::to_bfloat16(array, "input '" + std::string(info.name) + "': " + it->second);
+        } catch (const std::runtime_error& e) {
+          throw CliError(e.what());
+        }
+        notes << "input " << info.name << ": " << (bits ? "uint16 bit patterns read as bfloat16" : "float32 rounded to bfloat16 (nearest even)")
+              << "\n";
+      }
       if (!same_dtype(array.dtype, info.dtype)) {
         throw CliError("input '" + std::string(info.name) + "': " + it->second + " holds " +
                        tessera::tools::dl_dtype_name(array.dtype) + ", the model expects " +
@@ -434,7 +451,11 @@ std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArr
       array.data.assign(static_cast<size_t>(n) * tessera::tools::dl_dtype_size(info.dtype), 0);
       const bool f32 = info.dtype.code == kDLFloat && info.dtype.bits == 32;
       const bool f64 = info.dtype.code == kDLFloat && info.dtype.bits == 64;
-      if (f32) {
+      const bool bf16 = tessera::tools::is_bfloat16(info.dtype);
+      if (bf16) {
+        auto* p = reinterpret_cast<uint16_t*>(array.data.data());
+        for (int64_t k = 0; k < n; ++k) p[k] = tessera::tools::float_to_bfloat16_bits(static_cast<float>(uniform(rng)));
+      } else if (f32) {
         auto* p = reinterpret_cast<float*>(array.data.data());
         for (int64_t k = 0; k < n; ++k) p[k] = static_cast<float>(uniform(rng));
       } else if (f64) {
@@ -443,7 +464,7 @@ std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArr
       }
       notes << "input " << info.name << ": " << tessera::tools::dl_dtype_name(info.dtype) << "["
             << shape_text(info.shape, info.ndim) << "] "
-            << (f32 || f64 ? "random, uniform in [-1, 1) (seed " + std::to_string(args.seed) + ")" : std::string("zeros"))
+            << (f32 || f64 || bf16 ? "random, uniform in [-1, 1) (seed " + std::to_string(args.seed) + ")" : std::string("zeros"))
             << ", not read from a file\n";
     }
     arrays.push_back(std::move(array));
@@ -513,10 +534,13 @@ std::string summarize(const DLTensor& t) {
   int64_t n = 1;
   for (int i = 0; i < t.ndim; ++i) n *= t.shape[i];
   char buffer[256] = "";
-  if (n > 0 && t.dtype.code == kDLFloat && (t.dtype.bits == 32 || t.dtype.bits == 64)) {
+  const bool bf16 = tessera::tools::is_bfloat16(t.dtype);
+  if (n > 0 && (bf16 || (t.dtype.code == kDLFloat && (t.dtype.bits == 32 || t.dtype.bits == 64)))) {
     double lo = INFINITY, hi = -INFINITY, sum = 0;
     for (int64_t i = 0; i < n; ++i) {
-      double v = t.dtype.bits == 32 ? static_cast<const float*>(t.data)[i] : static_cast<const double*>(t.data)[i];
+      double v = bf16                ? tessera::tools::bfloat16_bits_to_float(static_cast<const uint16_t*>(t.data)[i])
+                 : t.dtype.bits == 32 ? static_cast<const float*>(t.data)[i]
+                                      : static_cast<const double*>(t.data)[i];
       lo = std::min(lo, v);
       hi = std::max(hi, v);
       sum += v;
@@ -902,6 +926,10 @@ int command_run(const Args& args) {
       for (int64_t d : a.shape) n *= d;
       const auto* p = static_cast<const unsigned char*>(t.data);
       a.data.assign(p, p + static_cast<size_t>(n) * tessera::tools::dl_dtype_size(t.dtype));
+      if (tessera::tools::is_bfloat16(a.dtype)) {
+        a = tessera::tools::from_bfloat16(a, args.bfloat16_bits);  // .npy has no bfloat16
+        std::cout << (args.bfloat16_bits ? " (as uint16 bit patterns)" : " (as float32, exactly)");
+      }
       const std::string name = file_names[i] + ".npy";
       const std::string path = (std::filesystem::path(args.output_dir) / name).string();
       const std::string bytes = tessera::tools::encode_npy(a, path);
