@@ -134,6 +134,34 @@ struct Options {
 
 const tsr_options* native(const Options* options) { return options ? options->options : nullptr; }
 
+/// A Python progress(phase, done, total) behind a C tsr_progress_fn: an exception it raises is kept,
+/// later calls are skipped, and the caller re-raises it once the C call has returned (no exception
+/// crosses the C API).
+struct PythonProgress {
+  py::object callback;
+  std::string error;
+
+  static void call(void* user, const char* phase, int64_t done, int64_t total) {
+    auto* self = static_cast<PythonProgress*>(user);
+    py::gil_scoped_acquire gil;
+    if (!self->error.empty()) return;
+    try {
+      self->callback(phase, done, total);
+    } catch (py::error_already_set& e) {
+      self->error = e.what();
+    }
+  }
+  /// Sets a C config's progress members when there is a callback.
+  void install(tsr_progress_fn& fn, void*& user) {
+    if (callback.is_none()) return;
+    fn = &PythonProgress::call;
+    user = this;
+  }
+  void rethrow(const char* what) const {
+    if (!error.empty()) throw std::runtime_error(std::string(what) + ": the progress callback raised: " + error);
+  }
+};
+
 /// Options from the package's plain values (None = the default).
 std::unique_ptr<Options> make_options(py::object threads, py::object backends, const std::vector<std::string>& place,
                                       const std::vector<std::string>& deny, py::object min_region_size,
@@ -697,10 +725,7 @@ PYBIND11_MODULE(_tessera, m) {
   m.def("quantize", [](const std::string& model, const std::string& output, const Options* options, py::list samples,
                        const std::string& method, double percentile, bool per_channel, const std::string& exclude,
                        int random, uint64_t seed, py::object progress) {
-    struct Progress {
-      py::object callback;
-      std::string error;
-    } state{progress, ""};
+    PythonProgress state{progress, ""};
     tsr_quantize_config config{};
     config.struct_size = sizeof(config);
     config.method = method.c_str();
@@ -709,19 +734,7 @@ PYBIND11_MODULE(_tessera, m) {
     config.exclude = exclude.empty() ? nullptr : exclude.c_str();
     config.random_samples = random;
     config.seed = seed;
-    if (!progress.is_none()) {
-      config.progress = [](void* user, const char* phase, int64_t done, int64_t total) {
-        auto* st = static_cast<Progress*>(user);
-        py::gil_scoped_acquire gil;
-        if (!st->error.empty()) return;
-        try {
-          st->callback(phase, done, total);
-        } catch (py::error_already_set& e) {
-          st->error = e.what();  // raised once the quantizer returns: no exception crosses the C API
-        }
-      };
-      config.progress_user = &state;
-    }
+    state.install(config.progress, config.progress_user);
     tsr_quantizer* raw = nullptr;
     check(tsr_quantizer_create(model.c_str(), native(options), &config, &raw));
     std::unique_ptr<tsr_quantizer, void (*)(tsr_quantizer*)> quantizer(raw, tsr_quantizer_free);
@@ -737,37 +750,22 @@ PYBIND11_MODULE(_tessera, m) {
     check_without_gil([&] { return tsr_quantizer_write(quantizer.get(), output.c_str(), &summary); });
     std::string text = summary ? summary : "";
     tsr_string_free(summary);
-    if (!state.error.empty()) throw std::runtime_error("quantize: the progress callback raised: " + state.error);
+    state.rethrow("quantize");
     return text;
   });
   // Measured placement (tessera.tune): writes the tuning record, returns the summary table.
   m.def("tune", [](const std::string& model, const std::string& output, const Options* options, double budget,
                    py::object progress) {
-    struct Progress {
-      py::object callback;
-      std::string error;
-    } state{progress, ""};
+    PythonProgress state{progress, ""};
     tsr_tune_config config{};
     config.struct_size = sizeof(config);
     config.budget_seconds = budget;
-    if (!progress.is_none()) {
-      config.progress = [](void* user, const char* phase, int64_t done, int64_t total) {
-        auto* st = static_cast<Progress*>(user);
-        py::gil_scoped_acquire gil;
-        if (!st->error.empty()) return;
-        try {
-          st->callback(phase, done, total);
-        } catch (py::error_already_set& e) {
-          st->error = e.what();  // raised once tsr_tune returns: no exception crosses the C API
-        }
-      };
-      config.progress_user = &state;
-    }
+    state.install(config.progress, config.progress_user);
     char* summary = nullptr;
     check_without_gil([&] { return tsr_tune(model.c_str(), native(options), &config, output.c_str(), &summary); });
     std::string text = summary ? summary : "";
     tsr_string_free(summary);
-    if (!state.error.empty()) throw std::runtime_error("tune: the progress callback raised: " + state.error);
+    state.rethrow("tune");
     return text;
   });
   m.def("is_artifact_file", [](const std::string& path) { return tsr_file_is_artifact(path.c_str()) != 0; });
