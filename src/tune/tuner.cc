@@ -98,6 +98,7 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
   Best best;
   double last_cost = 0;
   // Compiles and measures one candidate; keeps it when it is the fastest so far by `margin`.
+  std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, size_t>> measured;  // placement, candidate
   auto try_candidate = [&](const std::string& name, const std::string& description, CompileOptions candidate_options,
                            std::unique_ptr<CompiledModel> compiled, double margin) -> double {
     progress();
@@ -105,15 +106,33 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
     TuningCandidate c;
     c.name = name;
     c.description = description;
+    bool repeated = false;
     try {
       if (!compiled) compiled = CompiledModel::compile(graph, candidate_options);
-      c.milliseconds = measure(*compiled, inputs);
+      // A placement measured before (e.g. the default order and the first backend alone) keeps that
+      // time: measuring it again would only choose between two samples of the same thing.
+      auto placement = placement_of(*compiled);
+      for (const auto& [seen, index] : measured) {
+        if (seen != placement) continue;
+        c.milliseconds = record.candidates[index].milliseconds;
+        c.description += " (the same placement as '" + record.candidates[index].name + "': not measured again)";
+        repeated = true;
+        break;
+      }
+      if (!repeated) {
+        c.milliseconds = measure(*compiled, inputs);
+        measured.emplace_back(std::move(placement), record.candidates.size());
+      }
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::kInternal) throw;
       c.error = e.what();  // e.g. a backend refusing a node moved to it
     }
     ++done;
     last_cost = seconds_since(t0);
+    if (repeated) {
+      record.candidates.push_back(c);
+      return c.milliseconds;
+    }
     if (c.milliseconds >= 0 && (!best.model || c.milliseconds < best.milliseconds * (1.0 - margin))) {
       c.accepted = true;
       best.model = std::move(compiled);

@@ -7,6 +7,8 @@
 //     refuses). Each is compiled and timed end to end (warm-up, then the
 //     median of at least 5 runs and ~0.2 s), so the copies and layout changes
 //     at region edges are in the times. The fastest is the starting point.
+//     A candidate whose placement (node -> backend) was measured already
+//     keeps that time and is listed as the same placement, not measured again.
 //  2. Local search from the best placement so far, slowest first (by a
 //     profiled run): each region's nodes, then each op type's nodes on one
 //     backend (e.g. every Softmax on dnnl), are moved as one group to each

@@ -63,6 +63,10 @@ def test_measurement_overturns_priority(tuned):
     # The single-backend placements are always measured; the slow backend's are much slower.
     assert {"default", "only test", "only native"} <= set(times), times
     assert times["default"] > 5 * times["only native"], times
+    # The test backend alone places every node as the default order does: listed, not measured again.
+    only_test = next(c for c in record["candidates"] if c["name"] == "only test")
+    assert "the same placement as 'default'" in only_test["description"]
+    assert only_test["milliseconds"] == times["default"] and not only_test["accepted"]
     assert record["chosen"] != "default"
     assert all(p["backend"] == "native" for p in record["placement"]), record["placement"]
     # Never slower than the best single backend (as measured in the same run).
