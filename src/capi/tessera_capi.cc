@@ -298,15 +298,28 @@ tsr_status* fill_info(const tessera::ValueDesc& desc, const std::vector<const ch
   return nullptr;
 }
 
-/// Imports or loads; compiles an ONNX graph with the options (shapes from data bound only to inputs the model has).
-std::unique_ptr<tessera::CompiledModel> compile_graph(tessera::Graph graph, const tsr_options& opts) {
+/// The compile options for `graph`: shapes from data bound only to inputs the model has.
+tessera::CompileOptions compile_options_for(const tessera::Graph& graph, const tsr_options& opts) {
   tessera::CompileOptions compile = opts.compile;
   for (const auto& [name, shape] : opts.data_shapes) {
     bool is_input = false;
     for (tessera::ValueId id : graph.inputs) is_input |= graph.value(id).name == name;
     if (is_input) compile.input_shapes.emplace(name, shape);  // a shape set by name wins
   }
+  return compile;
+}
+
+/// Compiles an ONNX graph with the options.
+std::unique_ptr<tessera::CompiledModel> compile_graph(tessera::Graph graph, const tsr_options& opts) {
+  tessera::CompileOptions compile = compile_options_for(graph, opts);
   return tessera::CompiledModel::compile(std::move(graph), compile);
+}
+
+/// The ONNX model at `path`, imported; an artifact there is a user error, `if_artifact` ending its message.
+tessera::Graph import_model_file(const char* path, const tsr_options& opts, const char* if_artifact) {
+  check_model_file(path);
+  if (tessera::is_artifact_file(path)) tessera::throw_user_error("'", path, "' is a compiled artifact", if_artifact);
+  return tessera::onnx_frontend::import_onnx_file(path, opts.import);
 }
 
 tsr_source* make_source(tessera::Graph graph) {
@@ -641,11 +654,7 @@ tsr_status* tsr_source_load(const char* path, const tsr_options* options, tsr_so
   return guarded([&] {
     tsr_options defaults;
     const tsr_options& opts = options ? *options : defaults;
-    check_model_file(path);
-    if (tessera::is_artifact_file(path)) {
-      tessera::throw_user_error("'", path, "' is a compiled artifact, not an ONNX model: load it with tsr_model_load");
-    }
-    *out_source = make_source(tessera::onnx_frontend::import_onnx_file(path, opts.import));
+    *out_source = make_source(import_model_file(path, opts, ", not an ONNX model: load it with tsr_model_load"));
   });
 }
 
@@ -958,11 +967,7 @@ tsr_status* tsr_quantizer_create(const char* model_path, const tsr_options* opti
       }
 #undef TSR_QCONFIG_HAS
     }
-    check_model_file(model_path);
-    if (tessera::is_artifact_file(model_path)) {
-      tessera::throw_user_error("'", model_path, "' is a compiled artifact: quantize the ONNX model it came from");
-    }
-    tessera::Graph graph = tessera::onnx_frontend::import_onnx_file(model_path, opts.import);
+    tessera::Graph graph = import_model_file(model_path, opts, ": quantize the ONNX model it came from");
     auto made = std::make_unique<tsr_quantizer>();
     std::unique_ptr<tsr_source> source(make_source(graph));
     made->inputs = source->inputs;
@@ -1036,17 +1041,8 @@ tsr_status* tsr_tune(const char* model_path, const tsr_options* options, const t
 #undef TSR_TCONFIG_HAS
     }
     if (opts.compile.tuning) tessera::throw_user_error("tune: the options already carry a tuning record");
-    check_model_file(model_path);
-    if (tessera::is_artifact_file(model_path)) {
-      tessera::throw_user_error("'", model_path, "' is a compiled artifact: tune the ONNX model it came from");
-    }
-    tessera::Graph graph = tessera::onnx_frontend::import_onnx_file(model_path, opts.import);
-    tune.base = opts.compile;
-    for (const auto& [name, shape] : opts.data_shapes) {
-      for (tessera::ValueId id : graph.inputs) {
-        if (graph.value(id).name == name) tune.base.input_shapes.emplace(name, shape);
-      }
-    }
+    const tessera::Graph graph = import_model_file(model_path, opts, ": tune the ONNX model it came from");
+    tune.base = compile_options_for(graph, opts);
     const tessera::TuningRecord record = tessera::tune_placement(graph, tune);
     const std::string text = tessera::write_tuning_record(record);
     tessera::safe_file::replace_file(record_path, [&](const tessera::safe_file::Sink& sink) { sink(text.data(), text.size()); });

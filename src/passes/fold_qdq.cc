@@ -77,7 +77,11 @@ class QdqFolder {
     // Products left in float32 (no QuantizeLinear after them: a classifier's Gemm, a model output).
     std::map<size_t, std::vector<Node>> after;
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {
-      if (!erase[i] && fold_float_product(i, &after[i])) ++folded;
+      std::vector<Node> added;
+      if (!erase[i] && fold_float_product(i, &added)) {
+        after[i] = std::move(added);
+        ++folded;
+      }
     }
     std::vector<Node> kept;
     for (size_t i = 0; i < graph_.nodes.size(); ++i) {

@@ -63,7 +63,6 @@ std::vector<std::pair<std::string, std::string>> placement_of(const CompiledMode
 
 struct Best {
   std::unique_ptr<CompiledModel> model;
-  CompileOptions options;
   double milliseconds = 0;
   std::string name;
 };
@@ -99,7 +98,7 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
   double last_cost = 0;
   // Compiles and measures one candidate; keeps it when it is the fastest so far by `margin`.
   std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, size_t>> measured;  // placement, candidate
-  auto try_candidate = [&](const std::string& name, const std::string& description, CompileOptions candidate_options,
+  auto try_candidate = [&](const std::string& name, const std::string& description, const CompileOptions& candidate_options,
                            std::unique_ptr<CompiledModel> compiled, double margin) -> double {
     progress();
     const Clock::time_point t0 = Clock::now();
@@ -136,7 +135,6 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
     if (c.milliseconds >= 0 && (!best.model || c.milliseconds < best.milliseconds * (1.0 - margin))) {
       c.accepted = true;
       best.model = std::move(compiled);
-      best.options = std::move(candidate_options);
       best.milliseconds = c.milliseconds;
       best.name = name;
     }
