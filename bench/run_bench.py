@@ -127,11 +127,24 @@ def ensure_onnxruntime():
         subprocess.run(["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=HERE, check=True)
 
 
-def tessera_median(tessera, path, inputs, threads, warmup, iterations, backends, plugins=(), precision=None):
+def add_common_arguments(parser):
+    """The options every bench script takes: the CLI, the work folder, thread counts and iterations."""
+    parser.add_argument("--tessera", default=os.path.join(HERE, "..", "build", "tessera"))
+    parser.add_argument("--work", default=os.path.join(HERE, "..", "build", "bench"))
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+
+
+def tessera_median(tessera, path, inputs, threads, warmup, iterations, backends, plugins=(), precision=None, extra=()):
+    """`tessera bench`'s median in ms; backends None: the default list; extra: more CLI options."""
     cmd = [tessera, "bench", path, "--threads", str(threads), "--warmup", str(warmup), "--iterations",
-           str(iterations), "--json", "--backends", backends] + sum((["--input", "%s=%s" % kv] for kv in inputs), [])
+           str(iterations), "--json"] + sum((["--input", "%s=%s" % kv] for kv in inputs), [])
+    if backends is not None:
+        cmd += ["--backends", backends]
     if precision:
         cmd += ["--precision", precision]
+    cmd += list(extra)
     cmd += sum((["--backend-plugin", p] for p in plugins), [])
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
@@ -150,11 +163,7 @@ def ort_median(path, inputs, threads, warmup, iterations):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--tessera", default=os.path.join(HERE, "..", "build", "tessera"))
-    parser.add_argument("--work", default=os.path.join(HERE, "..", "build", "bench"))
-    parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
+    add_common_arguments(parser)
     parser.add_argument("--models", default="resnet50,mobilenet_v2,bert_base")
     parser.add_argument("--configs", default="native,dnnl+native",
                         help="Tessera backend lists to time, comma-separated, '+' between backends, "

@@ -78,11 +78,7 @@ def accuracy(name, path, qdq_path, count):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--tessera", default=os.path.join(HERE, "..", "build", "tessera"))
-    parser.add_argument("--work", default=os.path.join(HERE, "..", "build", "bench"))
-    parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
+    run_bench.add_common_arguments(parser)
     parser.add_argument("--models", default="resnet50,mobilenet_v2,bert_base")
     parser.add_argument("--calibration", type=int, default=32, help="random calibration inputs")
     parser.add_argument("--accuracy", type=int, default=200, help="inputs for the accuracy columns (0: none)")

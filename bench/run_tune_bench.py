@@ -35,22 +35,14 @@ from run_bench import check_models  # noqa: E402
 
 
 def bench(tessera, path, inputs, threads, args, extra):
-    cmd = [tessera, "bench", path, "--threads", str(threads), "--warmup", str(args.warmup), "--iterations",
-           str(args.iterations), "--json"] + sum((["--input", "%s=%s" % kv] for kv in inputs), []) + extra
-    cmd += sum((["--backend-plugin", p] for p in args.plugins), [])
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError("tessera bench: " + out.stderr.strip())
-    return json.loads(out.stdout)["median_ms"]
+    """`tessera bench` with the default backend list and the plug-ins, plus `extra` options."""
+    return run_bench.tessera_median(tessera, path, inputs, threads, args.warmup, args.iterations, None, args.plugins,
+                                    extra=extra)
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--tessera", default=os.path.join(HERE, "..", "build", "tessera"))
-    parser.add_argument("--work", default=os.path.join(HERE, "..", "build", "bench"))
-    parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--iterations", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
+    run_bench.add_common_arguments(parser)
     parser.add_argument("--budget", type=float, default=60)
     parser.add_argument("--models", default="resnet50,mobilenet_v2,bert_base,torch_transformer_encoder,recurrent_tagger")
     parser.add_argument("--backend-plugin", action="append", default=[], dest="plugins")
