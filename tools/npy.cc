@@ -1,5 +1,6 @@
 // .npy reading and writing: the fixed prefix (magic, version, header length),
-// a strict parser for the header's Python dict, and the data checks.
+// a strict parser for the header's Python dict, the data checks, and numpy's
+// fixed-width UTF-32 string arrays ('<U{n}') to and from UTF-8.
 #include "npy.h"
 
 #include <fcntl.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string_view>
@@ -30,6 +32,8 @@ const DescrEntry kDescrs[] = {
 constexpr size_t kMaxHeaderBytes = 65536;
 /// Larger arrays are not plausible inputs; the cap keeps the size arithmetic far from overflow.
 constexpr uint64_t kMaxDataBytes = uint64_t{1} << 40;
+/// Widest string dtype read: '<U{n}' with 4 * n bytes per element within kMaxDataBytes.
+constexpr uint64_t kMaxStringChars = kMaxDataBytes / 4;
 
 bool same(DLDataType a, DLDataType b) { return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes; }
 
@@ -71,7 +75,93 @@ struct Header {
   DLDataType dtype{};
   std::vector<int64_t> shape;
   size_t data_bytes = 0;
+  size_t elements = 0;
+  // A string dtype, '<U{chars}' or (big_endian) '>U{chars}': 4 * chars bytes per element.
+  bool is_string = false;
+  bool big_endian = false;
+  size_t chars = 0;
 };
+
+/// "element 7", and for two or more dimensions "element 7 (index [1, 3])".
+std::string element_text(const std::vector<int64_t>& shape, uint64_t flat) {
+  std::string text = "element " + std::to_string(flat);
+  if (shape.size() < 2) return text;
+  std::vector<uint64_t> index(shape.size());
+  uint64_t rest = flat;
+  for (size_t i = shape.size(); i-- > 0;) {
+    const uint64_t size = static_cast<uint64_t>(shape[i]);
+    index[i] = size ? rest % size : 0;
+    rest = size ? rest / size : 0;
+  }
+  text += " (index [";
+  for (size_t i = 0; i < index.size(); ++i) {
+    if (i) text += ", ";
+    text += std::to_string(index[i]);
+  }
+  return text + "])";
+}
+
+std::string code_point_text(uint32_t cp) {
+  char buffer[16];
+  std::snprintf(buffer, sizeof buffer, cp > 0x10FFFF ? "0x%X" : "U+%04X", static_cast<unsigned>(cp));
+  return buffer;
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+/// Decodes the code point at `pos` of strict UTF-8 (no overlong forms, surrogates or values above
+/// U+10FFFF) and moves `pos` past it; false, with `pos` unchanged, where the bytes are not UTF-8.
+bool next_code_point(std::string_view s, size_t& pos, uint32_t& cp) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char lead = byte(pos);
+  if (lead < 0x80) {
+    cp = lead;
+    ++pos;
+    return true;
+  }
+  size_t length = 0;
+  unsigned char low = 0x80, high = 0xBF;  // the range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+    cp = lead & 0x1F;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    cp = lead & 0x0F;
+    if (lead == 0xE0) low = 0xA0;   // overlong
+    if (lead == 0xED) high = 0x9F;  // surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    cp = lead & 0x07;
+    if (lead == 0xF0) low = 0x90;   // overlong
+    if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
+  } else {
+    return false;
+  }
+  if (s.size() - pos < length) return false;
+  for (size_t i = 1; i < length; ++i) {
+    const unsigned char c = byte(pos + i);
+    if (c < (i == 1 ? low : 0x80) || c > (i == 1 ? high : 0xBF)) return false;
+    cp = (cp << 6) | (c & 0x3F);
+  }
+  pos += length;
+  return true;
+}
 
 /// A recursive-descent reader of the header's one-line Python dict literal.
 class HeaderParser {
@@ -124,13 +214,20 @@ class HeaderParser {
       ++pos_;
     }
     if (!have_descr || !have_order || !have_shape) malformed("the header needs 'descr', 'fortran_order' and 'shape'");
-    header.dtype = dtype_of(descr);
-    uint64_t bytes = (header.dtype.bits + 7) / 8;
+    if (!string_dtype(descr, header)) header.dtype = dtype_of(descr);
+    const uint64_t item_bytes = header.is_string ? 4 * uint64_t{header.chars} : (header.dtype.bits + 7) / 8;
+    // The element count, and the product of the nonzero sizes, stay within the cap too: a zero size
+    // makes the array empty, but the other sizes must still be sizes that can be multiplied.
+    uint64_t elements = 1, nonzero = 1;
     for (int64_t d : header.shape) {
-      if (d > 0 && bytes > kMaxDataBytes / static_cast<uint64_t>(d)) fail(path_, "npy shape is too large");
-      bytes *= static_cast<uint64_t>(d);
+      const uint64_t size = static_cast<uint64_t>(d);
+      if (size > 0 && nonzero > kMaxDataBytes / size) fail(path_, "npy shape is too large");
+      if (size > 0) nonzero *= size;
+      elements *= size;
     }
-    header.data_bytes = static_cast<size_t>(bytes);
+    if (elements > 0 && item_bytes > kMaxDataBytes / elements) fail(path_, "npy shape is too large");
+    header.elements = static_cast<size_t>(elements);
+    header.data_bytes = static_cast<size_t>(elements * item_bytes);
     return header;
   }
 
@@ -185,7 +282,35 @@ class HeaderParser {
     if (shape.size() == 1 && !trailing_comma) malformed("'shape' is not a tuple (one dimension is written (N,))");
     return shape;
   }
+  /// '<U{n}' and '>U{n}': true, with `header` set; false for every other descr.
+  bool string_dtype(const std::string& descr, Header& header) const {
+    if (descr.size() < 2 || descr[1] != 'U') return false;
+    const std::string digits = descr.substr(2);
+    if ((descr[0] != '<' && descr[0] != '>') || digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
+      fail(path_, "unsupported npy dtype '" + descr + "' (numpy writes strings as '<U' and the number of characters)");
+    }
+    const std::string significant = digits.substr(std::min(digits.find_first_not_of('0'), digits.size()));
+    const uint64_t chars = significant.size() > 12 ? kMaxStringChars + 1 : std::stoull("0" + significant);
+    if (chars > kMaxStringChars) {
+      fail(path_, "npy string dtype '" + descr + "' is too wide (at most " + std::to_string(kMaxStringChars) +
+                      " characters per element)");
+    }
+    if (chars == 0) fail(path_, "npy string dtype '" + descr + "' has no room for characters (numpy writes at least '<U1')");
+    header.is_string = true;
+    header.big_endian = descr[0] == '>';
+    header.chars = static_cast<size_t>(chars);
+    header.dtype = kNpyStringDtype;
+    return true;
+  }
   DLDataType dtype_of(std::string descr) const {
+    if (descr.size() >= 2 && descr[1] == 'O') {
+      fail(path_, "npy dtype '" + descr + "' is a numpy object array (pickled Python objects), which cannot be read; "
+                  "for strings save with dtype str, e.g. np.save(path, np.array(values, dtype=str))");
+    }
+    if (descr.size() >= 2 && descr[1] == 'S') {
+      fail(path_, "npy dtype '" + descr + "' holds byte strings, which are not supported; save text with dtype str, "
+                  "e.g. np.save(path, np.array(values, dtype=str))");
+    }
     if (descr.size() >= 2 && descr[0] == '>' && descr.substr(2) != "1") {
       fail(path_, "big-endian npy dtype '" + descr + "' is not supported; save with arr.astype(arr.dtype.newbyteorder('<'))");
     }
@@ -233,7 +358,41 @@ size_t read_up_to(int fd, std::string& out, size_t size, const std::string& path
                  std::to_string(have - need) + " more)");
 }
 
+/// The strings of a '<U{n}' or '>U{n}' array whose data is exactly elements * 4 * chars bytes.
+NpyArray string_array_of(const Header& header, std::string_view data, const std::string& path) {
+  NpyArray array;
+  array.is_string = true;
+  array.dtype = kNpyStringDtype;
+  array.shape = header.shape;
+  array.strings.reserve(header.elements);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
+  const auto unit = [&](size_t i) -> uint32_t {
+    const unsigned char* p = bytes + 4 * i;
+    return header.big_endian ? uint32_t{p[3]} | uint32_t{p[2]} << 8 | uint32_t{p[1]} << 16 | uint32_t{p[0]} << 24
+                             : uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+  };
+  for (size_t e = 0; e < header.elements; ++e) {
+    const size_t first = e * header.chars;
+    size_t length = header.chars;
+    while (length > 0 && unit(first + length - 1) == 0) --length;  // numpy's padding is not part of the string
+    std::string text;
+    text.reserve(length);
+    for (size_t i = 0; i < length; ++i) {
+      const uint32_t cp = unit(first + i);
+      if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+        fail(path, "npy string " + element_text(header.shape, e) + " holds " + code_point_text(cp) + " at character " +
+                       std::to_string(i) + ", which is not a Unicode character (" +
+                       (cp > 0x10FFFF ? "above U+10FFFF" : "a surrogate") + ")");
+      }
+      append_utf8(text, cp);
+    }
+    array.strings.push_back(std::move(text));
+  }
+  return array;
+}
+
 NpyArray array_of(const Header& header, std::string_view data, const std::string& path) {
+  if (header.is_string) return string_array_of(header, data, path);
   if (same(header.dtype, DLDataType{TSR_DL_BOOL_CODE, 8, 1})) {
     for (char c : data) {
       if (c != 0 && c != 1) fail(path, "npy bool data holds a byte that is neither 0 nor 1");
@@ -251,6 +410,7 @@ NpyArray array_of(const Header& header, std::string_view data, const std::string
 size_t dl_dtype_size(DLDataType dtype) { return static_cast<size_t>((dtype.bits + 7) / 8) * dtype.lanes; }
 
 std::string dl_dtype_name(DLDataType dtype) {
+  if (same(dtype, kNpyStringDtype)) return "str";
   switch (dtype.code) {
     case kDLFloat: return "float" + std::to_string(dtype.bits);
     case kDLInt: return "int" + std::to_string(dtype.bits);
@@ -299,16 +459,14 @@ NpyArray parse_npy(const std::string& bytes, const std::string& path) {
   return array_of(header, std::string_view(bytes).substr(data_start), path);
 }
 
-std::string encode_npy(const NpyArray& array, const std::string& path) {
-  const char* descr = nullptr;
-  for (const DescrEntry& e : kDescrs) {
-    if (same(e.dtype, array.dtype)) descr = e.descr;
-  }
-  if (!descr) fail(path, "cannot write dtype " + dl_dtype_name(array.dtype) + " to npy");
+namespace {
+
+/// The prefix and header of a version-1 .npy file, padded as numpy pads it (data starts at a multiple of 64).
+std::string npy_header(const std::string& descr, const std::vector<int64_t>& shape_sizes, const std::string& path) {
   std::string shape = "(";
-  for (size_t i = 0; i < array.shape.size(); ++i) shape += std::to_string(array.shape[i]) + (array.shape.size() == 1 || i + 1 < array.shape.size() ? "," : "");
+  for (size_t i = 0; i < shape_sizes.size(); ++i) shape += std::to_string(shape_sizes[i]) + (shape_sizes.size() == 1 || i + 1 < shape_sizes.size() ? "," : "");
   shape += ")";
-  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
@@ -317,6 +475,99 @@ std::string encode_npy(const NpyArray& array, const std::string& path) {
   bytes += static_cast<char>(header.size() & 0xff);
   bytes += static_cast<char>(header.size() >> 8);
   bytes += header;
+  return bytes;
+}
+
+/// The number of elements `shape` holds; throws (with `path`) for negative sizes or a count over the cap.
+uint64_t element_count(const std::vector<int64_t>& shape, const std::string& path) {
+  uint64_t elements = 1, nonzero = 1;
+  for (int64_t d : shape) {
+    if (d < 0) fail(path, "a string array's shape has a negative size (" + std::to_string(d) + ")");
+    const uint64_t size = static_cast<uint64_t>(d);
+    if (size > 0 && nonzero > kMaxDataBytes / size) fail(path, "a string array's shape is too large");
+    if (size > 0) nonzero *= size;
+    elements *= size;
+  }
+  return elements;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  if (shape.empty()) return "()";
+  std::string text;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) text += 'x';
+    text += std::to_string(shape[i]);
+  }
+  return text;
+}
+
+/// '<U{m}', m the most code points of any element (at least 1), each element padded with NULs.
+std::string encode_string_npy(const NpyArray& array, const std::string& path) {
+  const uint64_t elements = element_count(array.shape, path);
+  if (elements != array.strings.size()) {
+    fail(path, "a string array of shape " + shape_text(array.shape) + " needs " + std::to_string(elements) +
+                   " strings, it holds " + std::to_string(array.strings.size()));
+  }
+  // First pass: check the UTF-8 and find the width.
+  uint64_t width = 1;
+  for (size_t e = 0; e < array.strings.size(); ++e) {
+    const std::string_view text = array.strings[e];
+    uint64_t count = 0;
+    uint32_t cp = 0;
+    for (size_t pos = 0; pos < text.size(); ++count) {
+      if (!next_code_point(text, pos, cp)) {
+        fail(path, "string " + element_text(array.shape, e) + " is not valid UTF-8 (at byte " + std::to_string(pos) + ")");
+      }
+    }
+    width = std::max(width, count);
+  }
+  if (elements > 0 && width > kMaxDataBytes / 4 / elements) {
+    fail(path, "a string array of " + std::to_string(elements) + " elements, the longest " + std::to_string(width) +
+                   " characters, is too large to write as npy (numpy pads every element to the longest)");
+  }
+  std::string bytes = npy_header("<U" + std::to_string(width), array.shape, path);
+  const size_t start = bytes.size();
+  bytes.resize(start + static_cast<size_t>(elements * width * 4), '\0');
+  for (size_t e = 0; e < array.strings.size(); ++e) {
+    const std::string_view text = array.strings[e];
+    char* out = bytes.data() + start + e * width * 4;
+    uint32_t cp = 0;
+    for (size_t pos = 0; pos < text.size(); out += 4) {
+      next_code_point(text, pos, cp);  // valid: checked above
+      out[0] = static_cast<char>(cp & 0xFF);
+      out[1] = static_cast<char>((cp >> 8) & 0xFF);
+      out[2] = static_cast<char>((cp >> 16) & 0xFF);
+      out[3] = static_cast<char>(cp >> 24);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+NpyArray make_string_array(std::vector<int64_t> shape, std::vector<std::string> strings) {
+  const std::string what = "make_string_array";
+  const uint64_t elements = element_count(shape, what);
+  if (elements != strings.size()) {
+    fail(what, "shape " + shape_text(shape) + " holds " + std::to_string(elements) + " elements, " +
+                   std::to_string(strings.size()) + " strings given");
+  }
+  NpyArray array;
+  array.is_string = true;
+  array.dtype = kNpyStringDtype;
+  array.shape = std::move(shape);
+  array.strings = std::move(strings);
+  return array;
+}
+
+std::string encode_npy(const NpyArray& array, const std::string& path) {
+  if (array.is_string) return encode_string_npy(array, path);
+  const char* descr = nullptr;
+  for (const DescrEntry& e : kDescrs) {
+    if (same(e.dtype, array.dtype)) descr = e.descr;
+  }
+  if (!descr) fail(path, "cannot write dtype " + dl_dtype_name(array.dtype) + " to npy");
+  std::string bytes = npy_header(descr, array.shape, path);
   bytes.append(reinterpret_cast<const char*>(array.data.data()), array.data.size());
   return bytes;
 }

@@ -4,6 +4,14 @@
 // False) and 'shape' (a tuple of sizes), followed by padding only; the data
 // must be exactly as long as the shape needs. Errors are thrown as
 // std::runtime_error with the path.
+//
+// Unicode string arrays (numpy dtype str, descr '<U{n}'; '>U{n}' is read too)
+// are read into NpyArray::strings as UTF-8, one string per element in row-major
+// order, with numpy's trailing NUL padding dropped (NULs inside a string are
+// kept); code points that are surrogates or above U+10FFFF are refused. They
+// are written as '<U{m}', m the most code points of any element (at least 1, as
+// numpy does). Object arrays ('|O', pickled) and byte strings ('|S{n}') are
+// refused with a hint to save with dtype str.
 #pragma once
 #include <dlpack/dlpack.h>
 
@@ -15,21 +23,36 @@
 
 namespace tessera::tools {
 
+/// The dtype a string array carries: no model dtype equals it, so a string array given for a numeric
+/// input fails the dtype check; dl_dtype_name calls it "str" and dl_dtype_size gives 0.
+inline constexpr DLDataType kNpyStringDtype{kDLOpaqueHandle, 0, 0};
+
 struct NpyArray {
-  DLDataType dtype{kDLFloat, 32, 1};
+  DLDataType dtype{kDLFloat, 32, 1};  // numeric arrays only; kNpyStringDtype when is_string
   std::vector<int64_t> shape;
-  std::vector<unsigned char> data;  // row-major bytes
+  std::vector<unsigned char> data;  // row-major bytes; empty when is_string
+  /// A numpy str array: `strings` holds its elements (UTF-8, row-major, as many as the product of
+  /// `shape`, so one for shape ()), `data` is empty and `dtype` means nothing (parse_npy and
+  /// make_string_array set it to kNpyStringDtype).
+  bool is_string = false;
+  std::vector<std::string> strings;
 };
+
+/// A string array; throws std::runtime_error when `strings` does not hold one string per element of
+/// `shape` (negative sizes included). The strings are checked as UTF-8 only when encoded.
+NpyArray make_string_array(std::vector<int64_t> shape, std::vector<std::string> strings);
 
 /// Reads a .npy file (a regular file, or a pipe read to its end; not a directory).
 NpyArray read_npy(const std::string& path);
 /// Parses the bytes of a .npy file; `name` is used in error messages.
 NpyArray parse_npy(const std::string& bytes, const std::string& name);
-/// The bytes of a version-1 .npy file holding `array`; `name` is used in error messages.
+/// The bytes of a version-1 .npy file holding `array`; `name` is used in error messages. A string
+/// array's elements must be valid UTF-8 (else std::runtime_error naming the element) and as many as
+/// its shape says.
 std::string encode_npy(const NpyArray& array, const std::string& name);
 /// Bytes per element of a DLPack dtype.
 size_t dl_dtype_size(DLDataType dtype);
-/// "float32", "int64", "bool", ...
+/// "float32", "int64", "bool", ... ("str" for kNpyStringDtype)
 std::string dl_dtype_name(DLDataType dtype);
 
 // .npy has no bfloat16. The CLI's convention (README, "bfloat16 in .npy"):

@@ -12,7 +12,7 @@
 namespace tessera::artifact_internal {
 namespace {
 
-constexpr uint8_t kLastDTypeCode = static_cast<uint8_t>(DType::kBFloat16);
+constexpr uint8_t kLastDTypeCode = static_cast<uint8_t>(DType::kString);
 constexpr uint8_t kLastAttributeKind = static_cast<uint8_t>(Attribute::Kind::kGraph);
 
 // ---------------------------------------------------------------- encoding
@@ -39,7 +39,8 @@ void encode_ids(ManifestWriter& writer, const std::vector<ValueId>& ids) {
 
 void encode_type(ManifestWriter& writer, const TensorType& type) {
   writer.u8(static_cast<uint8_t>(type.dtype));
-  writer.u8(type.rank_known ? 1 : 0);
+  // Bit 0: the rank is known; bits 1-2: the value kind (0, a tensor, in artifacts older than sequences).
+  writer.u8(static_cast<uint8_t>((type.rank_known ? 1 : 0) | (static_cast<uint8_t>(type.kind) << 1)));
   // Dims of an unknown rank mean nothing; they are not stored, so a loaded type is always well-formed.
   encode_dims(writer, type.rank_known ? type.dims : Shape{});
   encode_strings(writer, type.rank_known ? type.symbols : std::vector<std::string>{});
@@ -72,6 +73,9 @@ void encode_attribute(ManifestWriter& writer, const std::string& name, const Att
         throw_internal_error(node.describe(), ": attribute '", name, "' has no tensor data to save");
       }
       const Tensor& tensor = *attribute.tensor;
+      if (tensor.dtype() == DType::kString) {
+        throw_unsupported(node.describe(), ": attribute '", name, "' holds string tensor, which cannot be stored in an artifact yet");
+      }
       writer.u8(static_cast<uint8_t>(tensor.dtype()));
       encode_dims(writer, tensor.shape());
       writer.varint(tensor.nbytes());
@@ -100,6 +104,10 @@ void encode_graph(ManifestWriter& writer, const Graph& graph, BlobTable& blobs) 
     writer.u8(value.constant ? 1 : 0);
     if (!value.constant) continue;
     const Tensor& constant = *value.constant;
+    if (constant.dtype() == DType::kString) {
+      throw_unsupported("cannot save value '", value.name, "': string constants cannot be stored in an artifact yet "
+                        "(run the ONNX model directly)");
+    }
     // A constant's dtype and shape are its value's type (add_constant and
     // folding set them so); storing them once means they cannot disagree.
     if (constant.dtype() != value.type.dtype || !value.type.rank_known || constant.shape() != value.type.dims) {
@@ -310,9 +318,10 @@ class ManifestDecoder {
     value.name = reader_.string("value name");
     std::string what = str_cat("value '", value.name, "'");
     value.type.dtype = dtype(what.c_str(), true);
-    uint8_t rank_known = reader_.u8("rank flag");
-    if (rank_known > 1) reader_.fail(str_cat(what, ": bad rank flag ", int{rank_known}));
-    value.type.rank_known = rank_known == 1;
+    const uint8_t flags = reader_.u8("rank flag");
+    if ((flags >> 1) > kLastValueKind) reader_.fail(str_cat(what, ": bad rank flag ", int{flags}));
+    value.type.rank_known = (flags & 1) == 1;
+    value.type.kind = static_cast<ValueKind>(flags >> 1);
     value.type.dims = dims(what.c_str(), -1);
     value.type.symbols = strings(what.c_str());
     if (!value.type.rank_known && (!value.type.dims.empty() || !value.type.symbols.empty())) {
@@ -326,6 +335,7 @@ class ManifestDecoder {
 
   Tensor constant(const Value& value, const std::string& what) {
     const TensorType& type = value.type;
+    if (type.dtype == DType::kString) reader_.fail(str_cat(what, " is a string constant, which artifacts never hold"));
     if (type.dtype == DType::kUndefined || !type.is_static()) {
       reader_.fail(str_cat(what, " is a constant of type ", type.to_string(), ", which is not static"));
     }
@@ -401,6 +411,7 @@ class ManifestDecoder {
       case Kind::kStrings: attribute.strings = strings(what.c_str()); break;
       case Kind::kTensor: {
         DType tensor_dtype = dtype(what.c_str(), false);
+        if (tensor_dtype == DType::kString) reader_.fail(str_cat(what, ": a string tensor, which artifacts never hold"));
         Shape shape = dims(what.c_str(), 0);
         uint64_t size = reader_.varint(what.c_str());
         uint64_t expected = expected_bytes(tensor_dtype, shape, what);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/error.h"
 #include "ir/graph.h"
 
 namespace tessera {
@@ -54,6 +55,13 @@ class ValueStore {
   /// must set dtype/shape and call allocate().
   virtual TensorView& output(ValueId id) = 0;
   virtual void allocate(ValueId id) = 0;
+  /// The box of a sequence or optional value (ValueKind other than tensor):
+  /// read for an input, filled in for an output. Only the native backend gets
+  /// such values (the partitioner keeps their nodes there); stores of regions
+  /// that cannot hold them refuse.
+  virtual BoxedValue& boxed(ValueId id) {
+    throw_internal_error("value ", id, " is a sequence or optional, which this region's store cannot hold");
+  }
   /// True when the caller asked for per-node times: the backend then reports
   /// each node it ran through node_finished (index into the region graph's nodes).
   virtual bool profiling() const { return false; }

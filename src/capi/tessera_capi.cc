@@ -330,21 +330,39 @@ tsr_source* make_source(tessera::Graph graph) {
     const tessera::TensorType& t = g.value(id).type;
     std::vector<std::string> names = t.symbols;
     names.resize(t.dims.size());
-    source->inputs.push_back({g.value(id).name, t.dtype, t.dims, names});
+    source->inputs.push_back({g.value(id).name, t.kind, t.dtype, t.dims, names});
   }
   for (tessera::ValueId id : g.outputs) {
     const tessera::TensorType& t = g.value(id).type;
     std::vector<std::string> names = t.symbols;
     names.resize(t.rank_known ? t.dims.size() : 0);
-    source->outputs.push_back({g.value(id).name, t.dtype, t.rank_known ? t.dims : tessera::Shape{}, names});
+    source->outputs.push_back({g.value(id).name, t.kind, t.dtype, t.rank_known ? t.dims : tessera::Shape{}, names});
     source->output_rank_known.push_back(t.rank_known);
   }
   source->dim_names.build(source->inputs, source->outputs);
   return source.release();
 }
 
+/// The C API passes tensors of numbers and bools: a sequence, optional or
+/// string input or output is refused before anything runs.
+void check_c_api_values(const tsr_model* model) {
+  auto check = [](const tessera::ValueDesc& d, const char* what) {
+    if (d.kind != tessera::ValueKind::kTensor) {
+      tessera::throw_unsupported(what, " '", d.name, "' is a ", tessera::value_kind_name(d.kind),
+                                 "; the C API (and so the CLI and Python) passes tensors only so far");
+    }
+    if (d.dtype == DType::kString) {
+      tessera::throw_unsupported(what, " '", d.name, "' is a string tensor; the C API (and so the CLI and Python) "
+                                 "passes numeric and bool tensors only so far");
+    }
+  };
+  for (const tessera::ValueDesc& d : model->compiled->inputs()) check(d, "input");
+  for (const tessera::ValueDesc& d : model->compiled->outputs()) check(d, "output");
+}
+
 std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTensor* inputs, size_t num_inputs) {
   if (num_inputs && !inputs) tessera::throw_user_error("inputs is NULL");
+  check_c_api_values(model);
   const auto& descs = model->compiled->inputs();
   if (num_inputs != descs.size()) {
     tessera::throw_user_error("the model has ", descs.size(), " inputs but ", num_inputs, " were given");

@@ -1,6 +1,7 @@
 #include "ir/dtype.h"
 
 #include <cstring>
+#include <string>
 
 namespace tessera {
 
@@ -19,6 +20,7 @@ size_t dtype_size(DType dtype) {
     case DType::kUInt32: return 4;
     case DType::kUInt64: return 8;
     case DType::kBool: return 1;
+    case DType::kString: return sizeof(std::string);
     case DType::kUndefined: return 0;
   }
   return 0;
@@ -39,13 +41,14 @@ const char* dtype_name(DType dtype) {
     case DType::kUInt32: return "uint32";
     case DType::kUInt64: return "uint64";
     case DType::kBool: return "bool";
+    case DType::kString: return "string";
     case DType::kUndefined: return "undefined";
   }
   return "undefined";
 }
 
 DType dtype_from_name(const std::string& name) {
-  for (int i = 1; i <= static_cast<int>(DType::kBFloat16); ++i) {
+  for (int i = 1; i <= static_cast<int>(DType::kString); ++i) {
     if (name == dtype_name(static_cast<DType>(i))) return static_cast<DType>(i);
   }
   return DType::kUndefined;
@@ -60,6 +63,7 @@ DType dtype_from_onnx_code(int64_t code) {
     case 5: return DType::kInt16;
     case 6: return DType::kInt32;
     case 7: return DType::kInt64;
+    case 8: return DType::kString;
     case 9: return DType::kBool;
     case 10: return DType::kFloat16;
     case 11: return DType::kFloat64;

@@ -21,6 +21,11 @@ enum class DType : uint8_t {
   kUInt64,
   kBool,
   kBFloat16,
+  /// Text: each element is a std::string (UTF-8 bytes). Only the ops whose
+  /// schema says so (OpSchema::strings) take or make string tensors, and
+  /// only the native backend runs them; string tensors are never arena-
+  /// planned or copied bytewise (Tensor constructs and copies the strings).
+  kString,
 };
 
 size_t dtype_size(DType dtype);

@@ -1,11 +1,23 @@
 #include "ir/graph.h"
 
+#include <algorithm>
+
 #include "ir/error.h"
 
 namespace tessera {
 
+const char* value_kind_name(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::kTensor: return "tensor";
+    case ValueKind::kSequence: return "sequence";
+    case ValueKind::kOptionalTensor: return "optional tensor";
+    case ValueKind::kOptionalSequence: return "optional sequence";
+  }
+  return "?";
+}
+
 bool TensorType::is_static() const {
-  if (!rank_known || dtype == DType::kUndefined) return false;
+  if (kind != ValueKind::kTensor || !rank_known || dtype == DType::kUndefined) return false;
   for (int64_t d : dims) {
     if (d < 0) return false;
   }
@@ -13,6 +25,12 @@ bool TensorType::is_static() const {
 }
 
 std::string TensorType::to_string() const {
+  switch (kind) {
+    case ValueKind::kTensor: break;
+    case ValueKind::kSequence: return "sequence<" + element().to_string() + ">";
+    case ValueKind::kOptionalTensor: return "optional<" + element().to_string() + ">";
+    case ValueKind::kOptionalSequence: return "optional<sequence<" + element().to_string() + ">>";
+  }
   std::string out = dtype_name(dtype);
   if (!rank_known) return out + "[?]";
   out += "[";
@@ -29,12 +47,48 @@ std::string TensorType::to_string() const {
   return out + "]";
 }
 
+TensorType TensorType::element() const {
+  TensorType t = *this;
+  t.kind = ValueKind::kTensor;
+  return t;
+}
+
+TensorType TensorType::of_kind(ValueKind kind, const TensorType& element) {
+  TensorType t = element;
+  t.kind = kind;
+  return t;
+}
+
 TensorType TensorType::make(DType dtype, Shape dims) {
   TensorType type;
   type.dtype = dtype;
   type.rank_known = true;
   type.dims = std::move(dims);
   return type;
+}
+
+std::vector<int64_t> encode_type_attribute(const TensorType& type) {
+  std::vector<int64_t> out = {static_cast<int64_t>(type.kind), static_cast<int64_t>(type.dtype),
+                              type.rank_known ? type.rank() : -1};
+  if (type.rank_known) out.insert(out.end(), type.dims.begin(), type.dims.end());
+  return out;
+}
+
+TensorType decode_type_attribute(const std::vector<int64_t>& ints, const std::string& where) {
+  if (ints.size() < 3 || ints[0] < 0 || ints[0] > kLastValueKind || ints[1] < 0 ||
+      ints[1] > static_cast<int64_t>(DType::kString) || ints[2] < -1 ||
+      ints.size() != 3 + static_cast<size_t>(std::max<int64_t>(ints[2], 0))) {
+    throw_user_error(where, ": malformed type attribute");
+  }
+  TensorType t;
+  t.kind = static_cast<ValueKind>(ints[0]);
+  t.dtype = static_cast<DType>(ints[1]);
+  t.rank_known = ints[2] >= 0;
+  for (size_t i = 3; i < ints.size(); ++i) {
+    if (ints[i] < -1) throw_user_error(where, ": malformed type attribute (dimension ", ints[i], ")");
+    t.dims.push_back(ints[i]);
+  }
+  return t;
 }
 
 const char* attribute_kind_name(Attribute::Kind kind) {

@@ -24,17 +24,34 @@ constexpr ValueId kNoValue = -1;  // an omitted optional input
 
 /// Type of a value. dims holds -1 for a dimension not known yet; symbols holds
 /// the ONNX dim_param names (only meaningful on graph inputs) or "".
+/// For a sequence or an optional, dtype and dims describe its tensors (every
+/// element of a sequence has the dtype; dims are those all elements share).
 struct TensorType {
   DType dtype = DType::kUndefined;
   bool rank_known = false;
   Shape dims;
   std::vector<std::string> symbols;
+  ValueKind kind = ValueKind::kTensor;
 
+  /// A tensor whose dtype and every dim are known (never a sequence or optional).
   bool is_static() const;
+  bool is_tensor() const { return kind == ValueKind::kTensor; }
+  bool is_sequence() const { return kind == ValueKind::kSequence || kind == ValueKind::kOptionalSequence; }
+  bool is_optional() const { return kind == ValueKind::kOptionalTensor || kind == ValueKind::kOptionalSequence; }
   int64_t rank() const { return static_cast<int64_t>(dims.size()); }
-  std::string to_string() const;  // "float32[1x3x?x?]"
+  /// "float32[1x3x?x?]", "sequence<float32[?]>", "optional<sequence<int64[3]>>".
+  std::string to_string() const;
+  /// The type of a tensor of this type's dtype and dims (a sequence's elements, an optional's content).
+  TensorType element() const;
   static TensorType make(DType dtype, Shape dims);
+  static TensorType of_kind(ValueKind kind, const TensorType& element);
 };
+
+/// An attribute that holds a type (ONNX TYPE_PROTO, e.g. Optional's `type`)
+/// is kept as ints: [kind, dtype, rank or -1, dims...].
+std::vector<int64_t> encode_type_attribute(const TensorType& type);
+/// Throws a user error naming `where` when the ints are not such an encoding.
+TensorType decode_type_attribute(const std::vector<int64_t>& ints, const std::string& where);
 
 struct Graph;
 

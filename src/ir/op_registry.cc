@@ -51,7 +51,7 @@ bool move_attribute_to_input(Graph& graph, Node& node, const std::string& attr, 
 DType dtype_from_onnx_attribute(const Node& node, const std::string& attribute, int64_t code) {
   DType dtype = dtype_from_onnx_code(code);
   if (dtype != DType::kUndefined) return dtype;
-  if (code == 8 || code == 14 || code == 15) {
+  if (code == 14 || code == 15) {
     throw_unsupported(node.describe(), ": attribute '", attribute, "' is ", onnx_dtype_code_name(code),
                       ", which is not supported");
   }
@@ -93,6 +93,8 @@ const OpRegistry& OpRegistry::instance() {
     register_quantization_ops(*r);
     register_signal_ops(*r);
     register_controlflow_ops(*r);
+    register_text_ops(*r);
+    register_sequence_ops(*r);
     return r;
   }();
   return *registry;
@@ -141,8 +143,28 @@ std::vector<TensorType> infer_node_outputs(const Graph& graph, const Node& node,
 }
 
 void run_shape_inference(const OpSchema& schema, InferContext& ctx) {
+  if (!schema.boxed_values) {
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      if (ctx.has_input(i) && !ctx.input_type(i).is_tensor()) {
+        ctx.fail(ctx.input_label(i), " is a ", ctx.input_type(i).to_string(), ", but ", ctx.node().op_type,
+                 " takes tensors only");
+      }
+    }
+  }
+  if (!schema.strings) {
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      if (ctx.has_input(i) && ctx.input_type(i).dtype == DType::kString) {
+        throw_unsupported(ctx.node().describe(), ": ", ctx.input_label(i), " is a string tensor, which ", ctx.node().op_type,
+                          " does not take (string tensors go through Identity, Cast, CastLike and StringNormalizer)");
+      }
+    }
+  }
   schema.infer(ctx);
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+    if (!schema.strings && ctx.output(i).dtype == DType::kString) {
+      throw_unsupported(ctx.node().describe(), ": output ", i, " would be a string tensor, which ", ctx.node().op_type,
+                        " cannot make");
+    }
     const TensorType& t = ctx.output(i);
     if (t.rank_known) check_tensor_size(ctx.node().describe() + ": output " + std::to_string(i), t.dims, t.dtype);
   }

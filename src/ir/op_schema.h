@@ -86,6 +86,14 @@ struct OpSchema {
   /// The outputs depend on the inputs' shapes only, never their data (Shape,
   /// Size): folded whenever the input shapes are static, data or not.
   bool reads_shapes_only = false;
+  /// Inputs and outputs may be sequences or optionals (ValueKind); the op's
+  /// infer checks the kinds it gets. Every other op takes and makes tensors
+  /// only, which run_shape_inference checks.
+  bool boxed_values = false;
+  /// Inputs and outputs may be string tensors (DType::kString); every other
+  /// op refuses them (run_shape_inference checks), since kernels move
+  /// elements bytewise.
+  bool strings = false;
 };
 
 class OpRegistry {
@@ -123,6 +131,8 @@ void register_recurrent_ops(OpRegistry& registry);
 void register_quantization_ops(OpRegistry& registry);
 void register_signal_ops(OpRegistry& registry);
 void register_controlflow_ops(OpRegistry& registry);
+void register_text_ops(OpRegistry& registry);
+void register_sequence_ops(OpRegistry& registry);
 
 template <typename... Args>
 [[noreturn]] void InferContext::fail(Args&&... args) const {

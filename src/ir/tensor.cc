@@ -1,5 +1,7 @@
 #include "ir/tensor.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -40,7 +42,16 @@ Buffer::Buffer(void* data, size_t nbytes, std::shared_ptr<const void> owner)
     : data_(data), size_(nbytes), owned_(false), owner_(std::move(owner)) {}
 
 Buffer::~Buffer() {
-  if (owned_) std::free(data_);
+  if (owned_) {
+    auto* strings = static_cast<std::string*>(data_);
+    for (size_t i = 0; i < strings_; ++i) strings[i].~basic_string();
+    std::free(data_);
+  }
+}
+
+void Buffer::construct_strings(size_t count) {
+  auto* strings = static_cast<std::string*>(data_);
+  for (; strings_ < count; ++strings_) new (&strings[strings_]) std::string();
 }
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
@@ -50,11 +61,31 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   // Callers check sizes naming the node (check_tensor_size); this keeps nbytes() from wrapping regardless.
   check_tensor_size("a tensor", shape_, dtype_);
   buffer_ = std::make_shared<Buffer>(nbytes());
+  if (dtype_ == DType::kString) buffer_->construct_strings(static_cast<size_t>(numel()));
+}
+
+namespace {
+/// Copies n elements of `dtype`: strings one by one, everything else bytewise.
+void copy_elements(void* dst, const void* src, DType dtype, int64_t n) {
+  if (dtype == DType::kString) {
+    std::copy_n(static_cast<const std::string*>(src), n, static_cast<std::string*>(dst));
+  } else if (n) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * dtype_size(dtype));
+  }
+}
+}  // namespace
+
+void copy_view_data(const TensorView& dst, const TensorView& src) {
+  if (dst.dtype != src.dtype || dst.numel() != src.numel()) {
+    throw_internal_error("copy of ", dtype_name(src.dtype), "[", shape_to_string(src.shape), "] into ",
+                         dtype_name(dst.dtype), "[", shape_to_string(dst.shape), "]");
+  }
+  copy_elements(dst.data, src.data, src.dtype, src.numel());
 }
 
 Tensor Tensor::clone() const {
   Tensor copy(dtype_, shape_);
-  if (nbytes()) std::memcpy(copy.data(), data(), nbytes());
+  copy_elements(copy.data(), data(), dtype_, numel());
   return copy;
 }
 
@@ -69,7 +100,7 @@ Tensor Tensor::reshaped(Shape shape) const {
 
 Tensor Tensor::from_view(const TensorView& view) {
   Tensor copy(view.dtype, view.shape);
-  if (copy.nbytes()) std::memcpy(copy.data(), view.data, copy.nbytes());
+  copy_elements(copy.data(), view.data, view.dtype, copy.numel());
   return copy;
 }
 

@@ -12,6 +12,16 @@ namespace tessera {
 
 using Shape = std::vector<int64_t>;
 
+/// What a value is. Tensors are what backends compute on; sequences (an
+/// ordered list of tensors of one dtype) and optionals (a tensor or a sequence,
+/// or nothing) are first-class values that only the native backend takes
+/// (the partitioner keeps their nodes there). At run time they live in a
+/// BoxedValue, never in a tensor.
+enum class ValueKind : uint8_t { kTensor = 0, kSequence, kOptionalTensor, kOptionalSequence };
+constexpr uint8_t kLastValueKind = 3;
+/// "tensor", "sequence", "optional tensor", "optional sequence".
+const char* value_kind_name(ValueKind kind);
+
 int64_t shape_numel(const Shape& shape);
 std::string shape_to_string(const Shape& shape);  // "1x3x224x224", "scalar" for rank 0
 
@@ -41,10 +51,14 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
   void* data() const { return data_; }
   size_t size() const { return size_; }
+  /// Makes the first `count` elements std::strings (a string tensor's storage),
+  /// destroyed with the buffer.
+  void construct_strings(size_t count);
 
  private:
   void* data_ = nullptr;
   size_t size_ = 0;
+  size_t strings_ = 0;
   bool owned_ = true;
   std::shared_ptr<const void> owner_;
 };
@@ -86,6 +100,20 @@ class Tensor {
   Shape shape_;
   std::shared_ptr<Buffer> buffer_;
 };
+
+/// The run-time value of a sequence or an optional (ValueKind in the graph
+/// says which): a sequence's tensors in order; an optional tensor holds one
+/// tensor when present; an optional sequence holds the sequence's tensors
+/// when present. Tensors in a box are owned (copies share storage).
+struct BoxedValue {
+  ValueKind kind = ValueKind::kSequence;
+  bool present = true;
+  std::vector<Tensor> items;
+};
+
+/// Copies src's elements into dst (same dtype and element count): strings
+/// one by one, everything else bytewise.
+void copy_view_data(const TensorView& dst, const TensorView& src);
 
 int64_t view_int_at(const TensorView& view, int64_t i);
 double view_double_at(const TensorView& view, int64_t i);

@@ -57,6 +57,20 @@ size_t backend_index(const std::vector<PartitionBackend>& backends, const std::s
   throw_user_error(option, ": backend '", name, "' is not among the backends in use (", names, ")");
 }
 
+/// True when a node reads or writes a sequence, an optional (ValueKind) or a string tensor.
+bool touches_native_only_value(const Graph& graph, const Node& node) {
+  auto native_only = [&](ValueId id) {
+    return id != kNoValue && (!graph.value(id).type.is_tensor() || graph.value(id).type.dtype == DType::kString);
+  };
+  for (ValueId id : node.inputs) {
+    if (native_only(id)) return true;
+  }
+  for (ValueId id : node.outputs) {
+    if (native_only(id)) return true;
+  }
+  return false;
+}
+
 struct ResolvedPolicy {
   std::vector<std::pair<Selector, size_t>> place;  // selector → backend
   std::vector<std::pair<size_t, Selector>> deny;   // backend → selector
@@ -92,6 +106,11 @@ class Partitioner {
     for (size_t i = 0; i < n; ++i) {
       for (size_t b = 0; b < backends.size(); ++b) {
         std::string& reason = base_refusals_[i][b];
+        if (static_cast<int>(b) != policy.fallback && touches_native_only_value(graph, graph.nodes[i])) {
+          reason = "it reads or makes a sequence, optional or string tensor, which only the fallback backend (" +
+                   (policy.fallback >= 0 ? backends[static_cast<size_t>(policy.fallback)].name : std::string("none")) + ") takes";
+          continue;
+        }
         if (const Selector* s = denied(b, graph.nodes[i])) {
           reason = "denied by --deny " + backends[b].name + ":" + s->text;
           continue;

@@ -19,6 +19,13 @@ void bind_input_shapes(Graph& graph, const std::map<std::string, Shape>& shapes)
   for (ValueId id : graph.inputs) {
     Value& v = graph.value(id);
     auto it = shapes.find(v.name);
+    if (!v.type.is_tensor()) {
+      // A sequence's tensors may differ in shape; they are checked against the model's type at run time.
+      if (it != shapes.end()) {
+        throw_user_error("input '", v.name, "' is a ", v.type.to_string(), "; a shape can be given for tensor inputs only");
+      }
+      continue;
+    }
     if (it != shapes.end()) {
       // The given shape (--input-shape, an input file, tsr_options_set_input_shape) must fit the model's.
       bool fits = !v.type.rank_known || v.type.rank() == static_cast<int64_t>(it->second.size());
@@ -60,6 +67,7 @@ void bind_input_shapes(Graph& graph, const std::map<std::string, Shape>& shapes)
   }
   for (ValueId id : graph.inputs) {
     const Value& v = graph.value(id);
+    if (!v.type.is_tensor()) continue;
     for (int64_t d : v.type.dims) {
       if (d < 0) throw_user_error("input '", v.name, "' is given a negative dimension (", shape_to_string(v.type.dims), ")");
     }

@@ -45,6 +45,12 @@ void infer_and_fold(Graph& graph, const NodeEvaluator& evaluate) {
     bool shapes_suffice = schema->reads_shapes_only;
     for (ValueId id : node.inputs) shapes_suffice &= id == kNoValue || graph.value(id).type.is_static();
     bool fold = schema->deterministic && (all_inputs_constant(graph, node) || shapes_suffice);
+    // Constants are tensors: a node that makes or reads a sequence or optional runs.
+    // String tensors are not folded either: artifacts hold no string constants.
+    for (const TensorType& t : outputs) fold &= t.is_tensor() && t.dtype != DType::kString;
+    for (ValueId id : node.inputs) {
+      fold &= id == kNoValue || (graph.value(id).type.is_tensor() && graph.value(id).type.dtype != DType::kString);
+    }
     if (fold) {
       for (const TensorType& t : outputs) {
         if (t.is_static() && shape_numel(t.dims) * static_cast<int64_t>(dtype_size(t.dtype)) > kMaxFoldedBytes) fold = false;

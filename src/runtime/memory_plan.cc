@@ -44,7 +44,11 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<char>& in_host_memo
   std::vector<Interval> intervals;
   for (size_t i = 0; i < n; ++i) {
     const Value& v = graph.values[i];
-    if (excluded[i] || !in_host_memory[i] || v.constant || first[i] < 0 || !v.type.is_static()) continue;
+    // String tensors hold std::string objects, which only Tensor constructs: never in the arena.
+    if (excluded[i] || !in_host_memory[i] || v.constant || first[i] < 0 || !v.type.is_static() ||
+        v.type.dtype == DType::kString) {
+      continue;
+    }
     int64_t size = align_up(std::max<int64_t>(1, shape_numel(v.type.dims) * static_cast<int64_t>(dtype_size(v.type.dtype))));
     intervals.push_back({static_cast<ValueId>(i), size, first[i], last[i]});
     plan.unplanned_bytes += size;

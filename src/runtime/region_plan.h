@@ -1,6 +1,7 @@
 // Runtime-internal: one region of a compiled model and the per-run stores
 // its backend reads and writes values through.
 #pragma once
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -52,11 +53,14 @@ class RunStore {
   void bind(ValueId id, const TensorView& view) { views_[static_cast<size_t>(id)] = view; }
   /// The owned tensor holding a value, or a copy when the value lives elsewhere.
   Tensor take(ValueId id);
+  /// A sequence or optional value of the run.
+  BoxedValue& boxed(ValueId id) { return boxed_[static_cast<size_t>(id)]; }
 
  private:
   const Graph& graph_;
   std::vector<TensorView> views_;
   std::vector<Tensor> owned_;
+  std::map<size_t, BoxedValue> boxed_;
   bool poison_;
 };
 
@@ -95,11 +99,13 @@ class DetachedRegionStore : public ValueStore {
   const TensorView& get(ValueId id) override { return views_[static_cast<size_t>(id)]; }
   TensorView& output(ValueId id) override;
   void allocate(ValueId id) override;
+  BoxedValue& boxed(ValueId id) override { return boxed_[static_cast<size_t>(id)]; }
 
  protected:
   const Graph& graph_;
   std::vector<TensorView> views_;
   std::vector<Tensor> owned_;
+  std::map<size_t, BoxedValue> boxed_;
 };
 
 /// `standalone` (accuracy checks): a device region copies every input in from

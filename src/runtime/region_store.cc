@@ -35,7 +35,7 @@ void RunStore::allocate(ValueId id) {
   TensorView& v = views_[static_cast<size_t>(id)];
   owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
   v.data = owned_[static_cast<size_t>(id)].data();
-  if (poison_) std::memset(v.data, 0xFF, owned_[static_cast<size_t>(id)].nbytes());
+  if (poison_ && v.dtype != DType::kString) std::memset(v.data, 0xFF, owned_[static_cast<size_t>(id)].nbytes());
 }
 
 Tensor RunStore::take(ValueId id) {
@@ -100,6 +100,7 @@ class HostRegionStore : public ValueStore {
   const TensorView& get(ValueId id) override { return store_.get(global(id)); }
   TensorView& output(ValueId id) override { return store_.output(global(id)); }
   void allocate(ValueId id) override { store_.allocate(global(id)); }
+  BoxedValue& boxed(ValueId id) override { return store_.boxed(global(id)); }
   bool profiling() const override { return profile_ != nullptr; }
   void node_finished(size_t node_index, double milliseconds) override {
     add_node_time(profile_, plan_, node_index, milliseconds);

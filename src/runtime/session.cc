@@ -565,11 +565,12 @@ void CompiledModel::finish() {
     return names;
   };
   for (ValueId id : g.inputs) {
-    inputs_.push_back({g.value(id).name, g.value(id).type.dtype, g.value(id).type.dims, dim_names(g.value(id).type)});
+    const TensorType& t = g.value(id).type;
+    inputs_.push_back({g.value(id).name, t.kind, t.dtype, t.dims, dim_names(t)});
   }
   for (ValueId id : g.outputs) {
     const TensorType& t = g.value(id).type;
-    outputs_.push_back({g.value(id).name, t.dtype, t.rank_known ? t.dims : Shape{}, dim_names(t)});
+    outputs_.push_back({g.value(id).name, t.kind, t.dtype, t.rank_known ? t.dims : Shape{}, dim_names(t)});
   }
 }
 
@@ -581,12 +582,64 @@ int64_t CompiledModel::constant_bytes() const {
   return total;
 }
 
-void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs) const {
+namespace {
+
+/// Checks one tensor of a sequence or optional input against the declared element type.
+void check_boxed_item(const ValueDesc& want, size_t index, const Tensor& item) {
+  bool fits = item.dtype() == want.dtype || want.dtype == DType::kUndefined;
+  if (fits && !want.shape.empty()) {
+    fits = item.shape().size() == want.shape.size();
+    for (size_t d = 0; fits && d < want.shape.size(); ++d) fits = want.shape[d] < 0 || want.shape[d] == item.shape()[d];
+  }
+  if (!fits) {
+    throw_user_error("input '", want.name, "' (", value_kind_name(want.kind), "): tensor ", index, " is ",
+                     dtype_name(item.dtype()), "[", shape_to_string(item.shape()), "], expected ", dtype_name(want.dtype),
+                     want.shape.empty() ? std::string() : "[" + shape_to_string(want.shape) + "]");
+  }
+  if (!item.data() && item.numel() != 0) throw_user_error("input '", want.name, "': tensor ", index, " has no data");
+}
+
+}  // namespace
+
+bool CompiledModel::has_boxed_io() const {
+  for (const ValueDesc& d : inputs_) {
+    if (d.kind != ValueKind::kTensor) return true;
+  }
+  for (const ValueDesc& d : outputs_) {
+    if (d.kind != ValueKind::kTensor) return true;
+  }
+  return false;
+}
+
+void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs, const BoxedIO* boxed) const {
   if (inputs.size() != inputs_.size()) {
     throw_user_error("the model has ", inputs_.size(), " inputs but ", inputs.size(), " were given");
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ValueDesc& want = inputs_[i];
+    if (want.kind != ValueKind::kTensor) {
+      const BoxedValue* box = boxed && i < boxed->inputs.size() ? boxed->inputs[i] : nullptr;
+      if (!box) {
+        throw_user_error("input '", want.name, "' is a ", value_kind_name(want.kind), ", but a tensor was given");
+      }
+      const bool want_sequence = want.kind == ValueKind::kSequence || want.kind == ValueKind::kOptionalSequence;
+      const bool got_sequence = box->kind == ValueKind::kSequence || box->kind == ValueKind::kOptionalSequence;
+      const bool want_optional = want.kind != ValueKind::kSequence;
+      if (want_sequence != got_sequence || (!want_optional && box->kind != ValueKind::kSequence) ||
+          (!box->present && !want_optional)) {
+        throw_user_error("input '", want.name, "' is a ", value_kind_name(want.kind), ", but ",
+                         box->present ? "a " : "an empty ", value_kind_name(box->kind), " was given");
+      }
+      if (box->present && !got_sequence && box->items.size() != 1) {
+        throw_user_error("input '", want.name, "': an optional tensor holds one tensor, got ", box->items.size());
+      }
+      if (!box->present && !box->items.empty()) throw_user_error("input '", want.name, "': an empty optional holds tensors");
+      for (size_t k = 0; k < box->items.size(); ++k) check_boxed_item(want, k, box->items[k]);
+      continue;
+    }
+    if (boxed && i < boxed->inputs.size() && boxed->inputs[i]) {
+      throw_user_error("input '", want.name, "' is a tensor, but a ", value_kind_name(boxed->inputs[i]->kind), " was given");
+    }
     const TensorView& got = inputs[i];
     if (got.dtype != want.dtype || got.shape != want.shape) {
       throw_user_error("input '", want.name, "': expected ", dtype_name(want.dtype), "[", shape_to_string(want.shape),
@@ -597,8 +650,18 @@ void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs) const
 }
 
 std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, const std::vector<TensorView*>& caller_outputs,
-                                       RunProfile* profile) const {
-  validate_inputs(inputs);
+                                       RunProfile* profile, BoxedIO* boxed) const {
+  validate_inputs(inputs, boxed);
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (outputs_[i].kind == ValueKind::kTensor) continue;
+    if (!boxed) {
+      throw_user_error("output '", outputs_[i].name, "' is a ", value_kind_name(outputs_[i].kind),
+                       "; run the model through an interface that takes sequences and optionals");
+    }
+    if (i < caller_outputs.size() && caller_outputs[i]) {
+      throw_user_error("output '", outputs_[i].name, "' is a ", value_kind_name(outputs_[i].kind), ", not a tensor buffer");
+    }
+  }
   if (!caller_outputs.empty() && caller_outputs.size() != outputs_.size()) {
     throw_user_error("the model has ", outputs_.size(), " outputs but ", caller_outputs.size(), " output buffers were given");
   }
@@ -609,13 +672,24 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
     profile->region_milliseconds.resize(regions_.size(), 0.0);
     profile->region_fallbacks.resize(regions_.size(), 0);
   }
-  for (size_t i = 0; i < inputs.size(); ++i) store.bind(graph_.inputs[i], inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs_[i].kind == ValueKind::kTensor) {
+      store.bind(graph_.inputs[i], inputs[i]);
+    } else {
+      BoxedValue box = *boxed->inputs[i];
+      box.kind = inputs_[i].kind == ValueKind::kSequence ? ValueKind::kSequence : box.kind;
+      store.boxed(graph_.inputs[i]) = std::move(box);
+    }
+  }
   // Outputs computed by a node are written straight into the caller's buffer.
   std::vector<char> written_in_place(outputs_.size(), 0);
   for (size_t i = 0; i < caller_outputs.size(); ++i) {
     TensorView* dest = caller_outputs[i];
     if (!dest) continue;
     const ValueDesc& want = outputs_[i];
+    if (want.dtype == DType::kString) {
+      throw_user_error("output '", want.name, "' is a string tensor, which is returned, not written into a caller buffer");
+    }
     if (dest->dtype != want.dtype || dest->shape != want.shape) {
       throw_user_error("output '", want.name, "': buffer is ", dtype_name(dest->dtype), "[", shape_to_string(dest->shape),
                        "], the model produces ", dtype_name(want.dtype), "[", shape_to_string(want.shape), "]");
@@ -634,11 +708,16 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
     for (size_t r = 0; r < regions_.size(); ++r) run_region(*regions_[r], store, resident, profile, r);
   }
   std::vector<Tensor> results(outputs_.size());
+  if (boxed) boxed->outputs.assign(outputs_.size(), BoxedValue{});
   for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (outputs_[i].kind != ValueKind::kTensor) {
+      boxed->outputs[i] = store.boxed(graph_.outputs[i]);
+      continue;
+    }
     if (written_in_place[i]) continue;
     Tensor t = store.take(graph_.outputs[i]);
     if (i < caller_outputs.size() && caller_outputs[i]) {
-      if (t.nbytes()) std::memcpy(caller_outputs[i]->data, t.data(), t.nbytes());
+      copy_view_data(*caller_outputs[i], t.view());
     } else {
       results[i] = t;
     }

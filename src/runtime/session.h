@@ -48,6 +48,9 @@ struct CompileOptions {
 
 struct ValueDesc {
   std::string name;
+  /// A tensor, or a sequence or optional (run through BoxedIO); dtype and
+  /// shape are then those of its tensors (-1 where they may differ).
+  ValueKind kind = ValueKind::kTensor;
   DType dtype = DType::kUndefined;
   Shape shape;  // -1 where not known before running
   std::vector<std::string> dim_names;  // the model's names for its dims (ONNX dim_param) or "", one per dim
@@ -100,6 +103,12 @@ struct CheckOptions {
   bool float64_reference = false;
 };
 
+/// The sequence and optional inputs and outputs of a run (ValueDesc::kind).
+struct BoxedIO {
+  std::vector<const BoxedValue*> inputs;  // per model input: set for each sequence or optional input
+  std::vector<BoxedValue> outputs;        // per model output, filled by run for each sequence or optional output
+};
+
 class CompiledModel {
  public:
   /// Runs the compile pipeline on `graph` (straight from a frontend).
@@ -148,8 +157,13 @@ class CompiledModel {
   /// in place and must have the output's dtype and shape; the other outputs
   /// are returned as owned tensors. Throws a user error on a bad input.
   /// When `profile` is given, its vectors are resized and times are added.
+  /// A model with sequence or optional inputs or outputs needs `boxed`: its
+  /// inputs there (the views at those positions are ignored), its outputs
+  /// returned there (results[i] stays empty for them).
   std::vector<Tensor> run(const std::vector<TensorView>& inputs, const std::vector<TensorView*>& caller_outputs = {},
-                          RunProfile* profile = nullptr) const;
+                          RunProfile* profile = nullptr, BoxedIO* boxed = nullptr) const;
+  /// True when an input or output is a sequence or an optional.
+  bool has_boxed_io() const;
   /// Runs the model once on `inputs` and, after each region, the same region's
   /// nodes on the native backend (float32, no fused patterns) on the inputs
   /// the region just read, comparing every output (src/runtime/region_check.cc).
@@ -161,7 +175,7 @@ class CompiledModel {
   static std::unique_ptr<CompiledModel> from_artifact(Artifact artifact, const std::string& path,
                                                       const CompileOptions& options);
   Artifact to_artifact() const;
-  void validate_inputs(const std::vector<TensorView>& inputs) const;
+  void validate_inputs(const std::vector<TensorView>& inputs, const BoxedIO* boxed = nullptr) const;
   /// After the regions exist: memory plan, copy plan, summaries, I/O descriptions.
   void finish();
   class ArenaLease;

@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -169,6 +170,14 @@ std::string compare(const Tensor& actual, const Tensor& expected, const std::str
   if (actual.shape() != expected.shape()) {
     return "output '" + name + "' has shape " + shape_to_string(actual.shape()) + ", expected " + shape_to_string(expected.shape());
   }
+  if (expected.dtype() == DType::kString) {
+    for (int64_t i = 0; i < expected.numel(); ++i) {
+      const std::string& a = actual.as<std::string>()[i];
+      const std::string& b = expected.as<std::string>()[i];
+      if (a != b) return "output '" + name + "' element " + std::to_string(i) + " is \"" + a + "\", expected \"" + b + "\"";
+    }
+    return "";
+  }
   const bool exact = !dtype_is_float(expected.dtype());
   const Tolerance tol = override ? *override : default_tolerance(expected.dtype());
   for (int64_t i = 0; i < expected.numel(); ++i) {
@@ -249,18 +258,37 @@ struct CaseResult {
   double worst = 0;    // largest error as a fraction of the tolerance
 };
 
+/// Inputs and expected outputs; a sequence or optional (by the model's
+/// declared type) is in the boxed vectors instead (its tensor left empty).
 struct DataSet {
   std::vector<Tensor> inputs;
   std::vector<Tensor> expected;
+  std::vector<std::optional<BoxedValue>> boxed_inputs;
+  std::vector<std::optional<BoxedValue>> boxed_expected;
+  bool has_boxed() const {
+    for (const auto& b : boxed_inputs) if (b) return true;
+    for (const auto& b : boxed_expected) if (b) return true;
+    return false;
+  }
 };
 
 std::vector<Tensor> run_model(const Graph& graph, const std::vector<Tensor>& inputs, CompileOptions options,
-                              std::string* ran_on, std::vector<std::string>* output_names) {
-  for (size_t i = 0; i < inputs.size(); ++i) options.input_shapes[graph.value(graph.inputs[i]).name] = inputs[i].shape();
+                              std::string* ran_on, std::vector<std::string>* output_names,
+                              const std::vector<std::optional<BoxedValue>>* boxed_inputs = nullptr,
+                              std::vector<BoxedValue>* boxed_outputs = nullptr) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!graph.value(graph.inputs[i]).type.is_tensor()) continue;
+    options.input_shapes[graph.value(graph.inputs[i]).name] = inputs[i].shape();
+  }
   auto model = CompiledModel::compile(graph, options);
   std::vector<TensorView> views;
   for (const Tensor& t : inputs) views.push_back(t.view());
-  std::vector<Tensor> outputs = model->run(views);
+  BoxedIO boxed;
+  if (boxed_inputs) {
+    for (const auto& b : *boxed_inputs) boxed.inputs.push_back(b ? &*b : nullptr);
+  }
+  std::vector<Tensor> outputs = model->run(views, {}, nullptr, &boxed);
+  if (boxed_outputs) *boxed_outputs = std::move(boxed.outputs);
   if (ran_on) *ran_on = backends_that_ran(*model);
   if (output_names) {
     for (const ValueDesc& d : model->outputs()) output_names->push_back(d.name);
@@ -302,6 +330,7 @@ const char* kSpecialNames[] = {"finite", "NaN", "+Inf", "-Inf"};
 /// Returns "" when they agree or when native itself rejects the input (then
 /// there is nothing to compare).
 std::string check_nan_inf(const Graph& graph, const DataSet& set, const CompileOptions& options) {
+  if (set.has_boxed()) return "";  // sequences and optionals run on native only: nothing to compare with
   std::vector<Tensor> poisoned = with_nan_and_inf(set.inputs);
   bool any_float = false;
   for (const Tensor& t : poisoned) any_float |= dtype_is_float(t.dtype()) && t.numel() > 0;
@@ -341,6 +370,24 @@ std::string check_nan_inf(const Graph& graph, const DataSet& set, const CompileO
   return "";
 }
 
+/// A sequence or optional output: presence, length, then each tensor as compare() does.
+std::string compare_boxed(const BoxedValue& actual, const BoxedValue& expected, const std::string& name,
+                          const Tolerance* override, double& worst) {
+  if (actual.present != expected.present) {
+    return "output '" + name + "' is " + (actual.present ? "present" : "empty") + ", expected " +
+           (expected.present ? "present" : "empty");
+  }
+  if (actual.items.size() != expected.items.size()) {
+    return "output '" + name + "' holds " + std::to_string(actual.items.size()) + " tensors, expected " +
+           std::to_string(expected.items.size());
+  }
+  for (size_t k = 0; k < actual.items.size(); ++k) {
+    std::string diff = compare(actual.items[k], expected.items[k], name + "[" + std::to_string(k) + "]", override, worst);
+    if (!diff.empty()) return diff;
+  }
+  return "";
+}
+
 /// Runs one case in this process.
 CaseResult run_case(const fs::path& dir, const RunSettings& settings) {
   CaseResult result;
@@ -368,12 +415,29 @@ CaseResult run_case(const fs::path& dir, const RunSettings& settings) {
     for (const fs::path& set_dir : set_dirs) {
       DataSet set;
       for (const fs::path& p : sorted_pb_files(set_dir, "input_")) {
-        Tensor t = onnx_frontend::load_tensor_proto_file(p.string());
         size_t i = set.inputs.size();
+        const ValueKind kind = i < graph.inputs.size() ? graph.value(graph.inputs[i]).type.kind : ValueKind::kTensor;
+        if (kind != ValueKind::kTensor) {
+          set.inputs.emplace_back();
+          set.boxed_inputs.push_back(onnx_frontend::load_boxed_proto_file(p.string(), kind));
+          continue;
+        }
+        Tensor t = onnx_frontend::load_tensor_proto_file(p.string());
         if (i < graph.inputs.size()) t = as_bfloat16_if_stored_as_bits(t, graph.value(graph.inputs[i]).type.dtype);
         set.inputs.push_back(t);
+        set.boxed_inputs.emplace_back();
       }
-      for (const fs::path& p : sorted_pb_files(set_dir, "output_")) set.expected.push_back(onnx_frontend::load_tensor_proto_file(p.string()));
+      for (const fs::path& p : sorted_pb_files(set_dir, "output_")) {
+        size_t i = set.expected.size();
+        const ValueKind kind = i < graph.outputs.size() ? graph.value(graph.outputs[i]).type.kind : ValueKind::kTensor;
+        if (kind != ValueKind::kTensor) {
+          set.expected.emplace_back();
+          set.boxed_expected.push_back(onnx_frontend::load_boxed_proto_file(p.string(), kind));
+          continue;
+        }
+        set.expected.push_back(onnx_frontend::load_tensor_proto_file(p.string()));
+        set.boxed_expected.emplace_back();
+      }
       if (set.inputs.size() != graph.inputs.size()) {
         return fail(kFailed, "test data has " + std::to_string(set.inputs.size()) + " inputs, the model " +
                                  std::to_string(graph.inputs.size()));
@@ -382,11 +446,17 @@ CaseResult run_case(const fs::path& dir, const RunSettings& settings) {
     }
     for (const DataSet& set : sets) {
       std::vector<std::string> names;
-      std::vector<Tensor> actual = run_model(graph, set.inputs, options, &result.ran_on, &names);
+      std::vector<BoxedValue> actual_boxed;
+      std::vector<Tensor> actual = run_model(graph, set.inputs, options, &result.ran_on, &names, &set.boxed_inputs, &actual_boxed);
       if (actual.size() != set.expected.size()) {
         return fail(kFailed, "produced " + std::to_string(actual.size()) + " outputs, expected " + std::to_string(set.expected.size()));
       }
       for (size_t i = 0; i < actual.size(); ++i) {
+        if (set.boxed_expected[i]) {
+          std::string diff = compare_boxed(actual_boxed[i], *set.boxed_expected[i], names[i], override, result.worst);
+          if (!diff.empty()) return fail(kFailed, diff + " (ran on: " + result.ran_on + ")");
+          continue;
+        }
         Tensor expected = as_bfloat16_if_stored_as_bits(set.expected[i], actual[i].dtype());
         std::string diff = random ? check_random_output(actual[i], expected, names[i])
                                   : compare(actual[i], expected, names[i], override, result.worst);

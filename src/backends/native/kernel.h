@@ -19,15 +19,22 @@ class KernelContext {
  public:
   using Allocator = std::function<void(size_t index, TensorView& view)>;
   KernelContext(const Node& node, std::vector<const TensorView*> inputs, std::vector<TensorView*> outputs,
-                ThreadPool& pool, const void* state, Allocator allocator)
+                ThreadPool& pool, const void* state, Allocator allocator,
+                std::vector<BoxedValue*> boxed_inputs = {}, std::vector<BoxedValue*> boxed_outputs = {})
       : node_(node), inputs_(std::move(inputs)), outputs_(std::move(outputs)), pool_(pool), state_(state),
-        allocator_(std::move(allocator)) {}
+        allocator_(std::move(allocator)), boxed_inputs_(std::move(boxed_inputs)),
+        boxed_outputs_(std::move(boxed_outputs)) {}
 
   const Node& node() const { return node_; }
   const AttributeMap& attrs() const { return node_.attrs; }
   int opset() const { return node_.opset; }
   size_t num_inputs() const { return inputs_.size(); }
+  /// True for a tensor input that is present (a sequence or optional input is boxed_input).
   bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  /// Input i when it is a sequence or an optional (ValueKind), else null.
+  const BoxedValue* boxed_input(size_t i) const { return i < boxed_inputs_.size() ? boxed_inputs_[i] : nullptr; }
+  /// Output i when it is a sequence or an optional, else null; the kernel fills it in.
+  BoxedValue* boxed_output(size_t i) const { return i < boxed_outputs_.size() ? boxed_outputs_[i] : nullptr; }
   const TensorView& input(size_t i) const {
     if (!has_input(i)) fail("input ", i, " is required but missing");
     return *inputs_[i];
@@ -63,6 +70,8 @@ class KernelContext {
   ThreadPool& pool_;
   const void* state_;
   Allocator allocator_;
+  std::vector<BoxedValue*> boxed_inputs_;
+  std::vector<BoxedValue*> boxed_outputs_;
 };
 
 using KernelFn = void (*)(KernelContext& ctx);
@@ -98,5 +107,9 @@ void register_recurrent_kernels(KernelRegistry& registry);
 void register_quantization_kernels(KernelRegistry& registry);
 void register_signal_kernels(KernelRegistry& registry);
 void register_controlflow_kernels(KernelRegistry& registry);
+void register_text_kernels(KernelRegistry& registry);
+/// StringNormalizer (kernels/text_normalizer.cc), registered by register_text_kernels.
+void register_string_normalizer_kernel(KernelRegistry& registry);
+void register_sequence_kernels(KernelRegistry& registry);
 
 }  // namespace tessera::native

@@ -14,6 +14,8 @@ const KernelRegistry& KernelRegistry::instance() {
     register_quantization_kernels(*r);
     register_signal_kernels(*r);
     register_controlflow_kernels(*r);
+    register_sequence_kernels(*r);
+    register_text_kernels(*r);
     return r;
   }();
   return *registry;

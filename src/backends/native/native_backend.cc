@@ -56,6 +56,7 @@ CompiledNode compile_node(const Graph& graph, const Node& node) {
   cn.schema = OpRegistry::instance().find(node.domain, node.op_type);
   cn.kernel = KernelRegistry::instance().find(node.domain, node.op_type);
   if (!cn.schema || !cn.kernel) throw_unsupported(node.describe(), ": the native backend has no kernel for this op");
+  native::mark_boxed_values(cn, graph);
   cn.outputs_static = true;
   for (ValueId id : node.outputs) {
     if (id != kNoValue && !graph.value(id).type.is_static()) cn.outputs_static = false;
@@ -202,6 +203,7 @@ class LocalStore : public ValueStore {
   }
   void bind(ValueId id, const Tensor& t) { views_[static_cast<size_t>(id)] = t.view(); }
   Tensor take(ValueId id) { return owned_[static_cast<size_t>(id)]; }
+  // evaluate_node_natively takes tensors only (folding skips sequences and optionals).
 
  private:
   std::vector<TensorView> views_;

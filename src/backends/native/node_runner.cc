@@ -4,17 +4,45 @@
 
 namespace tessera::native {
 
+void mark_boxed_values(CompiledNode& cn, const Graph& graph) {
+  const Node& node = *cn.node;
+  cn.boxed_inputs.clear();
+  cn.boxed_outputs.clear();
+  bool any = false;
+  for (ValueId id : node.inputs) any |= id != kNoValue && !graph.value(id).type.is_tensor();
+  for (ValueId id : node.outputs) any |= id != kNoValue && !graph.value(id).type.is_tensor();
+  if (!any) return;
+  for (ValueId id : node.inputs) cn.boxed_inputs.push_back(id != kNoValue && !graph.value(id).type.is_tensor());
+  for (ValueId id : node.outputs) cn.boxed_outputs.push_back(id != kNoValue && !graph.value(id).type.is_tensor());
+}
+
 void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
   const Node& node = *cn.node;
+  const bool boxed = !cn.boxed_inputs.empty() || !cn.boxed_outputs.empty();
   std::vector<const TensorView*> inputs(node.inputs.size(), nullptr);
+  std::vector<BoxedValue*> boxed_inputs(boxed ? node.inputs.size() : 0, nullptr);
   for (size_t i = 0; i < node.inputs.size(); ++i) {
-    if (node.inputs[i] != kNoValue) inputs[i] = &store.get(node.inputs[i]);
+    if (node.inputs[i] == kNoValue) continue;
+    if (boxed && cn.boxed_inputs[i]) {
+      boxed_inputs[i] = &store.boxed(node.inputs[i]);
+    } else {
+      inputs[i] = &store.get(node.inputs[i]);
+    }
   }
   std::vector<TensorView*> outputs(node.outputs.size(), nullptr);
+  std::vector<BoxedValue*> boxed_outputs(boxed ? node.outputs.size() : 0, nullptr);
   for (size_t i = 0; i < node.outputs.size(); ++i) {
-    if (node.outputs[i] != kNoValue) outputs[i] = &store.output(node.outputs[i]);
+    if (node.outputs[i] == kNoValue) continue;
+    if (boxed && cn.boxed_outputs[i]) {
+      boxed_outputs[i] = &store.boxed(node.outputs[i]);
+      *boxed_outputs[i] = BoxedValue{};
+    } else {
+      outputs[i] = &store.output(node.outputs[i]);
+    }
   }
-  if (!cn.outputs_static) {
+  // A node with sequence or optional values has its kernel allocate its tensor
+  // outputs (their shapes follow the boxed values' contents).
+  if (!cn.outputs_static && !boxed) {
     std::vector<TensorType> input_types(inputs.size());
     std::vector<const TensorType*> type_ptrs(inputs.size(), nullptr);
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -36,7 +64,8 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
     }
   }
   KernelContext ctx(node, std::move(inputs), outputs, pool, cn.state.get(),
-                    [&](size_t i, TensorView&) { store.allocate(node.outputs[i]); });
+                    [&](size_t i, TensorView&) { store.allocate(node.outputs[i]); }, std::move(boxed_inputs),
+                    std::move(boxed_outputs));
   cn.kernel->run(ctx);
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i] && !outputs[i]->data && outputs[i]->numel() != 0) {

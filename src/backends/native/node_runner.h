@@ -15,7 +15,14 @@ struct CompiledNode {
   const KernelDef* kernel = nullptr;
   std::shared_ptr<void> state;
   bool outputs_static = false;  // every output's type is fully known at compile time
+  /// Per input / output: 1 where the value is a sequence or an optional (from
+  /// the graph's types); such a node's kernel allocates its tensor outputs.
+  std::vector<char> boxed_inputs;
+  std::vector<char> boxed_outputs;
 };
+
+/// Fills cn.boxed_inputs / boxed_outputs from `graph`'s value types.
+void mark_boxed_values(CompiledNode& cn, const Graph& graph);
 
 /// Runs one node: gathers views, infers shapes when needed, calls the kernel.
 void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool);

@@ -1,6 +1,7 @@
 #include "frontend/onnx/onnx_importer.h"
 
 #include <fcntl.h>
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -47,13 +48,8 @@ std::string read_file(const std::string& path) {
   return data;
 }
 
-TensorType type_from_proto(const onnx::TypeProto& type, const std::string& value_name) {
+TensorType tensor_type_from_proto(const onnx::TypeProto::Tensor& tensor_type, const std::string& value_name) {
   TensorType out;
-  if (!type.has_tensor_type()) {
-    if (type.value_case() == onnx::TypeProto::VALUE_NOT_SET) return out;
-    throw_unsupported("value '", value_name, "' is not a tensor (sequences, maps and optionals are not supported)");
-  }
-  const auto& tensor_type = type.tensor_type();
   out.dtype = dtype_from_onnx(tensor_type.elem_type(), value_name);
   if (tensor_type.has_shape()) {
     out.rank_known = true;
@@ -69,6 +65,40 @@ TensorType type_from_proto(const onnx::TypeProto& type, const std::string& value
     }
   }
   return out;
+}
+
+/// A sequence's element type: a tensor (of unknown type when the model leaves it out).
+TensorType sequence_element_from_proto(const onnx::TypeProto::Sequence& sequence, const std::string& value_name) {
+  if (!sequence.has_elem_type() || sequence.elem_type().value_case() == onnx::TypeProto::VALUE_NOT_SET) return {};
+  if (!sequence.elem_type().has_tensor_type()) {
+    throw_unsupported("value '", value_name, "' is a sequence of non-tensors (only sequences of tensors are supported)");
+  }
+  return tensor_type_from_proto(sequence.elem_type().tensor_type(), value_name);
+}
+
+TensorType type_from_proto(const onnx::TypeProto& type, const std::string& value_name) {
+  switch (type.value_case()) {
+    case onnx::TypeProto::VALUE_NOT_SET: return {};
+    case onnx::TypeProto::kTensorType: return tensor_type_from_proto(type.tensor_type(), value_name);
+    case onnx::TypeProto::kSequenceType:
+      return TensorType::of_kind(ValueKind::kSequence, sequence_element_from_proto(type.sequence_type(), value_name));
+    case onnx::TypeProto::kOptionalType: {
+      const onnx::TypeProto::Optional& optional = type.optional_type();
+      if (!optional.has_elem_type()) throw_user_error("value '", value_name, "' is an optional without an element type");
+      const onnx::TypeProto& elem = optional.elem_type();
+      if (elem.has_tensor_type()) {
+        return TensorType::of_kind(ValueKind::kOptionalTensor, tensor_type_from_proto(elem.tensor_type(), value_name));
+      }
+      if (elem.has_sequence_type()) {
+        return TensorType::of_kind(ValueKind::kOptionalSequence,
+                                   sequence_element_from_proto(elem.sequence_type(), value_name));
+      }
+      throw_unsupported("value '", value_name, "' is an optional of neither a tensor nor a sequence");
+    }
+    default:
+      throw_unsupported("value '", value_name, "' is a ", type.has_map_type() ? "map" : "sparse tensor or other non-tensor",
+                        ", which is not supported (tensors, sequences of tensors and optionals are)");
+  }
 }
 
 class Importer {
@@ -325,6 +355,7 @@ class Importer {
         return out;
       }
       case onnx::AttributeProto::TENSOR: return Attribute::of_tensor(tensor_from_proto(a.t(), base_dir_));
+      case onnx::AttributeProto::TYPE_PROTO: return Attribute::of_ints(encode_type_attribute(type_from_proto(a.tp(), a.name())));
       case onnx::AttributeProto::GRAPHS:
         throw_unsupported(where, ": attribute '", a.name(), "' is a list of subgraphs, which is not supported");
       default:
@@ -457,6 +488,58 @@ Tensor load_tensor_proto_file(const std::string& path) {
   }
   std::string dir = std::filesystem::path(path).parent_path().string();
   return tensor_from_proto(proto, dir.empty() ? "." : dir);
+}
+
+namespace {
+
+BoxedValue boxed_from_sequence(const onnx::SequenceProto& proto, const std::string& path, const std::string& dir) {
+  if (proto.elem_type() != onnx::SequenceProto::TENSOR) {
+    throw_unsupported(path, ": a sequence of non-tensors (elem_type ", proto.elem_type(), ") is not supported");
+  }
+  BoxedValue box;
+  for (const auto& t : proto.tensor_values()) box.items.push_back(tensor_from_proto(t, dir));
+  return box;
+}
+
+}  // namespace
+
+BoxedValue load_boxed_proto_file(const std::string& path, ValueKind kind) {
+  std::string bytes = read_file(path);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  if (kind == ValueKind::kSequence) {
+    onnx::SequenceProto proto;
+    if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) throw_user_error(path, ": not a valid SequenceProto");
+    return boxed_from_sequence(proto, path, dir);
+  }
+  if (kind != ValueKind::kOptionalTensor && kind != ValueKind::kOptionalSequence) {
+    throw_internal_error("load_boxed_proto_file: ", value_kind_name(kind), " is not boxed");
+  }
+  onnx::OptionalProto proto;
+  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) throw_user_error(path, ": not a valid OptionalProto");
+  BoxedValue box;
+  box.kind = kind;
+  switch (proto.elem_type()) {
+    case onnx::OptionalProto::UNDEFINED: box.present = false; return box;
+    case onnx::OptionalProto::TENSOR:
+      if (kind != ValueKind::kOptionalTensor) throw_user_error(path, ": holds a tensor, but an optional sequence is expected");
+      if (!proto.has_tensor_value()) {
+        box.present = false;
+      } else {
+        box.items.push_back(tensor_from_proto(proto.tensor_value(), dir));
+      }
+      return box;
+    case onnx::OptionalProto::SEQUENCE:
+      if (kind != ValueKind::kOptionalSequence) throw_user_error(path, ": holds a sequence, but an optional tensor is expected");
+      if (!proto.has_sequence_value()) {
+        box.present = false;
+        return box;
+      }
+      box.items = boxed_from_sequence(proto.sequence_value(), path, dir).items;
+      return box;
+    default:
+      throw_unsupported(path, ": an optional of elem_type ", proto.elem_type(), " is not supported");
+  }
 }
 
 }  // namespace tessera::onnx_frontend

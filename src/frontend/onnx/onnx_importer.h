@@ -22,5 +22,8 @@ Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, c
 
 /// Reads a serialized TensorProto (as in the ONNX test data sets).
 Tensor load_tensor_proto_file(const std::string& path);
+/// Reads a serialized SequenceProto (kind kSequence) or OptionalProto (the
+/// optional kinds) of tensors, as in the ONNX test data sets.
+BoxedValue load_boxed_proto_file(const std::string& path, ValueKind kind);
 
 }  // namespace tessera::onnx_frontend

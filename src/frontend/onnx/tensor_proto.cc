@@ -18,7 +18,7 @@ DType dtype_from_onnx(int elem_type, const std::string& what) {
   if (elem_type == onnx::TensorProto::UNDEFINED) return DType::kUndefined;
   DType dtype = dtype_from_onnx_code(elem_type);
   if (dtype != DType::kUndefined) return dtype;
-  if (elem_type == onnx::TensorProto::STRING || elem_type == onnx::TensorProto::COMPLEX64 ||
+  if (elem_type == onnx::TensorProto::COMPLEX64 ||
       elem_type == onnx::TensorProto::COMPLEX128) {
     throw_unsupported("'", what, "' has dtype ", onnx_dtype_code_name(elem_type), ", which is not supported");
   }
@@ -159,6 +159,19 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
     shape.push_back(d);
   }
   if (proto.has_segment()) throw_unsupported("tensor '", proto.name(), "' is segmented");
+  if (dtype == DType::kString) {
+    // ONNX keeps strings in string_data only (never raw or external).
+    if (proto.data_location() == onnx::TensorProto::EXTERNAL || proto.has_raw_data()) {
+      throw_user_error("tensor '", proto.name(), "' is a string tensor with raw or external data; strings belong in string_data");
+    }
+    if (proto.string_data_size() != count) {
+      throw_user_error("tensor '", proto.name(), "' has ", proto.string_data_size(), " strings, its shape ",
+                       shape_to_string(shape), " needs ", count);
+    }
+    Tensor tensor(dtype, shape);
+    for (int64_t i = 0; i < count; ++i) tensor.as<std::string>()[i] = proto.string_data(static_cast<int>(i));
+    return tensor;
+  }
   // Every size is checked against the data actually present before anything
   // is allocated, so a hostile shape cannot make us allocate terabytes.
   const size_t nbytes = static_cast<size_t>(count) * dtype_size(dtype);

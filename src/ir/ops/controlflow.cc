@@ -80,6 +80,9 @@ std::vector<TensorType> infer_subgraph_outputs(const Graph& g, const std::vector
 /// The type both `a` and `b` satisfy: dims kept where they agree.
 TensorType merge_types(const TensorType& a, const TensorType& b) {
   TensorType out;
+  // Kinds: a value that is an optional on one path and its content on the
+  // other is an optional; otherwise the known one (b: a Loop body's output).
+  out.kind = a.kind == b.kind ? a.kind : (a.is_optional() ? a.kind : (b.is_optional() ? b.kind : b.kind));
   out.dtype = a.dtype != DType::kUndefined ? a.dtype : b.dtype;
   if (a.rank_known && b.rank_known && a.rank() == b.rank()) {
     out.rank_known = true;
@@ -92,6 +95,7 @@ void set_output_type(InferContext& ctx, size_t i, const TensorType& t) {
   if (t.is_static()) return ctx.set_output(i, t.dtype, t.dims);
   ctx.set_output_unknown(i, t.dtype, t.rank_known ? t.rank() : -1);
   if (t.rank_known) ctx.output(i).dims = t.dims;
+  ctx.output(i).kind = t.kind;
 }
 
 std::vector<TensorType> capture_types(const InferContext& ctx, size_t first) {
@@ -192,10 +196,10 @@ void register_controlflow_ops(OpRegistry& registry) {
                 .max_outputs = kManyInputs,
                 .attributes = {{"then_branch", Kind::kGraph, std::nullopt, true},
                                {"else_branch", Kind::kGraph, std::nullopt, true}},
-                .infer = infer_if, .data_dependent_output = true});
+                .infer = infer_if, .data_dependent_output = true, .boxed_values = true});
   registry.add({.op_type = "Loop", .min_opset = 1, .min_inputs = 2, .max_inputs = kManyInputs, .min_outputs = 1,
                 .max_outputs = kManyInputs, .attributes = {{"body", Kind::kGraph, std::nullopt, true}},
-                .infer = infer_loop, .data_dependent_output = true});
+                .infer = infer_loop, .data_dependent_output = true, .boxed_values = true});
   registry.add({.op_type = "Scan", .min_opset = 8, .min_inputs = 1, .max_inputs = kManyInputs, .min_outputs = 1,
                 .max_outputs = kManyInputs,
                 .attributes = {{"body", Kind::kGraph, std::nullopt, true},

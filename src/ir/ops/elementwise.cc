@@ -22,6 +22,11 @@ const std::vector<DType> kNumbersAndBool = [] {
   v.push_back(DType::kBool);
   return v;
 }();
+const std::vector<DType> kNumbersBoolAndString = [] {
+  std::vector<DType> v = kNumbersAndBool;
+  v.push_back(DType::kString);
+  return v;
+}();
 const std::vector<DType> kUnsigned = {DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64};
 const std::vector<DType> kBool = {DType::kBool};
 
@@ -244,11 +249,21 @@ void register_other(OpRegistry& registry) {
   for (const char* op : {"Sum", "Mean"}) registry.add(variadic(op, kFloats));
   registry.add({.op_type = "Where", .min_opset = 9, .min_inputs = 3, .max_inputs = 3, .input_dtypes = kBool,
                 .infer = infer_where});
+  // Cast and CastLike convert to and from strings too (decimal text; elementwise_string.cc).
   registry.add({.op_type = "Cast", .min_opset = 6, .attributes = {{"to", Kind::kInt, std::nullopt, true}},
-                .input_dtypes = kNumbersAndBool, .infer = infer_cast});
+                .input_dtypes = kNumbersBoolAndString, .infer = infer_cast, .strings = true});
   registry.add({.op_type = "CastLike", .min_opset = 15, .min_inputs = 2, .max_inputs = 2,
-                .input_dtypes = kNumbersAndBool, .infer = infer_cast_like});
-  registry.add({.op_type = "Identity", .min_opset = 1, .infer = infer_same_as_input0});
+                .input_dtypes = kNumbersBoolAndString, .infer = infer_cast_like, .strings = true});
+  // Identity passes sequences and optionals through too (opset 14 on).
+  registry.add({.op_type = "Identity", .min_opset = 1,
+                .infer = [](InferContext& ctx) {
+                  if (!ctx.input_type(0).is_tensor()) {
+                    ctx.output(0) = ctx.input_type(0);
+                  } else {
+                    infer_same_as_input0(ctx);
+                  }
+                },
+                .boxed_values = true, .strings = true});
   // Opset 12 turned ratio into an input and added training_mode; only inference is supported.
   registry.add({.op_type = "Dropout", .min_opset = 7, .min_inputs = 1, .max_inputs = 3, .min_outputs = 1,
                 .max_outputs = 2, .attributes = {float_attr("ratio", 0.5f), {"seed", Kind::kInt}},

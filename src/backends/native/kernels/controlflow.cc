@@ -24,10 +24,21 @@ bool scalar_bool(const KernelContext& ctx, const TensorView& v, const char* what
   return *static_cast<const uint8_t*>(v.data) != 0;
 }
 
-std::shared_ptr<void> prepare_if(const Node& node, const std::vector<const Tensor*>&, const std::vector<TensorType>&) {
+/// The types of a node's inputs from `first` on (its captures, or a Loop's carried values and captures).
+std::vector<TensorType> types_from(const std::vector<TensorType>& input_types, size_t first) {
+  return first < input_types.size() ? std::vector<TensorType>(input_types.begin() + static_cast<ptrdiff_t>(first), input_types.end())
+                                    : std::vector<TensorType>{};
+}
+
+size_t formal_inputs_of(const Node& node) {
+  return static_cast<size_t>(node.attrs.get_int_or("tessera_formal_inputs", static_cast<int64_t>(node.inputs.size())));
+}
+
+std::shared_ptr<void> prepare_if(const Node& node, const std::vector<const Tensor*>&, const std::vector<TensorType>& types) {
   auto state = std::make_shared<IfState>();
-  state->then_branch = compile_subgraph(graph_attr(node, "then_branch"));
-  state->else_branch = compile_subgraph(graph_attr(node, "else_branch"));
+  const std::vector<TensorType> captures = types_from(types, formal_inputs_of(node));
+  state->then_branch = compile_subgraph(graph_attr(node, "then_branch"), captures);
+  state->else_branch = compile_subgraph(graph_attr(node, "else_branch"), captures);
   return state;
 }
 
@@ -39,19 +50,26 @@ void if_kernel(KernelContext& ctx) {
   if (const IfState* state = ctx.state<IfState>()) {
     program = cond ? &state->then_branch : &state->else_branch;
   } else {
-    local = compile_subgraph(graph_attr(ctx.node(), branch_name));
+    local = compile_subgraph(graph_attr(ctx.node(), branch_name), run_time_input_types(ctx, formal_inputs(ctx)));
     program = &local;
   }
-  std::vector<Tensor> results = run_subgraph(*program, captured_views(ctx, formal_inputs(ctx)), ctx.pool());
+  std::vector<SubgraphValue> results = run_subgraph(*program, captured_values(ctx, formal_inputs(ctx)), ctx.pool());
   if (results.size() != ctx.num_outputs()) {
     ctx.fail(branch_name, " has ", results.size(), " outputs but the node has ", ctx.num_outputs());
   }
-  for (size_t i = 0; i < results.size(); ++i) write_output(ctx, i, results[i].view());
+  for (size_t i = 0; i < results.size(); ++i) write_output(ctx, i, results[i]);
 }
 
-std::shared_ptr<void> prepare_loop(const Node& node, const std::vector<const Tensor*>&, const std::vector<TensorType>&) {
+/// The Loop body's input types: iteration number, cond, then the node's carried values and captures.
+std::vector<TensorType> loop_body_types(std::vector<TensorType> carried_and_captures) {
+  std::vector<TensorType> out = {TensorType::make(DType::kInt64, {}), TensorType::make(DType::kBool, {})};
+  out.insert(out.end(), carried_and_captures.begin(), carried_and_captures.end());
+  return out;
+}
+
+std::shared_ptr<void> prepare_loop(const Node& node, const std::vector<const Tensor*>&, const std::vector<TensorType>& types) {
   auto state = std::make_shared<LoopState>();
-  state->body = compile_subgraph(graph_attr(node, "body"));
+  state->body = compile_subgraph(graph_attr(node, "body"), loop_body_types(types_from(types, 2)));
   return state;
 }
 
@@ -101,39 +119,41 @@ void loop_kernel(KernelContext& ctx) {
   if (const LoopState* state = ctx.state<LoopState>()) {
     program = &state->body;
   } else {
-    local = compile_subgraph(graph_attr(ctx.node(), "body"));
+    local = compile_subgraph(graph_attr(ctx.node(), "body"), loop_body_types(run_time_input_types(ctx, 2)));
     program = &local;
   }
-  const std::vector<TensorView> captures = captured_views(ctx, formal);
-  std::vector<Tensor> values;  // loop-carried values after the latest iteration
-  std::vector<TensorView> views;
-  for (size_t i = 0; i < carried; ++i) views.push_back(ctx.input(2 + i));
+  const std::vector<SubgraphValue> captures = captured_values(ctx, formal);
+  std::vector<SubgraphValue> values;  // loop-carried values after the latest iteration
+  for (size_t i = 0; i < carried; ++i) values.push_back(input_value(ctx, 2 + i));
   std::vector<std::vector<Tensor>> scan_parts(scans);
   Tensor iteration(DType::kInt64, {});
   Tensor cond_in(DType::kBool, {});
   for (int64_t trip = 0; trip < max_trips && cond; ++trip) {
     *iteration.as<int64_t>() = trip;
     *cond_in.as<uint8_t>() = cond ? 1 : 0;
-    std::vector<TensorView> inputs = {iteration.view(), cond_in.view()};
-    inputs.insert(inputs.end(), views.begin(), views.end());
+    std::vector<SubgraphValue> inputs(2);
+    inputs[0].view = iteration.view();
+    inputs[1].view = cond_in.view();
+    inputs.insert(inputs.end(), values.begin(), values.end());
     inputs.insert(inputs.end(), captures.begin(), captures.end());
-    std::vector<Tensor> results = run_subgraph(*program, inputs, ctx.pool());
+    std::vector<SubgraphValue> results = run_subgraph(*program, inputs, ctx.pool());
     if (results.size() != 1 + carried + scans) {
       ctx.fail("body has ", results.size(), " outputs; expected ", 1 + carried + scans);
     }
-    cond = scalar_bool(ctx, results[0].view(), "the body's cond output");
+    if (results[0].boxed()) ctx.fail("the body's cond output is a ", value_kind_name(results[0].boxed_value().kind));
+    cond = scalar_bool(ctx, results[0].tensor.view(), "the body's cond output");
     values.assign(results.begin() + 1, results.begin() + 1 + static_cast<ptrdiff_t>(carried));
-    for (size_t i = 0; i < carried; ++i) views[i] = values[i].view();
     for (size_t k = 0; k < scans; ++k) {
       // The stacked scan output grows with every trip (M comes from a value): stop as soon as it would be too large.
-      const Tensor& part = results[1 + carried + k];
+      if (results[1 + carried + k].boxed()) ctx.fail("scan output ", k, " is a sequence or optional; scan outputs must be tensors");
+      const Tensor& part = results[1 + carried + k].tensor;
       Shape stacked = part.shape();
       stacked.insert(stacked.begin(), trip + 1);
       check_tensor_size(ctx.node().describe() + ": scan output " + std::to_string(k), stacked, part.dtype());
       scan_parts[k].push_back(part);
     }
   }
-  for (size_t i = 0; i < carried; ++i) write_output(ctx, i, views[i]);
+  for (size_t i = 0; i < carried; ++i) write_output(ctx, i, values[i]);
   for (size_t k = 0; k < scans; ++k) {
     write_scan_output(ctx, carried + k, k, scan_parts[k], *program->graph, 1 + carried + k);
   }

@@ -3,6 +3,7 @@
 // node's shape inference runs on the actual inputs).
 #pragma once
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "backends/native/node_runner.h"
@@ -13,15 +14,35 @@ namespace tessera::native {
 struct SubgraphProgram {
   const Graph* graph = nullptr;
   std::vector<CompiledNode> nodes;
+  /// Per subgraph value: whether it is a tensor or a sequence / optional
+  /// (inferred from the input types compile_subgraph was given).
+  std::vector<ValueKind> kinds;
+};
+
+/// A value bound to or made by a subgraph: a tensor, or a sequence or optional (box).
+struct SubgraphValue {
+  TensorView view;             // tensors (inputs: read in place)
+  Tensor tensor;               // tensors made by the subgraph (outputs: deep copies)
+  const BoxedValue* box = nullptr;  // inputs: a sequence or optional
+  std::optional<BoxedValue> made_box;  // outputs: a sequence or optional
+  bool boxed() const { return box || made_box; }
+  const BoxedValue& boxed_value() const { return box ? *box : *made_box; }
 };
 
 /// Throws unsupported naming the first node the native backend cannot run.
-SubgraphProgram compile_subgraph(const Graph& graph);
+/// `input_types` (formal inputs then captures; may be shorter, or hold
+/// undefined types) say which inputs are sequences or optionals, from which
+/// the kinds of the subgraph's values follow.
+SubgraphProgram compile_subgraph(const Graph& graph, const std::vector<TensorType>& input_types = {});
 
 /// Runs `program` with its graph inputs bound to `inputs` (formal inputs then
 /// captures) and returns deep copies of its outputs.
-std::vector<Tensor> run_subgraph(const SubgraphProgram& program, const std::vector<TensorView>& inputs,
-                                 ThreadPool& pool);
+std::vector<SubgraphValue> run_subgraph(const SubgraphProgram& program, const std::vector<SubgraphValue>& inputs,
+                                        ThreadPool& pool);
+
+/// The types of a node's inputs at run time (for compiling its subgraphs
+/// then): tensors' dtype and shape, boxes' kind.
+std::vector<TensorType> run_time_input_types(const KernelContext& ctx, size_t first);
 
 /// Registers Scan (controlflow_scan.cc).
 void register_scan_kernel(KernelRegistry& registry);
@@ -40,20 +61,66 @@ inline size_t formal_inputs(const KernelContext& ctx) {
   return static_cast<size_t>(ctx.attrs().get_int_or("tessera_formal_inputs", static_cast<int64_t>(ctx.num_inputs())));
 }
 
+/// Node input i as a subgraph value (a tensor view or a box).
+inline SubgraphValue input_value(const KernelContext& ctx, size_t i) {
+  SubgraphValue v;
+  if (const BoxedValue* box = ctx.boxed_input(i)) {
+    v.box = box;
+  } else {
+    v.view = ctx.input(i);
+  }
+  return v;
+}
+
+/// Tensor-only captures (Scan): a sequence or optional capture is refused.
 inline std::vector<TensorView> captured_views(const KernelContext& ctx, size_t first) {
   std::vector<TensorView> out;
-  for (size_t i = first; i < ctx.num_inputs(); ++i) out.push_back(ctx.input(i));
+  for (size_t i = first; i < ctx.num_inputs(); ++i) {
+    if (ctx.boxed_input(i)) ctx.fail("input ", i, " is a ", value_kind_name(ctx.boxed_input(i)->kind), "; this op's subgraph takes tensors only");
+    out.push_back(ctx.input(i));
+  }
+  return out;
+}
+
+/// run_subgraph for subgraphs of tensors only (Scan).
+inline std::vector<Tensor> run_subgraph_tensors(const KernelContext& ctx, const SubgraphProgram& program,
+                                                const std::vector<TensorView>& inputs) {
+  std::vector<SubgraphValue> values(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) values[i].view = inputs[i];
+  std::vector<Tensor> out;
+  for (SubgraphValue& v : run_subgraph(program, values, ctx.pool())) {
+    if (v.boxed()) ctx.fail("the body made a ", value_kind_name(v.boxed_value().kind), " where a tensor is expected");
+    out.push_back(std::move(v.tensor));
+  }
+  return out;
+}
+
+inline std::vector<SubgraphValue> captured_values(const KernelContext& ctx, size_t first) {
+  std::vector<SubgraphValue> out;
+  for (size_t i = first; i < ctx.num_inputs(); ++i) out.push_back(input_value(ctx, i));
   return out;
 }
 
 /// Writes `value` to output i, allocating it when the planned view does not fit.
 inline void write_output(const KernelContext& ctx, size_t i, const TensorView& value) {
+  if (ctx.boxed_output(i)) ctx.fail("output ", i, " is a sequence or optional, but a tensor was computed for it");
   if (!ctx.has_output(i)) return;
   TensorView& out = ctx.output(i);
   if (!out.data || out.dtype != value.dtype || out.shape != value.shape) {
     ctx.allocate_output(i, value.dtype, value.shape);
   }
   if (value.nbytes()) std::memcpy(out.data, value.data, value.nbytes());
+}
+
+/// Writes a subgraph value (tensor or box) to output i; the kinds must agree.
+inline void write_output(const KernelContext& ctx, size_t i, const SubgraphValue& value) {
+  BoxedValue* out = ctx.boxed_output(i);
+  if (!value.boxed()) return write_output(ctx, i, value.tensor.defined() ? value.tensor.view() : value.view);
+  if (!out) {
+    if (!ctx.has_output(i)) return;
+    ctx.fail("output ", i, " is a tensor, but a ", value_kind_name(value.boxed_value().kind), " was computed for it");
+  }
+  *out = value.boxed_value();
 }
 
 }  // namespace tessera::native

@@ -86,7 +86,7 @@ std::vector<Tensor> scan_once(const KernelContext& ctx, const SubgraphProgram& p
     std::vector<TensorView> inputs = states;
     for (const Tensor& s : slices) inputs.push_back(s.view());
     inputs.insert(inputs.end(), captures.begin(), captures.end());
-    std::vector<Tensor> results = run_subgraph(program, inputs, ctx.pool());
+    std::vector<Tensor> results = run_subgraph_tensors(ctx, program, inputs);
     if (results.size() != n + config.num_scan_outputs) {
       ctx.fail("body has ", results.size(), " outputs; expected ", n + config.num_scan_outputs);
     }

@@ -1,5 +1,7 @@
 #include "backends/native/kernels/controlflow_internal.h"
 
+#include <map>
+
 namespace tessera::native {
 namespace {
 
@@ -19,17 +21,67 @@ class SubgraphStore : public ValueStore {
     v.data = owned_[static_cast<size_t>(id)].data();
   }
   void bind(ValueId id, const TensorView& view) { views_[static_cast<size_t>(id)] = view; }
+  BoxedValue& boxed(ValueId id) override { return boxed_[static_cast<size_t>(id)]; }
 
  private:
   std::vector<TensorView> views_;
   std::vector<Tensor> owned_;
+  std::map<size_t, BoxedValue> boxed_;
 };
+
+/// The type of each subgraph value as far as inference gets with `input_types`:
+/// what decides which values are sequences or optionals. A node whose
+/// inference fails keeps the model's declared types (run-time inference, with
+/// values, reports real errors).
+std::vector<TensorType> infer_value_types(const Graph& graph, const std::vector<TensorType>& input_types) {
+  std::vector<TensorType> types(graph.values.size());
+  std::vector<TensorView> constant_views(graph.values.size());
+  for (size_t i = 0; i < graph.values.size(); ++i) {
+    const Value& v = graph.values[i];
+    types[i] = v.type;
+    if (v.constant) {
+      types[i] = TensorType::make(v.constant->dtype(), v.constant->shape());
+      constant_views[i] = v.constant->view();
+    }
+  }
+  for (size_t k = 0; k < graph.inputs.size() && k < input_types.size(); ++k) {
+    const TensorType& given = input_types[k];
+    TensorType& t = types[static_cast<size_t>(graph.inputs[k])];
+    if (given.dtype != DType::kUndefined || !given.is_tensor()) t = given;
+  }
+  for (const Node& node : graph.nodes) {
+    const OpSchema* schema = OpRegistry::instance().find(node.domain, node.op_type);
+    std::vector<const TensorType*> in_types(node.inputs.size(), nullptr);
+    std::vector<const TensorView*> in_values(node.inputs.size(), nullptr);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.inputs[i] == kNoValue) continue;
+      in_types[i] = &types[static_cast<size_t>(node.inputs[i])];
+      if (graph.values[static_cast<size_t>(node.inputs[i])].constant) in_values[i] = &constant_views[static_cast<size_t>(node.inputs[i])];
+    }
+    std::vector<TensorType> out_types(node.outputs.size());
+    try {
+      if (!schema) continue;
+      InferContext ctx(node, in_types, in_values, &out_types);
+      run_shape_inference(*schema, ctx);
+    } catch (const Error&) {
+      for (size_t i = 0; i < node.outputs.size(); ++i) {
+        if (node.outputs[i] != kNoValue) out_types[i] = graph.value(node.outputs[i]).type;
+      }
+    }
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      if (node.outputs[i] != kNoValue) types[static_cast<size_t>(node.outputs[i])] = out_types[i];
+    }
+  }
+  return types;
+}
 
 }  // namespace
 
-SubgraphProgram compile_subgraph(const Graph& graph) {
+SubgraphProgram compile_subgraph(const Graph& graph, const std::vector<TensorType>& input_types) {
   SubgraphProgram program;
   program.graph = &graph;
+  const std::vector<TensorType> types = infer_value_types(graph, input_types);
+  for (const TensorType& t : types) program.kinds.push_back(t.kind);
   for (const Node& node : graph.nodes) {
     CompiledNode cn;
     cn.node = &node;
@@ -41,24 +93,67 @@ SubgraphProgram compile_subgraph(const Graph& graph) {
     // No prepare state: kernels fall back to their unpacked paths, and shapes
     // are inferred on every run since subgraph values are typed only then.
     cn.outputs_static = false;
+    bool any_boxed = false;
+    for (ValueId id : node.inputs) any_boxed |= id != kNoValue && types[static_cast<size_t>(id)].kind != ValueKind::kTensor;
+    for (ValueId id : node.outputs) any_boxed |= id != kNoValue && types[static_cast<size_t>(id)].kind != ValueKind::kTensor;
+    if (any_boxed) {
+      for (ValueId id : node.inputs) cn.boxed_inputs.push_back(id != kNoValue && types[static_cast<size_t>(id)].kind != ValueKind::kTensor);
+      for (ValueId id : node.outputs) cn.boxed_outputs.push_back(id != kNoValue && types[static_cast<size_t>(id)].kind != ValueKind::kTensor);
+    }
     program.nodes.push_back(cn);
   }
   return program;
 }
 
-std::vector<Tensor> run_subgraph(const SubgraphProgram& program, const std::vector<TensorView>& inputs,
-                                 ThreadPool& pool) {
+std::vector<SubgraphValue> run_subgraph(const SubgraphProgram& program, const std::vector<SubgraphValue>& inputs,
+                                        ThreadPool& pool) {
   const Graph& graph = *program.graph;
   if (inputs.size() != graph.inputs.size()) {
     throw_internal_error("subgraph '", graph.name, "' has ", graph.inputs.size(), " inputs but ", inputs.size(),
                          " were bound");
   }
   SubgraphStore store(graph);
-  for (size_t i = 0; i < inputs.size(); ++i) store.bind(graph.inputs[i], inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool expects_box = program.kinds[static_cast<size_t>(graph.inputs[i])] != ValueKind::kTensor;
+    if (inputs[i].boxed() != expects_box) {
+      throw_user_error("subgraph '", graph.name, "' input '", graph.value(graph.inputs[i]).name, "' is a ",
+                       expects_box ? "sequence or optional" : "tensor", " but a ",
+                       inputs[i].boxed() ? value_kind_name(inputs[i].boxed_value().kind) : "tensor", " was given");
+    }
+    if (expects_box) {
+      store.boxed(graph.inputs[i]) = inputs[i].boxed_value();
+    } else {
+      store.bind(graph.inputs[i], inputs[i].tensor.defined() ? inputs[i].tensor.view() : inputs[i].view);
+    }
+  }
   for (const CompiledNode& cn : program.nodes) run_node(cn, store, pool);
-  std::vector<Tensor> outputs;
-  for (ValueId id : graph.outputs) outputs.push_back(Tensor::from_view(store.get(id)));
+  std::vector<SubgraphValue> outputs(graph.outputs.size());
+  for (size_t k = 0; k < graph.outputs.size(); ++k) {
+    const ValueId id = graph.outputs[k];
+    if (program.kinds[static_cast<size_t>(id)] != ValueKind::kTensor) {
+      outputs[k].made_box = store.boxed(id);
+    } else {
+      outputs[k].tensor = Tensor::from_view(store.get(id));
+    }
+  }
   return outputs;
+}
+
+std::vector<TensorType> run_time_input_types(const KernelContext& ctx, size_t first) {
+  std::vector<TensorType> out;
+  for (size_t i = first; i < ctx.num_inputs(); ++i) {
+    if (const BoxedValue* box = ctx.boxed_input(i)) {
+      TensorType t;
+      t.kind = box->kind;
+      if (!box->items.empty()) t.dtype = box->items.front().dtype();
+      out.push_back(t);
+    } else if (ctx.has_input(i)) {
+      out.push_back(TensorType::make(ctx.input(i).dtype, ctx.input(i).shape));
+    } else {
+      out.emplace_back();
+    }
+  }
+  return out;
 }
 
 }  // namespace tessera::native

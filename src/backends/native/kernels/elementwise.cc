@@ -98,10 +98,7 @@ Out convert_value(In v) {
 }
 
 void cast_view(ThreadPool& pool, const TensorView& x, const TensorView& y) {
-  if (x.dtype == y.dtype) {
-    if (x.nbytes()) std::memcpy(y.data, x.data, x.nbytes());
-    return;
-  }
+  if (x.dtype == y.dtype) return copy_view_data(y, x);
   dispatch_all(x.dtype, [&](auto in_tag) {
     using In = decltype(in_tag);
     dispatch_all(y.dtype, [&](auto out_tag) {
@@ -115,12 +112,14 @@ void cast_view(ThreadPool& pool, const TensorView& x, const TensorView& y) {
   });
 }
 
-void cast_kernel(KernelContext& ctx) { cast_view(ctx.pool(), ctx.input(0), ctx.output(0)); }
-
-void copy_kernel(KernelContext& ctx) {
+void cast_kernel(KernelContext& ctx) {
   const TensorView& x = ctx.input(0);
-  if (x.nbytes()) std::memcpy(ctx.output(0).data, x.data, x.nbytes());
+  const TensorView& y = ctx.output(0);
+  if (x.dtype != y.dtype && (x.dtype == DType::kString || y.dtype == DType::kString)) return cast_strings(ctx, x, y);
+  cast_view(ctx.pool(), x, y);
 }
+
+void copy_kernel(KernelContext& ctx) { copy_view_data(ctx.output(0), ctx.input(0)); }
 
 void dropout_kernel(KernelContext& ctx) {
   // Inference only: training_mode (opset 12+) must be false, or the ratio 0
@@ -142,6 +141,17 @@ void dropout_kernel(KernelContext& ctx) {
   }
 }
 
+/// Identity of a tensor copies it; of a sequence or optional, shares its tensors (never written in place).
+void identity_kernel(KernelContext& ctx) {
+  if (const BoxedValue* in = ctx.boxed_input(0)) {
+    BoxedValue* out = ctx.boxed_output(0);
+    if (!out) ctx.fail("input 0 is a ", value_kind_name(in->kind), " but output 0 is a tensor");
+    *out = *in;
+    return;
+  }
+  copy_kernel(ctx);
+}
+
 }  // namespace
 
 void register_elementwise_kernels(KernelRegistry& registry) {
@@ -151,7 +161,7 @@ void register_elementwise_kernels(KernelRegistry& registry) {
   register_variadic_kernels(registry);
   registry.add({.op_type = "Cast", .run = cast_kernel});
   registry.add({.op_type = "CastLike", .run = cast_kernel});
-  registry.add({.op_type = "Identity", .run = copy_kernel});
+  registry.add({.op_type = "Identity", .run = identity_kernel});
   registry.add({.op_type = "Dropout", .run = dropout_kernel});
 }
 

@@ -20,6 +20,12 @@
 
 namespace tessera::native::elementwise {
 
+/// Cast / CastLike between a string tensor and a numeric or bool one
+/// (elementwise_string.cc): numbers print as the shortest decimal text that
+/// reads back to the same value, "NaN", "INF" and "-INF"; text reads as a
+/// decimal or scientific number, "INF", "+INF", "-INF" and "NaN" in any case.
+void cast_strings(const KernelContext& ctx, const TensorView& x, const TensorView& y);
+
 /// Elements per parallel chunk: element-wise loops are memory bound, so chunks
 /// only need to be big enough to amortise the hand-off to a worker.
 constexpr int64_t kGrain = 1 << 14;
