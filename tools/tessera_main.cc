@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <iostream>
 #include <optional>
@@ -41,7 +43,7 @@ const char* kUsage =
     "                  [--report FILE.{txt,json,dot,html}]\n"
     "  tessera partition MODEL.onnx [PLACEMENT OPTIONS] [--input-shape NAME=DIMS ...]\n"
     "                  [--json FILE] [--dot FILE] [--html FILE]\n"
-    "  tessera run MODEL [--input NAME=FILE.npy ...] [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
+    "  tessera run MODEL [--input NAME=FILE.npy|DIR|none ...] [--input-shape NAME=DIMS ...] [PLACEMENT OPTIONS]\n"
     "              [--output-dir DIR] [--threads N] [--placement] [--profile] [--random-inputs] [--seed S]\n"
     "              [--bfloat16-bits]\n"
     "              [--report FILE.{txt,json,dot,html}]  (with --profile, the report shows the times)\n"
@@ -92,7 +94,10 @@ const char* kUsage =
     "Without --input, inputs are random (seeded, uniform in [-1, 1) for float32/64, 0 otherwise), and run\n"
     "says so. With some --input, every input must be given, unless --random-inputs fills the rest.\n"
     "Files are written through a temporary file and renamed; only regular files are replaced. --output-dir\n"
-    "writes DIR/<output name>.npy (characters outside [A-Za-z0-9._-] become _; names that clash get ~2, ~3).\n";
+    "writes DIR/<output name>.npy (characters outside [A-Za-z0-9._-] become _; names that clash get ~2, ~3).\n"
+    "Strings are numpy str arrays (dtype '<U'). A sequence input is a folder holding 0.npy, 1.npy, ... (numbered\n"
+    "from 0, nothing else); an optional input is a file, a folder, or 'none' (empty). run writes a sequence output\n"
+    "as DIR/<output name>/0.npy, 1.npy, ... and nothing for an empty optional (it says so).\n";
 
 struct Args {
   std::string command;
@@ -314,10 +319,16 @@ struct ModelHandle {
   ~ModelHandle() { tsr_model_free(model); }
 };
 
+/// An --input that is not one .npy file: a folder of .npy files (a sequence)
+/// or "none" (an empty optional). Read by make_value_inputs.
+bool is_value_spec(const std::string& path) { return path == "none" || std::filesystem::is_directory(path); }
+
 /// Reads every --input file (once), by input name.
 std::map<std::string, NpyArray> read_input_files(const Args& args) {
   std::map<std::string, NpyArray> arrays;
-  for (const auto& [name, file] : args.inputs) arrays[name] = tessera::tools::read_npy(file);
+  for (const auto& [name, file] : args.inputs) {
+    if (!is_value_spec(file)) arrays[name] = tessera::tools::read_npy(file);
+  }
   return arrays;
 }
 
@@ -391,6 +402,30 @@ std::string shape_text(const int64_t* shape, int ndim) {
   return out;
 }
 
+bool is_string_dtype(DLDataType t) { return t.code == TSR_DL_STRING_CODE && t.bits == 0; }
+
+/// "a sequence of float32[?]", "a string tensor [2x3]", ... for messages.
+std::string value_description(const tsr_value_info& info) {
+  const std::string element = (is_string_dtype(info.dtype) ? std::string("str") : tessera::tools::dl_dtype_name(info.dtype)) +
+                              "[" + (info.ndim < 0 ? std::string("?") : shape_text(info.shape, info.ndim)) + "]";
+  switch (info.kind) {
+    case TSR_VALUE_SEQUENCE: return "a sequence of " + element;
+    case TSR_VALUE_OPTIONAL_TENSOR: return "an optional " + element;
+    case TSR_VALUE_OPTIONAL_SEQUENCE: return "an optional sequence of " + element;
+    default: return "a string tensor " + element;
+  }
+}
+
+/// How such an input is given on the command line.
+std::string value_input_form(const tsr_value_info& info) {
+  switch (info.kind) {
+    case TSR_VALUE_SEQUENCE: return "DIR (a folder of 0.npy, 1.npy, ...)";
+    case TSR_VALUE_OPTIONAL_TENSOR: return "FILE.npy, or 'none' for an empty optional";
+    case TSR_VALUE_OPTIONAL_SEQUENCE: return "DIR (a folder of 0.npy, 1.npy, ...), or 'none' for an empty optional";
+    default: return "FILE.npy (a numpy str array)";
+  }
+}
+
 /// The --input arrays, in model input order. Inputs without a file are
 /// random (seeded) when no --input is given or --random-inputs asks, and an
 /// error otherwise: random data a user did not ask for would pass for results.
@@ -425,7 +460,21 @@ std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArr
   for (const tsr_value_info& info : infos) {
     auto it = args.inputs.find(info.name);
     NpyArray array;
+    const bool strings = info.dtype.code == TSR_DL_STRING_CODE && info.dtype.bits == 0;
+    if (info.kind != TSR_VALUE_TENSOR || strings) {
+      // Sequences, optionals and strings are read by make_value_inputs; nothing random stands in for them.
+      if (it == args.inputs.end()) {
+        throw CliError("input '" + std::string(info.name) + "' is " + value_description(info) + "; give it as --input " +
+                       info.name + "=" + value_input_form(info));
+      }
+      arrays.emplace_back();
+      continue;
+    }
     if (it != args.inputs.end()) {
+      if (is_value_spec(it->second)) {
+        throw CliError("input '" + std::string(info.name) + "' is a tensor; give it as --input " + info.name +
+                       "=FILE.npy, not '" + it->second + "'");
+      }
       array = std::move(files.at(it->first));
       if (tessera::tools::is_bfloat16(info.dtype) && !same_dtype(array.dtype, info.dtype)) {
         // .npy has no bfloat16: float32 values are rounded to it, uint16 ones are its bit patterns.
@@ -857,6 +906,36 @@ int command_backends() {
   return 0;
 }
 
+void write_npy_at(int folder_fd, const std::string& folder_path, const std::string& file_base, const NpyArray& a) {
+  const std::string name = file_base + ".npy";
+  const std::string path = (std::filesystem::path(folder_path) / name).string();
+  const std::string bytes = tessera::tools::encode_npy(a, path);
+  tessera::safe_file::replace_file_at(folder_fd, name, path, [&](const tessera::safe_file::Sink& sink) {
+    sink(bytes.data(), bytes.size());
+  });
+  std::cout << " -> " << path;
+}
+
+/// Prints a tensor output's dtype, shape and summary and, with a folder, writes
+/// it to FILE_BASE.npy there (bfloat16 as float32 or bit patterns).
+void emit_tensor(const Args& args, const DLTensor& t, int folder_fd, const std::string& folder_path,
+                 const std::string& file_base) {
+  std::cout << tessera::tools::dl_dtype_name(t.dtype) << "[" << shape_text(t.shape, t.ndim) << "]" << summarize(t);
+  if (folder_fd < 0) return;
+  NpyArray a;
+  a.dtype = t.dtype;
+  a.shape.assign(t.shape, t.shape + t.ndim);
+  int64_t n = 1;
+  for (int64_t d : a.shape) n *= d;
+  const auto* p = static_cast<const unsigned char*>(t.data);
+  a.data.assign(p, p + static_cast<size_t>(n) * tessera::tools::dl_dtype_size(t.dtype));
+  if (tessera::tools::is_bfloat16(a.dtype)) {
+    a = tessera::tools::from_bfloat16(a, args.bfloat16_bits);  // .npy has no bfloat16
+    std::cout << (args.bfloat16_bits ? " (as uint16 bit patterns)" : " (as float32, exactly)");
+  }
+  write_npy_at(folder_fd, folder_path, file_base, a);
+}
+
 /// Accuracy region by region (tsr_model_check): the table on stdout, JSON to
 /// --json FILE; exit 2 when a region is over its tolerance.
 int command_check(const Args& args) {
@@ -889,11 +968,217 @@ int command_check(const Args& args) {
   return flagged ? 2 : 0;
 }
 
+using ValuePtr = std::unique_ptr<tsr_value, void (*)(tsr_value*)>;
+
+ValuePtr own(tsr_value* v) { return ValuePtr(v, tsr_value_free); }
+
+/// A tensor value of a numeric or string .npy array.
+ValuePtr value_of_array(NpyArray& a) {
+  tsr_value* v = nullptr;
+  if (a.is_string) {
+    std::vector<const char*> ptrs;
+    std::vector<size_t> lengths;
+    for (const std::string& text : a.strings) {
+      ptrs.push_back(text.data());
+      lengths.push_back(text.size());
+    }
+    check(tsr_value_create_strings(ptrs.data(), lengths.data(), a.shape.data(), static_cast<int32_t>(a.shape.size()), &v));
+  } else {
+    DLTensor t{};
+    t.data = a.data.data();
+    t.device = {kDLCPU, 0};
+    t.ndim = static_cast<int32_t>(a.shape.size());
+    t.dtype = a.dtype;
+    t.shape = a.shape.data();
+    check(tsr_value_create_tensor(&t, &v));
+  }
+  return own(v);
+}
+
+/// A sequence from a folder holding exactly 0.npy, 1.npy, ..., N-1.npy (N may be 0).
+ValuePtr sequence_of_folder(const std::string& dir, const std::string& what) {
+  std::map<int64_t, std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    const std::string stem = name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0 ? name.substr(0, name.size() - 4) : "";
+    const bool digits = !stem.empty() && stem.size() <= 9 && stem.find_first_not_of("0123456789") == std::string::npos &&
+                        (stem == "0" || stem[0] != '0');
+    if (!digits) throw CliError(what + ": " + dir + " holds '" + name + "'; a sequence folder holds only 0.npy, 1.npy, ...");
+    files[std::stoll(stem)] = entry.path().string();
+  }
+  std::vector<ValuePtr> items;
+  int64_t expected = 0;
+  for (auto& [index, path] : files) {
+    if (index != expected) throw CliError(what + ": " + dir + " has no " + std::to_string(expected) + ".npy (the files must be numbered from 0 without gaps)");
+    NpyArray a = tessera::tools::read_npy(path);
+    items.push_back(value_of_array(a));
+    ++expected;
+  }
+  std::vector<const tsr_value*> raw;
+  for (const ValuePtr& item : items) raw.push_back(item.get());
+  tsr_value* v = nullptr;
+  check(tsr_value_create_sequence(raw.data(), raw.size(), &v));
+  return own(v);
+}
+
+/// Every input as a value: tensors from make_inputs' arrays, sequences from
+/// folders, optionals from a file, a folder or 'none', strings from str .npy files.
+std::vector<ValuePtr> make_value_inputs(const Args& args, std::vector<NpyArray>& arrays, const tsr_model* model) {
+  std::vector<ValuePtr> values;
+  for (size_t i = 0; i < tsr_model_input_count(model); ++i) {
+    const tsr_value_info info = input_info(model, i);
+    const std::string what = "input '" + std::string(info.name) + "'";
+    auto given = args.inputs.find(info.name);
+    if (info.kind == TSR_VALUE_TENSOR && !is_string_dtype(info.dtype)) {
+      values.push_back(value_of_array(arrays[i]));
+      continue;
+    }
+    const std::string& spec = given->second;  // make_inputs made sure it is given
+    const bool optional = info.kind == TSR_VALUE_OPTIONAL_TENSOR || info.kind == TSR_VALUE_OPTIONAL_SEQUENCE;
+    const bool sequence = info.kind == TSR_VALUE_SEQUENCE || info.kind == TSR_VALUE_OPTIONAL_SEQUENCE;
+    if (spec == "none") {
+      if (!optional) throw CliError(what + " is " + value_description(info) + ", which cannot be 'none'");
+      tsr_value* v = nullptr;
+      check(tsr_value_create_optional(nullptr, static_cast<tsr_value_kind>(info.kind), &v));
+      values.push_back(own(v));
+      continue;
+    }
+    ValuePtr content = own(nullptr);
+    if (sequence) {
+      if (!std::filesystem::is_directory(spec)) throw CliError(what + " is " + value_description(info) + "; give a folder of 0.npy, 1.npy, ..., not '" + spec + "'");
+      content = sequence_of_folder(spec, what);
+    } else {
+      if (std::filesystem::is_directory(spec)) throw CliError(what + " is " + value_description(info) + "; give a .npy file, not the folder '" + spec + "'");
+      NpyArray a = tessera::tools::read_npy(spec);
+      if (is_string_dtype(info.dtype) != a.is_string) {
+        throw CliError(what + ": " + spec + " holds " + (a.is_string ? "str" : tessera::tools::dl_dtype_name(a.dtype)) +
+                       ", the model expects " + (is_string_dtype(info.dtype) ? "str" : tessera::tools::dl_dtype_name(info.dtype)));
+      }
+      content = value_of_array(a);
+    }
+    if (optional) {
+      tsr_value* v = nullptr;
+      check(tsr_value_create_optional(content.get(), static_cast<tsr_value_kind>(info.kind), &v));
+      content = own(v);
+    }
+    values.push_back(std::move(content));
+  }
+  return values;
+}
+
+/// True when an input or output is a sequence, an optional or a string tensor (tsr_model_run_values runs it).
+bool needs_values(const tsr_model* model) {
+  for (size_t i = 0; i < tsr_model_input_count(model); ++i) {
+    const tsr_value_info info = input_info(model, i);
+    if (info.kind != TSR_VALUE_TENSOR || is_string_dtype(info.dtype)) return true;
+  }
+  for (size_t i = 0; i < tsr_model_output_count(model); ++i) {
+    const tsr_value_info info = output_info(model, i);
+    if (info.kind != TSR_VALUE_TENSOR || is_string_dtype(info.dtype)) return true;
+  }
+  return false;
+}
+
+/// Prints (and with a folder writes) the index-th tensor of a value: numeric as emit_tensor, strings as a str .npy.
+void emit_value_tensor(const Args& args, const tsr_value* value, size_t index, int folder_fd, const std::string& folder_path,
+                       const std::string& file_base) {
+  const DLTensor* t = nullptr;
+  check(tsr_value_tensor(value, index, &t));
+  if (!is_string_dtype(t->dtype)) return emit_tensor(args, *t, folder_fd, folder_path, file_base);
+  int64_t n = 1;
+  for (int k = 0; k < t->ndim; ++k) n *= t->shape[k];
+  std::vector<std::string> strings;
+  for (int64_t e = 0; e < n; ++e) {
+    const char* bytes = nullptr;
+    size_t length = 0;
+    check(tsr_value_string(value, index, e, &bytes, &length));
+    strings.emplace_back(bytes, length);
+  }
+  std::cout << "str[" << shape_text(t->shape, t->ndim) << "]";
+  for (int64_t e = 0; e < n && e < 4; ++e) std::cout << (e ? ", " : " ") << '"' << strings[static_cast<size_t>(e)] << '"';
+  if (n > 4) std::cout << ", ...";
+  if (folder_fd >= 0) {
+    write_npy_at(folder_fd, folder_path, file_base,
+                 tessera::tools::make_string_array(std::vector<int64_t>(t->shape, t->shape + t->ndim), std::move(strings)));
+  }
+}
+
+/// run for a model with sequences, optionals or strings: values in and out.
+/// A sequence output is written as a folder NAME/ of 0.npy, 1.npy, ...; an empty optional writes nothing.
+void run_values(const Args& args, const tsr_model* model, std::vector<NpyArray>& arrays) {
+  std::vector<ValuePtr> inputs = make_value_inputs(args, arrays, model);
+  std::vector<const tsr_value*> raw;
+  for (const ValuePtr& v : inputs) raw.push_back(v.get());
+  const size_t n_out = tsr_model_output_count(model);
+  std::vector<tsr_value*> made(n_out, nullptr);
+  check(tsr_model_run_values(model, raw.data(), raw.size(), made.data(), n_out));
+  std::vector<ValuePtr> outputs;
+  for (tsr_value* v : made) outputs.push_back(own(v));
+  std::unique_ptr<OutputFolder> folder;
+  std::vector<std::string> file_names;
+  if (!args.output_dir.empty()) {
+    folder = std::make_unique<OutputFolder>(args.output_dir);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < n_out; ++i) names.push_back(output_info(model, i).name);
+    file_names = output_file_names(names, std::cout);
+  }
+  for (size_t i = 0; i < n_out; ++i) {
+    const tsr_value_info info = output_info(model, i);
+    int32_t kind = 0, present = 0;
+    size_t count = 0;
+    check(tsr_value_describe(outputs[i].get(), &kind, &present, &count));
+    std::cout << "output " << info.name << ": ";
+    if (!present) {
+      std::cout << "empty optional (nothing written)\n";
+      continue;
+    }
+    if (kind == TSR_VALUE_TENSOR || kind == TSR_VALUE_OPTIONAL_TENSOR) {
+      emit_value_tensor(args, outputs[i].get(), 0, folder ? folder->fd : -1, args.output_dir, file_names.empty() ? "" : file_names[i]);
+      std::cout << "\n";
+      continue;
+    }
+    std::cout << "sequence of " << count << " tensor" << (count == 1 ? "" : "s");
+    int sub_fd = -1;
+    std::string sub_path;
+    if (folder) {
+      sub_path = (std::filesystem::path(args.output_dir) / file_names[i]).string();
+      if (::mkdirat(folder->fd, file_names[i].c_str(), 0777) != 0 && errno != EEXIST) {
+        throw CliError("cannot create " + sub_path + ": " + std::strerror(errno));
+      }
+      sub_fd = ::openat(folder->fd, file_names[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub_fd < 0) throw CliError("cannot open " + sub_path + " as a folder: " + std::strerror(errno));
+      std::cout << " -> " << sub_path << "/";
+    }
+    std::cout << "\n";
+    for (size_t k = 0; k < count; ++k) {
+      std::cout << "  [" << k << "] ";
+      emit_value_tensor(args, outputs[i].get(), k, sub_fd, sub_path, std::to_string(k));
+      std::cout << "\n";
+    }
+    if (sub_fd >= 0) {
+      // Files of a longer sequence written there before would read as part of this one.
+      for (size_t k = count; ::unlinkat(sub_fd, (std::to_string(k) + ".npy").c_str(), 0) == 0; ++k) {
+      }
+      ::close(sub_fd);
+    }
+  }
+}
+
 int command_run(const Args& args) {
   ModelHandle handle;
   std::map<std::string, NpyArray> files = read_input_files(args);
   load_model(args, files, handle);
   std::vector<NpyArray> arrays = make_inputs(args, files, handle.model, std::cout);
+  if (needs_values(handle.model)) {
+    if (args.profile) throw CliError("--profile is not available for models with sequence, optional or string inputs or outputs yet");
+    run_values(args, handle.model, arrays);
+    if (args.placement) print_placement(handle.model);
+    if (!args.report_file.empty()) {
+      write_text_file(args.report_file, report_text(handle.model, format_for(args.report_file), file_name(args.model), nullptr));
+      std::cout << "report: " << args.report_file << "\n";
+    }
+    return 0;
+  }
   std::vector<DLTensor> inputs = as_dl(arrays);
   Outputs outputs;
   size_t n_out = tsr_model_output_count(handle.model);
@@ -915,29 +1200,8 @@ int command_run(const Args& args) {
   }
   for (size_t i = 0; i < n_out; ++i) {
     tsr_value_info info = output_info(handle.model, i);
-    const DLTensor& t = outputs.tensors[i]->dl_tensor;
-    std::cout << "output " << info.name << ": " << tessera::tools::dl_dtype_name(t.dtype) << "["
-              << shape_text(t.shape, t.ndim) << "]" << summarize(t);
-    if (!args.output_dir.empty()) {
-      NpyArray a;
-      a.dtype = t.dtype;
-      a.shape.assign(t.shape, t.shape + t.ndim);
-      int64_t n = 1;
-      for (int64_t d : a.shape) n *= d;
-      const auto* p = static_cast<const unsigned char*>(t.data);
-      a.data.assign(p, p + static_cast<size_t>(n) * tessera::tools::dl_dtype_size(t.dtype));
-      if (tessera::tools::is_bfloat16(a.dtype)) {
-        a = tessera::tools::from_bfloat16(a, args.bfloat16_bits);  // .npy has no bfloat16
-        std::cout << (args.bfloat16_bits ? " (as uint16 bit patterns)" : " (as float32, exactly)");
-      }
-      const std::string name = file_names[i] + ".npy";
-      const std::string path = (std::filesystem::path(args.output_dir) / name).string();
-      const std::string bytes = tessera::tools::encode_npy(a, path);
-      tessera::safe_file::replace_file_at(folder->fd, name, path, [&](const tessera::safe_file::Sink& sink) {
-        sink(bytes.data(), bytes.size());
-      });
-      std::cout << " -> " << path;
-    }
+    std::cout << "output " << info.name << ": ";
+    emit_tensor(args, outputs.tensors[i]->dl_tensor, folder ? folder->fd : -1, args.output_dir, file_names.empty() ? "" : file_names[i]);
     std::cout << "\n";
   }
   if (args.placement) print_placement(handle.model);
@@ -965,16 +1229,12 @@ int command_info(const Args& args) {
     if (text.size() > 120) text = text.substr(0, 117) + "...";
     std::cout << "metadata " << key << ": " << text << "\n";
   }
-  for (size_t i = 0; i < tsr_model_input_count(model); ++i) {
-    tsr_value_info info = input_info(model, i);
-    std::cout << "input  " << info.name << ": " << tessera::tools::dl_dtype_name(info.dtype) << "["
-              << shape_text(info.shape, info.ndim) << "]\n";
-  }
-  for (size_t i = 0; i < tsr_model_output_count(model); ++i) {
-    tsr_value_info info = output_info(model, i);
-    std::cout << "output " << info.name << ": " << tessera::tools::dl_dtype_name(info.dtype) << "["
-              << shape_text(info.shape, info.ndim) << "]\n";
-  }
+  auto describe = [](const tsr_value_info& info) {
+    if (info.kind != TSR_VALUE_TENSOR || is_string_dtype(info.dtype)) return value_description(info);
+    return tessera::tools::dl_dtype_name(info.dtype) + "[" + shape_text(info.shape, info.ndim) + "]";
+  };
+  for (size_t i = 0; i < tsr_model_input_count(model); ++i) std::cout << "input  " << input_info(model, i).name << ": " << describe(input_info(model, i)) << "\n";
+  for (size_t i = 0; i < tsr_model_output_count(model); ++i) std::cout << "output " << output_info(model, i).name << ": " << describe(output_info(model, i)) << "\n";
   std::map<std::string, int> histogram;
   std::map<std::string, int> per_backend;
   for (size_t i = 0; i < tsr_model_node_count(model); ++i) {

@@ -22,6 +22,19 @@ extern "C" {
 /* Bool tensors use DLPack's kDLBool type code (6, named from DLPack 0.8 on) with
  * 8 bits a value; older dlpack.h headers, such as Debian 12's 0.6, lack the name. */
 #define TSR_DL_BOOL_CODE 6
+/* String tensors (ONNX's string type, UTF-8 text) are described with DLPack's
+ * kDLOpaqueHandle code (3) and 0 bits: their elements are reached through
+ * tsr_value_string, never through a data pointer. */
+#define TSR_DL_STRING_CODE 3
+
+/* What a model input or output, or a tsr_value, is. Sequences hold tensors of
+ * one dtype; an optional holds a tensor or a sequence, or nothing. */
+typedef enum tsr_value_kind {
+  TSR_VALUE_TENSOR = 0,
+  TSR_VALUE_SEQUENCE = 1,
+  TSR_VALUE_OPTIONAL_TENSOR = 2,
+  TSR_VALUE_OPTIONAL_SEQUENCE = 3,
+} tsr_value_kind;
 
 typedef enum tsr_status_code {
   TSR_OK = 0,
@@ -52,7 +65,8 @@ TSR_API tsr_status* tsr_options_set_input_shape(tsr_options* options, const char
 /* The shape of the data the caller has for input `name` (e.g. read from a
  * file): binds that input's shape like tsr_options_set_input_shape (which wins
  * when both name it), but is ignored when the model has no input of that name,
- * so the caller can report the unknown name itself once it sees the inputs. */
+ * so the caller can report the unknown name itself once it sees the inputs,
+ * and for an input that is a sequence or an optional (their data binds nothing). */
 TSR_API tsr_status* tsr_options_set_input_data_shape(tsr_options* options, const char* name, const int64_t* dims,
                                                      size_t rank);
 /* Keep initializers that are listed as graph inputs as inputs (default: freeze them into constants). */
@@ -163,6 +177,10 @@ typedef struct tsr_value_info {
    * "batch"), or "" when it gives none. Absent from callers built before it
    * (a smaller struct_size). */
   const char* const* dim_names;
+  /* A tensor, or a sequence or optional (run through tsr_model_run_values);
+   * dtype and shape then describe the tensors it holds. Absent from callers
+   * built before it (a smaller struct_size). */
+  int32_t kind; /* tsr_value_kind */
 } tsr_value_info;
 
 TSR_API size_t tsr_model_input_count(const tsr_model* model);
@@ -239,6 +257,45 @@ TSR_API tsr_status* tsr_model_run(const tsr_model* model, const DLTensor* inputs
  * On failure every pointer is NULL and nothing needs freeing. */
 TSR_API tsr_status* tsr_model_run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
                                         DLManagedTensor** out_outputs, size_t num_outputs);
+
+/* Values of any kind (tsr_value_kind), and string tensors: what
+ * tsr_model_run_values takes and returns. A tsr_value owns its data and is
+ * immutable; free it with tsr_value_free. The tsr_model_run* functions above
+ * take numeric and bool tensors only and refuse a model with other inputs or
+ * outputs, naming them. */
+typedef struct tsr_value tsr_value;
+/* A tensor value holding a copy of `tensor` (CPU, compact). */
+TSR_API tsr_status* tsr_value_create_tensor(const DLTensor* tensor, tsr_value** out_value);
+/* A string tensor of `shape` (ndim entries; ndim 0 is a scalar) from
+ * shape_numel UTF-8 strings, copied; lengths[i] bytes each, or NUL-terminated
+ * when lengths is NULL. */
+TSR_API tsr_status* tsr_value_create_strings(const char* const* strings, const size_t* lengths, const int64_t* shape,
+                                             int32_t ndim, tsr_value** out_value);
+/* A sequence of `count` tensor values (numeric or string) of one dtype; the
+ * tensors are shared, not copied (the items may be freed afterwards). */
+TSR_API tsr_status* tsr_value_create_sequence(const tsr_value* const* items, size_t count, tsr_value** out_value);
+/* An optional: `content` (a tensor or a sequence value, shared) or, when NULL,
+ * an empty optional of `kind` (TSR_VALUE_OPTIONAL_TENSOR or _SEQUENCE). */
+TSR_API tsr_status* tsr_value_create_optional(const tsr_value* content, tsr_value_kind kind, tsr_value** out_value);
+TSR_API void tsr_value_free(tsr_value* value);
+/* What a value is: its kind, whether it holds something (0 only for an empty
+ * optional), and how many tensors it holds (1 for a tensor, a sequence's length). */
+TSR_API tsr_status* tsr_value_describe(const tsr_value* value, int32_t* out_kind, int32_t* out_present,
+                                       size_t* out_tensor_count);
+/* The index-th tensor the value holds (0 for a tensor or an optional tensor),
+ * valid as long as the value. A string tensor has dtype TSR_DL_STRING_CODE and
+ * data NULL: read its elements with tsr_value_string. */
+TSR_API tsr_status* tsr_value_tensor(const tsr_value* value, size_t index, const DLTensor** out_tensor);
+/* Element `element` (row-major) of the value's index-th tensor, a string
+ * tensor: its UTF-8 bytes (NUL-terminated, may hold NULs) and length, valid as long as the value. */
+TSR_API tsr_status* tsr_value_string(const tsr_value* value, size_t index, int64_t element, const char** out_bytes,
+                                     size_t* out_length);
+/* Runs the model on values of any kind: one per model input, in model order
+ * (inputs are copied where they are not already Tessera's). out_outputs must
+ * have room for tsr_model_output_count pointers; each output is a new value the
+ * caller frees. On failure every pointer is NULL. */
+TSR_API tsr_status* tsr_model_run_values(const tsr_model* model, const tsr_value* const* inputs, size_t num_inputs,
+                                         tsr_value** out_outputs, size_t num_outputs);
 
 /* Same as tsr_model_run_alloc, and adds each node's run time in milliseconds
  * to out_node_milliseconds[i], for node i in tsr_model_node_placement order

@@ -21,6 +21,7 @@
 #include "artifact/safe_file.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/error.h"
+#include "ir/shape_util.h"
 #include "quantize/quantize.h"
 #include "report/check_report.h"
 #include "report/placement_report.h"
@@ -59,6 +60,15 @@ struct tsr_dim_name_arrays {
     inputs = pointers(in);
     outputs = pointers(out);
   }
+};
+
+/// A value of any kind: a tensor (items[0]), a sequence (items), an optional
+/// (present, and then its tensor or sequence in items). Immutable once made.
+struct tsr_value {
+  tessera::ValueKind kind = tessera::ValueKind::kTensor;
+  bool present = true;
+  std::vector<tessera::Tensor> items;
+  std::vector<DLTensor> dl;  // per item, built once the items are final
 };
 
 struct tsr_model {
@@ -138,6 +148,7 @@ DLDataType to_dl(DType dtype) {
     case DType::kUInt32: t = {kDLUInt, 32, 1}; break;
     case DType::kUInt64: t = {kDLUInt, 64, 1}; break;
     case DType::kBool: t = {TSR_DL_BOOL_CODE, 8, 1}; break;
+    case DType::kString: t = {TSR_DL_STRING_CODE, 0, 0}; break;
     case DType::kUndefined: t = {kDLOpaqueHandle, 0, 0}; break;
   }
   return t;
@@ -294,16 +305,22 @@ tsr_status* fill_info(const tessera::ValueDesc& desc, const std::vector<const ch
   out->dtype = to_dl(desc.dtype);
   out->ndim = rank_known ? static_cast<int32_t>(desc.shape.size()) : -1;
   out->shape = rank_known ? desc.shape.data() : nullptr;
-  if (out->struct_size >= sizeof(tsr_value_info)) out->dim_names = rank_known ? dim_names.data() : nullptr;
+  if (out->struct_size >= offsetof(tsr_value_info, kind) + sizeof(int32_t)) {
+    out->dim_names = rank_known ? dim_names.data() : nullptr;
+    out->kind = static_cast<int32_t>(desc.kind);
+  } else if (out->struct_size >= offsetof(tsr_value_info, dim_names) + sizeof(const char* const*)) {
+    out->dim_names = rank_known ? dim_names.data() : nullptr;
+  }
   return nullptr;
 }
 
-/// The compile options for `graph`: shapes from data bound only to inputs the model has.
+/// The compile options for `graph`: shapes from data bound only to the tensor inputs the model has
+/// (an optional tensor's data says nothing of the shapes the model is compiled for).
 tessera::CompileOptions compile_options_for(const tessera::Graph& graph, const tsr_options& opts) {
   tessera::CompileOptions compile = opts.compile;
   for (const auto& [name, shape] : opts.data_shapes) {
     bool is_input = false;
-    for (tessera::ValueId id : graph.inputs) is_input |= graph.value(id).name == name;
+    for (tessera::ValueId id : graph.inputs) is_input |= graph.value(id).name == name && graph.value(id).type.is_tensor();
     if (is_input) compile.input_shapes.emplace(name, shape);  // a shape set by name wins
   }
   return compile;
@@ -349,11 +366,10 @@ void check_c_api_values(const tsr_model* model) {
   auto check = [](const tessera::ValueDesc& d, const char* what) {
     if (d.kind != tessera::ValueKind::kTensor) {
       tessera::throw_unsupported(what, " '", d.name, "' is a ", tessera::value_kind_name(d.kind),
-                                 "; the C API (and so the CLI and Python) passes tensors only so far");
+                                 "; run the model with tsr_model_run_values");
     }
     if (d.dtype == DType::kString) {
-      tessera::throw_unsupported(what, " '", d.name, "' is a string tensor; the C API (and so the CLI and Python) "
-                                 "passes numeric and bool tensors only so far");
+      tessera::throw_unsupported(what, " '", d.name, "' is a string tensor; run the model with tsr_model_run_values");
     }
   };
   for (const tessera::ValueDesc& d : model->compiled->inputs()) check(d, "input");
@@ -440,9 +456,214 @@ tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num
   });
 }
 
+/// Finishes a value: the DLTensor view of each item.
+tsr_value* finish_value(std::unique_ptr<tsr_value> value) {
+  value->dl.clear();
+  for (const tessera::Tensor& t : value->items) {
+    DLTensor d{};
+    d.data = t.dtype() == DType::kString ? nullptr : t.data();
+    d.device = {kDLCPU, 0};
+    d.ndim = static_cast<int32_t>(t.shape().size());
+    d.dtype = to_dl(t.dtype());
+    d.shape = const_cast<int64_t*>(t.shape().data());
+    d.strides = nullptr;
+    d.byte_offset = 0;
+    value->dl.push_back(d);
+  }
+  return value.release();
+}
+
+/// A value's tensor for a tensor input, or throws naming the input.
+const tessera::Tensor& tensor_of(const tsr_value* value, const std::string& what) {
+  if (value->kind != tessera::ValueKind::kTensor) {
+    tessera::throw_user_error(what, " is a tensor, but a ", tessera::value_kind_name(value->kind), " was given");
+  }
+  return value->items.front();
+}
+
 }  // namespace
 
 extern "C" {
+
+tsr_status* tsr_value_create_tensor(const DLTensor* tensor, tsr_value** out_value) {
+  if (!out_value) return null_argument("out_value");
+  *out_value = nullptr;
+  if (!tensor) return null_argument("tensor");
+  return guarded([&] {
+    if (tensor->ndim < 0 || tensor->ndim > 64) tessera::throw_user_error("tensor: ndim ", tensor->ndim, " is out of range");
+    if (tensor->ndim > 0 && !tensor->shape) tessera::throw_user_error("tensor: shape is NULL");
+    tessera::ValueDesc desc;
+    desc.name = "tensor";
+    desc.dtype = from_dl(tensor->dtype, "tensor");
+    if (desc.dtype == DType::kString) tessera::throw_user_error("tensor: a string tensor is made with tsr_value_create_strings");
+    desc.shape.assign(tensor->shape, tensor->shape + tensor->ndim);
+    for (int64_t d : desc.shape) {
+      if (d < 0) tessera::throw_user_error("tensor: a dimension is negative (", d, ")");
+    }
+    tessera::check_tensor_size("tensor", desc.shape, desc.dtype);
+    const tessera::TensorView view = view_of(*tensor, desc, "tensor");
+    auto value = std::make_unique<tsr_value>();
+    value->items.push_back(tessera::Tensor::from_view(view));
+    *out_value = finish_value(std::move(value));
+  });
+}
+
+tsr_status* tsr_value_create_strings(const char* const* strings, const size_t* lengths, const int64_t* shape,
+                                     int32_t ndim, tsr_value** out_value) {
+  if (!out_value) return null_argument("out_value");
+  *out_value = nullptr;
+  return guarded([&] {
+    if (ndim < 0 || ndim > 64) tessera::throw_user_error("strings: ndim ", ndim, " is out of range");
+    if (ndim > 0 && !shape) tessera::throw_user_error("strings: shape is NULL");
+    tessera::Shape dims(shape, shape + ndim);
+    for (int64_t d : dims) {
+      if (d < 0) tessera::throw_user_error("strings: a dimension is negative (", d, ")");
+    }
+    tessera::check_tensor_size("strings", dims, DType::kString);
+    tessera::Tensor t(DType::kString, dims);
+    if (t.numel() > 0 && !strings) tessera::throw_user_error("strings is NULL");
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (!strings[i]) tessera::throw_user_error("strings: element ", i, " is NULL");
+      t.as<std::string>()[i] = lengths ? std::string(strings[i], lengths[i]) : std::string(strings[i]);
+    }
+    auto value = std::make_unique<tsr_value>();
+    value->items.push_back(std::move(t));
+    *out_value = finish_value(std::move(value));
+  });
+}
+
+tsr_status* tsr_value_create_sequence(const tsr_value* const* items, size_t count, tsr_value** out_value) {
+  if (!out_value) return null_argument("out_value");
+  *out_value = nullptr;
+  if (count && !items) return null_argument("items");
+  return guarded([&] {
+    auto value = std::make_unique<tsr_value>();
+    value->kind = tessera::ValueKind::kSequence;
+    for (size_t i = 0; i < count; ++i) {
+      if (!items[i]) tessera::throw_user_error("items[", i, "] is NULL");
+      const tessera::Tensor& t = tensor_of(items[i], str_cat("items[", i, "]"));
+      if (!value->items.empty() && t.dtype() != value->items.front().dtype()) {
+        tessera::throw_user_error("items[", i, "] is ", tessera::dtype_name(t.dtype()), " but items[0] is ",
+                                  tessera::dtype_name(value->items.front().dtype()), "; a sequence holds one dtype");
+      }
+      value->items.push_back(t);
+    }
+    *out_value = finish_value(std::move(value));
+  });
+}
+
+tsr_status* tsr_value_create_optional(const tsr_value* content, tsr_value_kind kind, tsr_value** out_value) {
+  if (!out_value) return null_argument("out_value");
+  *out_value = nullptr;
+  return guarded([&] {
+    auto value = std::make_unique<tsr_value>();
+    if (!content) {
+      if (kind != TSR_VALUE_OPTIONAL_TENSOR && kind != TSR_VALUE_OPTIONAL_SEQUENCE) {
+        tessera::throw_user_error("kind must be TSR_VALUE_OPTIONAL_TENSOR or TSR_VALUE_OPTIONAL_SEQUENCE, got ",
+                                  static_cast<int>(kind));
+      }
+      value->kind = static_cast<tessera::ValueKind>(kind);
+      value->present = false;
+    } else if (content->kind == tessera::ValueKind::kTensor || content->kind == tessera::ValueKind::kSequence) {
+      value->kind = content->kind == tessera::ValueKind::kTensor ? tessera::ValueKind::kOptionalTensor
+                                                                 : tessera::ValueKind::kOptionalSequence;
+      value->items = content->items;
+    } else {
+      tessera::throw_user_error("content is already an optional");
+    }
+    *out_value = finish_value(std::move(value));
+  });
+}
+
+void tsr_value_free(tsr_value* value) { delete value; }
+
+tsr_status* tsr_value_describe(const tsr_value* value, int32_t* out_kind, int32_t* out_present, size_t* out_tensor_count) {
+  if (!value) return null_argument("value");
+  if (out_kind) *out_kind = static_cast<int32_t>(value->kind);
+  if (out_present) *out_present = value->present ? 1 : 0;
+  if (out_tensor_count) *out_tensor_count = value->items.size();
+  return nullptr;
+}
+
+tsr_status* tsr_value_tensor(const tsr_value* value, size_t index, const DLTensor** out_tensor) {
+  if (!value) return null_argument("value");
+  if (!out_tensor) return null_argument("out_tensor");
+  *out_tensor = nullptr;
+  if (index >= value->dl.size()) {
+    return make_status(TSR_INVALID_ARGUMENT, str_cat("tensor index ", index, " is out of range: the value holds ",
+                                                     value->dl.size(), value->present ? "" : " (an empty optional)"));
+  }
+  *out_tensor = &value->dl[index];
+  return nullptr;
+}
+
+tsr_status* tsr_value_string(const tsr_value* value, size_t index, int64_t element, const char** out_bytes,
+                             size_t* out_length) {
+  if (!value) return null_argument("value");
+  if (!out_bytes) return null_argument("out_bytes");
+  *out_bytes = nullptr;
+  if (index >= value->items.size()) return make_status(TSR_INVALID_ARGUMENT, str_cat("tensor index ", index, " is out of range"));
+  const tessera::Tensor& t = value->items[index];
+  if (t.dtype() != DType::kString) {
+    return make_status(TSR_INVALID_ARGUMENT, str_cat("tensor ", index, " is ", tessera::dtype_name(t.dtype()), ", not strings"));
+  }
+  if (element < 0 || element >= t.numel()) {
+    return make_status(TSR_INVALID_ARGUMENT, str_cat("element ", element, " is out of range (", t.numel(), " strings)"));
+  }
+  const std::string& text = t.as<std::string>()[element];
+  *out_bytes = text.c_str();
+  if (out_length) *out_length = text.size();
+  return nullptr;
+}
+
+tsr_status* tsr_model_run_values(const tsr_model* model, const tsr_value* const* inputs, size_t num_inputs,
+                                 tsr_value** out_outputs, size_t num_outputs) {
+  if (!model) return null_argument("model");
+  if (!out_outputs) return null_argument("out_outputs");
+  for (size_t i = 0; i < num_outputs; ++i) out_outputs[i] = nullptr;
+  if (num_inputs && !inputs) return null_argument("inputs");
+  return guarded([&] {
+    const auto& descs = model->compiled->inputs();
+    if (num_inputs != descs.size()) tessera::throw_user_error("the model has ", descs.size(), " inputs but ", num_inputs, " were given");
+    if (num_outputs != model->compiled->outputs().size()) {
+      tessera::throw_user_error("the model has ", model->compiled->outputs().size(), " outputs but room for ", num_outputs, " was given");
+    }
+    std::vector<tessera::TensorView> views(num_inputs);
+    std::vector<tessera::BoxedValue> boxes(num_inputs);
+    tessera::BoxedIO io;
+    io.inputs.assign(num_inputs, nullptr);
+    for (size_t i = 0; i < num_inputs; ++i) {
+      const std::string what = "input '" + descs[i].name + "'";
+      if (!inputs[i]) tessera::throw_user_error(what, " is NULL");
+      if (descs[i].kind == tessera::ValueKind::kTensor) {
+        views[i] = tensor_of(inputs[i], what).view();
+        continue;
+      }
+      if (inputs[i]->kind == tessera::ValueKind::kTensor) {
+        tessera::throw_user_error(what, " is a ", tessera::value_kind_name(descs[i].kind), ", but a tensor was given");
+      }
+      boxes[i] = tessera::BoxedValue{inputs[i]->kind, inputs[i]->present, inputs[i]->items};
+      io.inputs[i] = &boxes[i];
+    }
+    std::vector<tessera::Tensor> results = model->compiled->run(views, {}, nullptr, &io);
+    std::vector<std::unique_ptr<tsr_value>> made;
+    for (size_t i = 0; i < num_outputs; ++i) {
+      auto value = std::make_unique<tsr_value>();
+      if (model->compiled->outputs()[i].kind == tessera::ValueKind::kTensor) {
+        value->items.push_back(results[i]);
+      } else {
+        value->kind = io.outputs[i].kind;
+        value->present = io.outputs[i].present;
+        value->items = io.outputs[i].items;
+      }
+      made.push_back(std::move(value));
+    }
+    // Built in full before any is handed out: on a failure the caller owns nothing.
+    std::vector<tsr_value*> done;
+    for (auto& v : made) done.push_back(finish_value(std::move(v)));
+    for (size_t i = 0; i < done.size(); ++i) out_outputs[i] = done[i];
+  });
+}
 
 tsr_status_code tsr_status_code_of(const tsr_status* status) { return status ? status->code : TSR_OK; }
 const char* tsr_status_message(const tsr_status* status) { return status ? status->message.c_str() : ""; }

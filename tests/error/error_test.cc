@@ -769,3 +769,153 @@ TEST_F(TuneTest, TunesAppliesAndRefusesBadArguments) {
 }
 
 }  // namespace
+
+namespace {
+
+/// x[2,3] -> s = SequenceConstruct(x, x); n = SequenceLength(s); c = ConcatFromSequence(s, axis 0); outputs s, n, c.
+onnx::ModelProto sequence_model() {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  auto* g = model.mutable_graph();
+  g->set_name("g");
+  set_type(g->add_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+  auto* s = g->add_output();
+  s->set_name("s");
+  s->mutable_type()->mutable_sequence_type()->mutable_elem_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  set_type(g->add_output(), "n", onnx::TensorProto::INT64, {});
+  auto* c = g->add_output();
+  c->set_name("c");
+  c->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  auto add = [&](const char* op, std::initializer_list<const char*> in, const char* out) {
+    auto* n = g->add_node();
+    n->set_name(std::string(op) + "_node");
+    n->set_op_type(op);
+    for (const char* i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  add("SequenceConstruct", {"x", "x"}, "s");
+  add("SequenceLength", {"s"}, "n");
+  auto* concat = add("ConcatFromSequence", {"s"}, "c");
+  auto* axis = concat->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(0);
+  return model;
+}
+
+std::string take_message(tsr_status* status) {
+  std::string message = tsr_status_message(status);
+  tsr_status_free(status);
+  return message;
+}
+
+}  // namespace
+
+TEST_F(ErrorTest, ValuesRunAndRefuseWrongKinds) {
+  tsr_model* m = nullptr;
+  ASSERT_EQ(tsr_model_load(write_model(sequence_model()).c_str(), nullptr, &m), nullptr);
+  tsr_value_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(tsr_model_output_info(m, 0, &info), nullptr);
+  EXPECT_EQ(info.kind, TSR_VALUE_SEQUENCE);
+  ASSERT_EQ(tsr_model_output_info(m, 1, &info), nullptr);
+  EXPECT_EQ(info.kind, TSR_VALUE_TENSOR);
+
+  float data[6] = {1, 2, 3, 4, 5, 6};
+  int64_t shape[2] = {2, 3};
+  DLTensor x{};
+  x.data = data;
+  x.device = {kDLCPU, 0};
+  x.ndim = 2;
+  x.dtype = {kDLFloat, 32, 1};
+  x.shape = shape;
+  // The tensor-only entry points refuse the model, naming the sequence output and the entry point to use.
+  DLManagedTensor* managed[3] = {};
+  tsr_status* status = tsr_model_run_alloc(m, &x, 1, managed, 3);
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(tsr_status_code_of(status), TSR_UNSUPPORTED);
+  const std::string refusal = take_message(status);
+  EXPECT_NE(refusal.find("'s'"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("tsr_model_run_values"), std::string::npos) << refusal;
+
+  tsr_value* input = nullptr;
+  ASSERT_EQ(tsr_value_create_tensor(&x, &input), nullptr);
+  data[0] = 100;  // the value holds a copy
+  tsr_value* out[3] = {};
+  ASSERT_EQ(tsr_model_run_values(m, &input, 1, out, 3), nullptr);
+  int32_t kind = -1, present = -1;
+  size_t count = 0;
+  ASSERT_EQ(tsr_value_describe(out[0], &kind, &present, &count), nullptr);
+  EXPECT_EQ(kind, TSR_VALUE_SEQUENCE);
+  EXPECT_EQ(present, 1);
+  EXPECT_EQ(count, 2u);
+  const DLTensor* item = nullptr;
+  ASSERT_EQ(tsr_value_tensor(out[0], 1, &item), nullptr);
+  ASSERT_EQ(item->ndim, 2);
+  EXPECT_EQ(static_cast<const float*>(item->data)[0], 1.0f);
+  const DLTensor* n = nullptr;
+  ASSERT_EQ(tsr_value_tensor(out[1], 0, &n), nullptr);
+  EXPECT_EQ(*static_cast<const int64_t*>(n->data), 2);
+  const DLTensor* c = nullptr;
+  ASSERT_EQ(tsr_value_tensor(out[2], 0, &c), nullptr);
+  ASSERT_EQ(c->ndim, 2);
+  EXPECT_EQ(c->shape[0], 4);
+  EXPECT_EQ(static_cast<const float*>(c->data)[11], 6.0f);  // x stacked twice: row 3 ends with 6
+  // Out-of-range accessors are errors, not crashes.
+  EXPECT_EQ(tsr_status_code_of(status = tsr_value_tensor(out[0], 2, &item)), TSR_INVALID_ARGUMENT);
+  tsr_status_free(status);
+  const char* text = nullptr;
+  EXPECT_EQ(tsr_status_code_of(status = tsr_value_string(out[1], 0, 0, &text, nullptr)), TSR_INVALID_ARGUMENT);
+  EXPECT_NE(take_message(status).find("not strings"), std::string::npos);
+  for (tsr_value* v : out) tsr_value_free(v);
+
+  // A sequence where the model wants a tensor.
+  const tsr_value* items[2] = {input, input};
+  tsr_value* sequence = nullptr;
+  ASSERT_EQ(tsr_value_create_sequence(items, 2, &sequence), nullptr);
+  status = tsr_model_run_values(m, const_cast<const tsr_value* const*>(&sequence), 1, out, 3);
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT);
+  const std::string wrong_kind = take_message(status);
+  EXPECT_NE(wrong_kind.find("input 'x' is a tensor, but a sequence was given"), std::string::npos) << wrong_kind;
+  for (tsr_value* v : out) EXPECT_EQ(v, nullptr);
+
+  // Building values: mixed dtypes, an optional of an optional, bad kinds, NULLs.
+  int64_t ints[2] = {1, 2};
+  int64_t ishape[1] = {2};
+  DLTensor xi{};
+  xi.data = ints;
+  xi.device = {kDLCPU, 0};
+  xi.ndim = 1;
+  xi.dtype = {kDLInt, 64, 1};
+  xi.shape = ishape;
+  tsr_value* int_value = nullptr;
+  ASSERT_EQ(tsr_value_create_tensor(&xi, &int_value), nullptr);
+  const tsr_value* mixed[2] = {input, int_value};
+  tsr_value* bad = nullptr;
+  EXPECT_NE(take_message(tsr_value_create_sequence(mixed, 2, &bad)).find("a sequence holds one dtype"), std::string::npos);
+  EXPECT_EQ(bad, nullptr);
+  tsr_value* optional = nullptr;
+  ASSERT_EQ(tsr_value_create_optional(sequence, TSR_VALUE_OPTIONAL_SEQUENCE, &optional), nullptr);
+  EXPECT_NE(take_message(tsr_value_create_optional(optional, TSR_VALUE_OPTIONAL_SEQUENCE, &bad)).find("already an optional"),
+            std::string::npos);
+  EXPECT_NE(take_message(tsr_value_create_optional(nullptr, TSR_VALUE_SEQUENCE, &bad)).find("kind must be"), std::string::npos);
+  const char* words[2] = {"a", nullptr};
+  EXPECT_NE(take_message(tsr_value_create_strings(words, nullptr, ishape, 1, &bad)).find("element 1 is NULL"), std::string::npos);
+  int64_t negative[1] = {-1};
+  EXPECT_NE(take_message(tsr_value_create_strings(words, nullptr, negative, 1, &bad)).find("negative"), std::string::npos);
+  EXPECT_EQ(tsr_status_code_of(status = tsr_value_create_tensor(nullptr, &bad)), TSR_INVALID_ARGUMENT);
+  tsr_status_free(status);
+  const char* utf8[2] = {"h\xC3\xA9", "x"};
+  tsr_value* strings = nullptr;
+  ASSERT_EQ(tsr_value_create_strings(utf8, nullptr, ishape, 1, &strings), nullptr);
+  size_t length = 0;
+  ASSERT_EQ(tsr_value_string(strings, 0, 0, &text, &length), nullptr);
+  EXPECT_EQ(std::string(text, length), "h\xC3\xA9");
+  EXPECT_EQ(tsr_status_code_of(status = tsr_value_string(strings, 0, 2, &text, &length)), TSR_INVALID_ARGUMENT);
+  tsr_status_free(status);
+  for (tsr_value* v : {input, sequence, int_value, optional, strings}) tsr_value_free(v);
+  tsr_model_free(m);
+}
