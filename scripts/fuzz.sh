@@ -55,7 +55,9 @@ done
 # Artifacts of real compiled models; every case listed here compiles today, so a failure is a bug.
 for case in add relu matmul_2d gemm_default_single_elem_vector_bias softmax_axis_1 conv_with_strides_padding \
             maxpool_2d_default transpose_default reshape_reduced_dims if loop11 concat_2d_axis_0 \
-            gather_0 slice clip_default_inbounds layer_normalization_2d_axis0 expand_dim_changed; do
+            gather_0 slice clip_default_inbounds layer_normalization_2d_axis0 expand_dim_changed \
+            sequence_insert_at_back loop13_seq optional_get_element_sequence cast_FLOAT_to_STRING \
+            strnormalizer_export_monday_casesensintive_upper; do
   m="$cases/node/test_$case/model.onnx"
   "$BUILD/tessera" compile "$m" -o "$corpus/tsr/${case}.tsr" >/dev/null
   "$BUILD/tessera" compile "$m" --backends test,native -o "$corpus/tsr/${case}_test.tsr" >/dev/null
@@ -78,7 +80,8 @@ TESSERA_ARTIFACT_SEED_DIR="$PWD/$corpus/tsr" "$BUILD/tests/tessera_artifact_test
 import sys, numpy as np
 out = sys.argv[1]
 for i, a in enumerate([np.zeros((2, 3), np.float32), np.arange(5, dtype=np.int64), np.ones((1, 1, 2), np.bool_),
-                       np.float64(3.5), np.zeros((0, 4), np.uint8)]):
+                       np.float64(3.5), np.zeros((0, 4), np.uint8), np.array(['a', 'h\u00e9llo', '\u65e5\u672c', '', '\U0001F600']),
+                       np.array('s'), np.array(['ab'], dtype='>U3')]):
     np.save("%s/seed_%d.npy" % (out, i), a)
 PY
 

@@ -472,8 +472,9 @@ std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArr
     }
     if (it != args.inputs.end()) {
       if (is_value_spec(it->second)) {
-        throw CliError("input '" + std::string(info.name) + "' is a tensor; give it as --input " + info.name +
-                       "=FILE.npy, not '" + it->second + "'");
+        throw CliError("input '" + std::string(info.name) + "' is a tensor; give it as --input " + info.name + "=FILE.npy (" +
+                       (it->second == "none" ? std::string("only an optional input can be 'none'")
+                                             : "'" + it->second + "' is a directory") + ")");
       }
       array = std::move(files.at(it->first));
       if (tessera::tools::is_bfloat16(info.dtype) && !same_dtype(array.dtype, info.dtype)) {

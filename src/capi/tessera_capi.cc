@@ -347,7 +347,7 @@ tsr_source* make_source(tessera::Graph graph) {
     const tessera::TensorType& t = g.value(id).type;
     std::vector<std::string> names = t.symbols;
     names.resize(t.dims.size());
-    source->inputs.push_back({g.value(id).name, t.kind, t.dtype, t.dims, names});
+    source->inputs.push_back({g.value(id).name, t.kind, t.dtype, t.dims, names, t.rank_known});
   }
   for (tessera::ValueId id : g.outputs) {
     const tessera::TensorType& t = g.value(id).type;
@@ -932,7 +932,8 @@ size_t tsr_source_output_count(const tsr_source* source) { return source ? sourc
 tsr_status* tsr_source_input_info(const tsr_source* source, size_t index, tsr_value_info* out_info) {
   if (!source) return null_argument("source");
   if (index >= source->inputs.size()) return make_status(TSR_INVALID_ARGUMENT, "input index out of range");
-  return fill_info(source->inputs[index], source->dim_names.inputs[index], true, out_info);
+  const tessera::ValueDesc& desc = source->inputs[index];
+  return fill_info(desc, source->dim_names.inputs[index], desc.kind == tessera::ValueKind::kTensor || desc.rank_known, out_info);
 }
 
 tsr_status* tsr_source_output_info(const tsr_source* source, size_t index, tsr_value_info* out_info) {
@@ -966,13 +967,15 @@ size_t tsr_model_output_count(const tsr_model* model) { return model ? model->co
 tsr_status* tsr_model_input_info(const tsr_model* model, size_t index, tsr_value_info* out_info) {
   if (!model) return null_argument("model");
   if (index >= model->compiled->inputs().size()) return make_status(TSR_INVALID_ARGUMENT, "input index out of range");
-  return fill_info(model->compiled->inputs()[index], model->dim_names.inputs[index], true, out_info);
+  const tessera::ValueDesc& desc = model->compiled->inputs()[index];
+  return fill_info(desc, model->dim_names.inputs[index], desc.kind == tessera::ValueKind::kTensor || desc.rank_known, out_info);
 }
 
 tsr_status* tsr_model_output_info(const tsr_model* model, size_t index, tsr_value_info* out_info) {
   if (!model) return null_argument("model");
   if (index >= model->compiled->outputs().size()) return make_status(TSR_INVALID_ARGUMENT, "output index out of range");
-  return fill_info(model->compiled->outputs()[index], model->dim_names.outputs[index], true, out_info);
+  const tessera::ValueDesc& desc = model->compiled->outputs()[index];
+  return fill_info(desc, model->dim_names.outputs[index], desc.kind == tessera::ValueKind::kTensor || desc.rank_known, out_info);
 }
 
 size_t tsr_model_node_count(const tsr_model* model) { return model ? model->compiled->placement().size() : 0; }

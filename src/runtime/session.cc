@@ -566,11 +566,11 @@ void CompiledModel::finish() {
   };
   for (ValueId id : g.inputs) {
     const TensorType& t = g.value(id).type;
-    inputs_.push_back({g.value(id).name, t.kind, t.dtype, t.dims, dim_names(t)});
+    inputs_.push_back({g.value(id).name, t.kind, t.dtype, t.rank_known ? t.dims : Shape{}, dim_names(t), t.rank_known});
   }
   for (ValueId id : g.outputs) {
     const TensorType& t = g.value(id).type;
-    outputs_.push_back({g.value(id).name, t.kind, t.dtype, t.rank_known ? t.dims : Shape{}, dim_names(t)});
+    outputs_.push_back({g.value(id).name, t.kind, t.dtype, t.rank_known ? t.dims : Shape{}, dim_names(t), t.rank_known});
   }
 }
 

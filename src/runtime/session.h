@@ -54,6 +54,8 @@ struct ValueDesc {
   DType dtype = DType::kUndefined;
   Shape shape;  // -1 where not known before running
   std::vector<std::string> dim_names;  // the model's names for its dims (ONNX dim_param) or "", one per dim
+  /// False when not even the rank is known before running (a sequence's tensors of any rank).
+  bool rank_known = true;
 };
 
 struct NodePlacement {

@@ -246,9 +246,51 @@ TEST(ElementwiseOps, CastConvertsBetweenAllKinds) {
   to_bool.attrs.set("to", Attribute::of_int(9));
   Tensor flags = run_one_op(to_bool)[0];
   EXPECT_EQ(values_of<bool>(flags), (std::vector<bool>{true, true, false, true, true}));
+}
+
+Tensor make_strings(Shape shape, std::vector<std::string> values) {
+  Tensor t(DType::kString, std::move(shape));
+  for (size_t i = 0; i < values.size(); ++i) t.as<std::string>()[i] = values[i];
+  return t;
+}
+
+std::vector<std::string> strings_of(const Tensor& t) {
+  EXPECT_EQ(t.dtype(), DType::kString);
+  return std::vector<std::string>(t.as<std::string>(), t.as<std::string>() + t.numel());
+}
+
+TEST(ElementwiseOps, CastToAndFromStrings) {
+  // Shortest text that reads back to the same float32 (what numpy's str() of a float32 prints), ONNX's
+  // reserved literals for the special values.
+  Tensor x = make_float({7}, {1.5f, -2.7f, 0.0f, 65504.0f, 1e-8f, std::numeric_limits<float>::infinity(), NAN});
   OneOpGraph to_string{.op_type = "Cast", .inputs = {x}};
   to_string.attrs.set("to", Attribute::of_int(8));
-  EXPECT_UNSUPPORTED_ERROR(run_one_op(to_string), "Cast_0");
+  Tensor text = run_one_op(to_string)[0];
+  EXPECT_EQ(strings_of(text), (std::vector<std::string>{"1.5", "-2.7", "0", "65504", "1e-08", "INF", "NaN"}));
+  OneOpGraph back{.op_type = "Cast", .inputs = {text}};
+  back.attrs.set("to", Attribute::of_int(1));
+  Tensor round_trip = run_one_op(back)[0];
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(round_trip.as<float>()[i], x.as<float>()[i]) << i;
+  EXPECT_TRUE(std::isnan(round_trip.as<float>()[6]));
+  // Reading: signs, scientific notation, the literals in any case; integers exactly, other text truncated.
+  Tensor words = make_strings({6}, {"+3", "-1E2", "inf", "-INF", "nAn", "100.5"});
+  OneOpGraph to_double{.op_type = "Cast", .inputs = {words}};
+  to_double.attrs.set("to", Attribute::of_int(11));
+  Tensor d = run_one_op(to_double)[0];
+  EXPECT_EQ(d.as<double>()[0], 3.0);
+  EXPECT_EQ(d.as<double>()[1], -100.0);
+  EXPECT_EQ(d.as<double>()[2], std::numeric_limits<double>::infinity());
+  EXPECT_EQ(d.as<double>()[3], -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(d.as<double>()[4]));
+  EXPECT_EQ(d.as<double>()[5], 100.5);
+  OneOpGraph to_int{.op_type = "Cast", .inputs = {make_strings({3}, {"9007199254740993", "100.5", "-7"})}};
+  to_int.attrs.set("to", Attribute::of_int(7));
+  EXPECT_EQ(values_of<int64_t>(run_one_op(to_int)[0]), (std::vector<int64_t>{9007199254740993, 100, -7}));
+  OneOpGraph bad{.op_type = "Cast", .inputs = {make_strings({2}, {"1", "one"})}};
+  bad.attrs.set("to", Attribute::of_int(1));
+  EXPECT_USER_ERROR(run_one_op(bad), "node 'Cast_0' (Cast): element 1 is the string \"one\", which is not a number");
+  // Ops that do not declare strings refuse them, naming the node.
+  EXPECT_UNSUPPORTED_ERROR(run_one_op({.op_type = "Relu", .inputs = {words}}), "Relu_0");
 }
 
 TEST(ElementwiseOps, RoundHalfToEvenAndSign) {
