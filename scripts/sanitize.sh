@@ -52,7 +52,7 @@ EXCLUDE="${SANITIZE_EXCLUDE:-}"
 start=$(date +%s)
 # What the tests and fuzz rounds run (not the benchmarks: they mean nothing under ASan).
 nice -n 19 ninja -C "$BUILD" tessera_cli tessera_capi tessera_unit_tests tessera_conformance tessera_error_tests \
-  tessera_partition_tests tessera_artifact_tests tessera_backend_tests tessera_report_tests \
+  tessera_partition_tests tessera_artifact_tests tessera_backend_tests tessera_report_tests tessera_npy_tests \
   fuzz_onnx_import fuzz_npy fuzz_artifact fuzz_model_load fuzz_tuning_record \
   tessera_plugin_abi_tests tessera_test_backend_plugin tessera_xnnpack_plugin tessera_xnnpack_plugin_test \
   tessera_example_accelerator_plugin tessera_example_accelerator_test

@@ -59,6 +59,19 @@ void check_dtype(const KernelContext& ctx, const BoxedValue& sequence, DType dty
   }
 }
 
+/// A sequence may hold at most 2^24 tensors and, like a tensor, 1 TiB in all: a Loop that inserts
+/// without end fails here instead of exhausting memory.
+constexpr size_t kMaxSequenceLength = size_t{1} << 24;
+
+void check_sequence_size(const KernelContext& ctx, const std::vector<Tensor>& items) {
+  if (items.size() > kMaxSequenceLength) {
+    ctx.fail("the sequence would hold ", items.size(), " tensors, more than the ", kMaxSequenceLength, " allowed");
+  }
+  int64_t bytes = 0;
+  for (const Tensor& t : items) bytes = saturating_add(bytes, static_cast<int64_t>(t.nbytes()));
+  if (bytes > (int64_t{1} << 40)) ctx.fail("the sequence would hold ", bytes, " bytes of tensors, over 1 TiB");
+}
+
 void sequence_empty_kernel(KernelContext& ctx) { sequence_out(ctx, 0).items.clear(); }
 
 void sequence_construct_kernel(KernelContext& ctx) {
@@ -78,6 +91,7 @@ void sequence_insert_kernel(KernelContext& ctx) {
   const size_t at = ctx.has_input(2) ? position(ctx, 2, in.items.size(), true) : in.items.size();
   std::vector<Tensor> items = in.items;
   items.insert(items.begin() + static_cast<ptrdiff_t>(at), Tensor::from_view(t));
+  check_sequence_size(ctx, items);
   sequence_out(ctx, 0).items = std::move(items);
 }
 
@@ -306,6 +320,7 @@ void sequence_map_kernel(KernelContext& ctx) {
                  dtype_name(results[k].items.front().dtype()), " before");
       }
       results[k].items.push_back(std::move(outputs[k].tensor));
+      check_sequence_size(ctx, results[k].items);
     }
   }
   for (size_t k = 0; k < results.size(); ++k) {
