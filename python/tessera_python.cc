@@ -10,6 +10,13 @@
 //    over without a copy, as numpy arrays owning the memory, or as Tensor
 //    objects that export it through __dlpack__ (any number of times: every
 //    export shares the one allocation, freed when the last holder lets go);
+//  - models with sequence, optional or string inputs or outputs (which
+//    tsr_model_run refuses) run through tsr_model_run_values instead: lists
+//    become sequences, None an empty optional, numpy str (or object-of-str)
+//    arrays string tensors, numeric tensors are copied into tsr_values; outputs
+//    come back as lists (sequences), None (empty optionals) and numpy str
+//    arrays; the tensors of sequences and optionals are copied out (values are
+//    immutable and may share tensors), plain tensor outputs handed over as above;
 //  - every tsr_status becomes an exception of the package's classes (set at
 //    import by set_error_types), with the C API's message;
 //  - the GIL is released while a model runs, and a model stays alive until
@@ -83,6 +90,7 @@ std::atomic<int64_t> g_input_copies{0};
 // ----------------------------------------------------------------- dtypes --
 
 std::string dtype_name(DLDataType t) {
+  if (t.code == TSR_DL_STRING_CODE) return "str";
   if (t.lanes != 1) return "unknown";
   switch (t.code) {
     case kDLFloat: return t.bits == 16 ? "float16" : t.bits == 32 ? "float32" : t.bits == 64 ? "float64" : "unknown";
@@ -95,6 +103,29 @@ std::string dtype_name(DLDataType t) {
 }
 
 bool is_bool(DLDataType t) { return t.code == TSR_DL_BOOL_CODE; }
+bool is_string(DLDataType t) { return t.code == TSR_DL_STRING_CODE; }
+
+/// tsr_value_kind as the package names it (NodeArg.kind).
+const char* kind_name(int32_t kind) {
+  switch (kind) {
+    case TSR_VALUE_TENSOR: return "tensor";
+    case TSR_VALUE_SEQUENCE: return "sequence";
+    case TSR_VALUE_OPTIONAL_TENSOR: return "optional_tensor";
+    case TSR_VALUE_OPTIONAL_SEQUENCE: return "optional_sequence";
+    default: return "unknown";
+  }
+}
+
+/// "a sequence", for messages.
+std::string kind_phrase(int32_t kind) {
+  switch (kind) {
+    case TSR_VALUE_TENSOR: return "a tensor";
+    case TSR_VALUE_SEQUENCE: return "a sequence";
+    case TSR_VALUE_OPTIONAL_TENSOR: return "an optional tensor";
+    case TSR_VALUE_OPTIONAL_SEQUENCE: return "an optional sequence";
+    default: return "a value of kind " + std::to_string(kind);
+  }
+}
 
 /// The DLPack dtype of a numpy dtype, or false when Tessera has none.
 bool dl_dtype_of(const py::dtype& dtype, DLDataType& out) {
@@ -188,7 +219,8 @@ std::unique_ptr<Options> make_options(py::object threads, py::object backends, c
 
 // ----------------------------------------------------------- value infos --
 
-/// (name, dtype, shape or None, dim names or None) for each input or output.
+/// (name, dtype, shape or None, dim names or None, kind) for each input or output; for a sequence or an
+/// optional, dtype and shape are those of the tensors it holds.
 template <typename Count, typename Info, typename Handle>
 py::list value_infos(const Handle* handle, Count count, Info info) {
   py::list result;
@@ -206,7 +238,7 @@ py::list value_infos(const Handle* handle, Count count, Info info) {
       shape = s;
       names = n;
     }
-    result.append(py::make_tuple(v.name, dtype_name(v.dtype), shape, names));
+    result.append(py::make_tuple(v.name, dtype_name(v.dtype), shape, names, kind_name(v.kind)));
   }
   return result;
 }
@@ -239,29 +271,33 @@ class RunInputs {
   }
 
   void add(py::handle object, const std::string& name, DLDataType wanted) {
-    if (object.is_none()) invalid("input '" + name + "' is None");
-    if (py::isinstance<py::array>(object)) return add_array(py::reinterpret_borrow<py::array>(object), name);
-    if (py::hasattr(object, "__dlpack__")) return add_dlpack(object, name);
+    add_as(object, "input '" + name + "'", wanted);
+  }
+  /// Same, `what` naming the input in messages ("input 'x'", "input 's' item 2").
+  void add_as(py::handle object, const std::string& what, DLDataType wanted) {
+    if (object.is_none()) invalid(what + " is None");
+    if (py::isinstance<py::array>(object)) return add_array(py::reinterpret_borrow<py::array>(object), what);
+    if (py::hasattr(object, "__dlpack__")) return add_dlpack(object, what);
     // Lists, scalars, anything numpy can turn into an array: converted to the input's dtype.
     py::dtype dtype;
     py::object converted;
     try {
       converted = numpy_dtype_of(wanted, dtype) ? numpy().attr("asarray")(object, dtype) : numpy().attr("asarray")(object);
     } catch (py::error_already_set& e) {
-      invalid("input '" + name + "': cannot convert a " + std::string(py::str(object.get_type().attr("__name__"))) +
+      invalid(what + ": cannot convert a " + std::string(py::str(object.get_type().attr("__name__"))) +
               " to an array: " + e.what());
     }
     ++g_input_copies;
-    add_array(py::reinterpret_borrow<py::array>(converted), name);
+    add_array(py::reinterpret_borrow<py::array>(converted), what);
   }
 
   const std::vector<DLTensor>& tensors() const { return tensors_; }
 
  private:
-  void add_array(py::array array, const std::string& name) {
+  void add_array(py::array array, const std::string& what) {
     DLDataType dtype;
     if (!dl_dtype_of(array.dtype(), dtype)) {
-      invalid("input '" + name + "': numpy dtype " + std::string(py::str(array.dtype())) + " has no Tessera type");
+      invalid(what + ": numpy dtype " + std::string(py::str(array.dtype())) + " has no Tessera type");
     }
     const bool native_order = array.dtype().byteorder() != '>';
     const bool aligned = reinterpret_cast<uintptr_t>(array.data()) % static_cast<uintptr_t>(array.itemsize()) == 0;
@@ -282,26 +318,26 @@ class RunInputs {
     keep_.push_back(std::move(array));
   }
 
-  void add_dlpack(py::handle object, const std::string& name) {
+  void add_dlpack(py::handle object, const std::string& what) {
     py::object capsule;
     try {
       capsule = object.attr("__dlpack__")();
     } catch (py::error_already_set& e) {
-      invalid("input '" + name + "': its __dlpack__ failed: " + e.what());
+      invalid(what + ": its __dlpack__ failed: " + e.what());
     }
     if (!PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
-      invalid("input '" + name + "': __dlpack__ did not return an unused DLPack capsule");
+      invalid(what + ": __dlpack__ did not return an unused DLPack capsule");
     }
     auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
     PyCapsule_SetName(capsule.ptr(), "used_dltensor");  // ours now: its producer's capsule destructor leaves it
     managed_.push_back(managed);
     const DLTensor& t = managed->dl_tensor;
     if (t.device.device_type != kDLCPU) {
-      invalid("input '" + name + "' is on DLPack device type " + std::to_string(t.device.device_type) +
+      invalid(what + " is on DLPack device type " + std::to_string(t.device.device_type) +
               "; Tessera runs on the CPU (kDLCPU = 1)");
     }
     if (t.dtype.lanes != 1 || t.dtype.bits % 8 != 0 || t.dtype.bits == 0) {
-      invalid("input '" + name + "': unsupported DLPack dtype (code " + std::to_string(t.dtype.code) + ", bits " +
+      invalid(what + ": unsupported DLPack dtype (code " + std::to_string(t.dtype.code) + ", bits " +
               std::to_string(t.dtype.bits) + ", lanes " + std::to_string(t.dtype.lanes) + ")");
     }
     char* data = static_cast<char*>(t.data) + t.byte_offset;
@@ -432,6 +468,283 @@ py::array numpy_view(const SharedOutput& output, const std::string& name) {
   return py::array(dtype, shape, {}, t.data, base);
 }
 
+// ----------------------------------------------------------------- values --
+// Models with sequence, optional or string inputs or outputs run through
+// tsr_model_run_values: each input becomes a tsr_value (numeric tensors are
+// copied into it once), each output a Python object (below).
+
+using ValuePtr = std::unique_ptr<tsr_value, void (*)(tsr_value*)>;
+ValuePtr own_value(tsr_value* value) { return ValuePtr(value, tsr_value_free); }
+
+/// A model input or output as tsr_value_info describes it.
+struct IoSpec {
+  std::string name;
+  DLDataType dtype{};
+  int32_t kind = TSR_VALUE_TENSOR;
+};
+
+template <typename Count, typename Info>
+std::vector<IoSpec> io_specs(const tsr_model* model, Count count, Info info) {
+  std::vector<IoSpec> specs;
+  for (size_t i = 0; i < count(model); ++i) {
+    tsr_value_info v{};
+    v.struct_size = sizeof(v);
+    check(info(model, i, &v));
+    specs.push_back({v.name, v.dtype, v.kind});
+  }
+  return specs;
+}
+
+/// Why the model runs through tsr_model_run_values ("input 's' is a sequence"), or "" when it has only
+/// numeric and bool tensor inputs and outputs (tsr_model_run refuses the others).
+std::string values_reason(const tsr_model* model) {
+  const char* what[] = {"input", "output"};
+  int k = 0;
+  for (const auto& specs : {io_specs(model, tsr_model_input_count, tsr_model_input_info),
+                            io_specs(model, tsr_model_output_count, tsr_model_output_info)}) {
+    for (const IoSpec& s : specs) {
+      if (s.kind != TSR_VALUE_TENSOR) return std::string(what[k]) + " '" + s.name + "' is " + kind_phrase(s.kind);
+      if (is_string(s.dtype)) return std::string(what[k]) + " '" + s.name + "' is a string tensor";
+    }
+    ++k;
+  }
+  return "";
+}
+
+/// "a list", "None", "a numpy array", "a float", for messages.
+std::string type_phrase(py::handle object) {
+  if (object.is_none()) return "None";
+  if (py::isinstance<py::array>(object)) return "a numpy array";
+  const std::string name = py::str(object.get_type().attr("__name__"));
+  const bool vowel = !name.empty() && std::string("aeiouAEIOU").find(name[0]) != std::string::npos;
+  return (vowel ? "an " : "a ") + name;
+}
+
+bool is_list_or_tuple(py::handle object) { return PyList_Check(object.ptr()) || PyTuple_Check(object.ptr()); }
+
+/// A list or tuple holding an array (numpy or __dlpack__): what a sequence is given as, never one tensor.
+bool holds_arrays(py::handle object) {
+  if (!is_list_or_tuple(object)) return false;
+  for (py::handle item : py::reinterpret_borrow<py::sequence>(object)) {
+    if (py::isinstance<py::array>(item) || py::hasattr(item, "__dlpack__")) return true;
+  }
+  return false;
+}
+
+/// A string tensor from a numpy array of dtype kind 'U', or 'O' whose elements are all str.
+ValuePtr string_value(const py::array& array, const std::string& what) {
+  py::list items = array.attr("ravel")().attr("tolist")();
+  std::vector<const char*> bytes(items.size());
+  std::vector<size_t> lengths(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    py::handle item = items[i];
+    if (!PyUnicode_Check(item.ptr())) {
+      invalid(what + ": element " + std::to_string(i) + " of the object array is " + type_phrase(item) +
+              "; a string tensor is given as a numpy str array or an object array of str");
+    }
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(item.ptr(), &size);  // lives as long as the str, which `items` holds
+    if (!utf8) {
+      PyErr_Clear();
+      invalid(what + ": element " + std::to_string(i) + " cannot be encoded as UTF-8");
+    }
+    bytes[i] = utf8;
+    lengths[i] = static_cast<size_t>(size);
+  }
+  std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
+  tsr_value* value = nullptr;
+  check(tsr_value_create_strings(bytes.data(), lengths.data(), shape.data(), static_cast<int32_t>(shape.size()), &value));
+  return own_value(value);
+}
+
+bool is_string_array(py::handle object) {
+  if (!py::isinstance<py::array>(object)) return false;
+  const char kind = py::reinterpret_borrow<py::array>(object).dtype().kind();
+  return kind == 'U' || kind == 'O';
+}
+
+/// A tensor value (numeric, bool or strings) from an array, a __dlpack__ object or an array-like.
+ValuePtr tensor_value(py::handle object, const IoSpec& spec, const std::string& what) {
+  py::object given = py::reinterpret_borrow<py::object>(object);
+  if (!py::isinstance<py::array>(given) && !py::hasattr(given, "__dlpack__")) {
+    if (holds_arrays(given)) {
+      invalid(what + " is " + kind_phrase(spec.kind) + ", but " + type_phrase(given) +
+              " of arrays (a sequence) was given; give one array");
+    }
+    if (is_string(spec.dtype)) {  // a str, or a (nested) list of str
+      try {
+        given = numpy().attr("asarray")(given);
+      } catch (py::error_already_set& e) {
+        invalid(what + ": cannot convert " + type_phrase(object) + " to an array: " + e.what());
+      }
+    }
+  }
+  if (is_string_array(given)) return string_value(py::reinterpret_borrow<py::array>(given), what);
+  RunInputs held;
+  held.add_as(given, what, spec.dtype);
+  const DLTensor tensor = held.tensors().back();
+  tsr_value* value = nullptr;
+  check_without_gil([&] { return tsr_value_create_tensor(&tensor, &value); });  // the copy; `held` keeps the source
+  return own_value(value);
+}
+
+ValuePtr sequence_value(py::handle object, const IoSpec& spec, const std::string& what) {
+  std::vector<ValuePtr> items;
+  std::vector<const tsr_value*> raw;
+  size_t k = 0;
+  for (py::handle item : py::reinterpret_borrow<py::sequence>(object)) {
+    const std::string item_what = what + " item " + std::to_string(k++);
+    if (item.is_none()) invalid(item_what + " is None; a sequence holds tensors");
+    IoSpec tensor_spec = spec;
+    tensor_spec.kind = TSR_VALUE_TENSOR;
+    items.push_back(tensor_value(item, tensor_spec, item_what));
+    raw.push_back(items.back().get());
+  }
+  tsr_value* value = nullptr;
+  tsr_status* status = tsr_value_create_sequence(raw.data(), raw.size(), &value);
+  if (status) {
+    const std::string message = tsr_status_message(status);
+    const tsr_status_code code = tsr_status_code_of(status);
+    tsr_status_free(status);
+    raise(code, what + ": " + message);
+  }
+  return own_value(value);
+}
+
+/// An input's tsr_value, checked against the input's kind.
+ValuePtr input_value(py::handle object, const IoSpec& spec) {
+  const std::string what = "input '" + spec.name + "'";
+  const bool is_list = is_list_or_tuple(object);
+  tsr_value* value = nullptr;
+  switch (spec.kind) {
+    case TSR_VALUE_TENSOR:
+      if (object.is_none()) invalid(what + " is None, but it is a tensor (not optional): give an array");
+      return tensor_value(object, spec, what);
+    case TSR_VALUE_SEQUENCE:
+      if (!is_list) {
+        invalid(what + " is a sequence, but " + type_phrase(object) + " was given; give a list or tuple of arrays" +
+                (object.is_none() ? " ([] for an empty sequence; the input is not optional)" : ""));
+      }
+      return sequence_value(object, spec, what);
+    case TSR_VALUE_OPTIONAL_TENSOR: {
+      if (object.is_none()) {
+        check(tsr_value_create_optional(nullptr, TSR_VALUE_OPTIONAL_TENSOR, &value));
+        return own_value(value);
+      }
+      ValuePtr content = tensor_value(object, spec, what);
+      check(tsr_value_create_optional(content.get(), TSR_VALUE_OPTIONAL_TENSOR, &value));
+      return own_value(value);
+    }
+    case TSR_VALUE_OPTIONAL_SEQUENCE: {
+      if (object.is_none()) {
+        check(tsr_value_create_optional(nullptr, TSR_VALUE_OPTIONAL_SEQUENCE, &value));
+        return own_value(value);
+      }
+      if (!is_list) {
+        invalid(what + " is an optional sequence, but " + type_phrase(object) +
+                " was given; give a list or tuple of arrays, or None");
+      }
+      ValuePtr content = sequence_value(object, spec, what);
+      check(tsr_value_create_optional(content.get(), TSR_VALUE_OPTIONAL_SEQUENCE, &value));
+      return own_value(value);
+    }
+    default:
+      raise(TSR_UNSUPPORTED, what + " is of a kind (" + std::to_string(spec.kind) + ") these bindings do not know");
+  }
+}
+
+/// A DLManagedTensor over one tensor of an output value, which it keeps alive (no copy).
+struct ValueExport {
+  DLManagedTensor managed{};
+  std::shared_ptr<tsr_value> owner;
+  std::vector<int64_t> shape;
+};
+
+/// A DLManagedTensor owning a copy of a tensor (64-byte aligned).
+struct CopiedTensor {
+  DLManagedTensor managed{};
+  std::vector<int64_t> shape;
+  void* data = nullptr;
+  ~CopiedTensor() { ::operator delete(data, std::align_val_t(64)); }
+};
+
+SharedOutput shared_tensor(const std::shared_ptr<tsr_value>& owner, const DLTensor& t, bool copy) {
+  if (!copy) {
+    auto* e = new ValueExport();
+    e->owner = owner;
+    e->shape.assign(t.shape, t.shape + t.ndim);
+    e->managed.dl_tensor = t;
+    e->managed.dl_tensor.shape = e->shape.data();
+    e->managed.dl_tensor.strides = nullptr;
+    e->managed.manager_ctx = e;
+    e->managed.deleter = [](DLManagedTensor* self) { delete static_cast<ValueExport*>(self->manager_ctx); };
+    return share(&e->managed);
+  }
+  auto c = std::make_unique<CopiedTensor>();
+  c->shape.assign(t.shape, t.shape + t.ndim);
+  size_t bytes = (static_cast<size_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
+  for (int64_t d : c->shape) bytes *= static_cast<size_t>(d);
+  c->data = ::operator new(bytes ? bytes : 1, std::align_val_t(64));
+  if (bytes) std::memcpy(c->data, static_cast<const char*>(t.data) + t.byte_offset, bytes);
+  c->managed.dl_tensor = t;
+  c->managed.dl_tensor.data = c->data;
+  c->managed.dl_tensor.byte_offset = 0;
+  c->managed.dl_tensor.shape = c->shape.data();
+  c->managed.dl_tensor.strides = nullptr;
+  c->managed.manager_ctx = c.get();
+  c->managed.deleter = [](DLManagedTensor* self) { delete static_cast<CopiedTensor*>(self->manager_ctx); };
+  return share(&c.release()->managed);
+}
+
+/// A string tensor of a value as a numpy str array of its shape (UTF-8 decoded; invalid bytes become U+FFFD;
+/// numpy drops trailing NULs).
+py::object string_array(const tsr_value* value, size_t index, const DLTensor& t) {
+  int64_t count = 1;
+  for (int32_t d = 0; d < t.ndim; ++d) count *= t.shape[d];
+  py::list items;
+  for (int64_t e = 0; e < count; ++e) {
+    const char* bytes = nullptr;
+    size_t length = 0;
+    check(tsr_value_string(value, index, e, &bytes, &length));
+    PyObject* text = PyUnicode_DecodeUTF8(bytes, static_cast<Py_ssize_t>(length), "replace");
+    if (!text) throw py::error_already_set();
+    items.append(py::reinterpret_steal<py::str>(text));
+  }
+  py::tuple shape(t.ndim);
+  for (int32_t d = 0; d < t.ndim; ++d) shape[static_cast<size_t>(d)] = t.shape[d];
+  return numpy().attr("array")(items, py::arg("dtype") = "str").attr("reshape")(shape);
+}
+
+/// The index-th tensor of an output value: a numpy array (a str array for strings) or, as_dlpack, a Tensor
+/// (string tensors stay numpy arrays: DLPack has no strings). `copy`: for tensors of sequences and
+/// optionals, which may share memory with each other or with the model's constants.
+py::object tensor_object(const std::shared_ptr<tsr_value>& value, size_t index, const std::string& name, bool copy,
+                         bool as_dlpack) {
+  const DLTensor* t = nullptr;
+  check(tsr_value_tensor(value.get(), index, &t));
+  if (is_string(t->dtype)) return string_array(value.get(), index, *t);
+  SharedOutput output = shared_tensor(value, *t, copy);
+  if (as_dlpack) return py::cast(Tensor(output));
+  return numpy_view(output, name);
+}
+
+/// An output value as Python: a tensor as an array, a sequence as a list of arrays, an optional as None or
+/// its content.
+py::object output_object(tsr_value* raw, const std::string& name, bool as_dlpack) {
+  std::shared_ptr<tsr_value> value(raw, tsr_value_free);
+  int32_t kind = 0, present = 0;
+  size_t count = 0;
+  check(tsr_value_describe(value.get(), &kind, &present, &count));
+  if (kind == TSR_VALUE_TENSOR) return tensor_object(value, 0, name, false, as_dlpack);
+  if (!present) return py::none();
+  if (kind == TSR_VALUE_OPTIONAL_TENSOR) return tensor_object(value, 0, name, true, as_dlpack);
+  py::list items;
+  for (size_t i = 0; i < count; ++i) {
+    items.append(tensor_object(value, i, name + "[" + std::to_string(i) + "]", true, as_dlpack));
+  }
+  return items;
+}
+
 // ------------------------------------------------------------------ model --
 
 using ModelPtr = std::shared_ptr<tsr_model>;
@@ -440,7 +753,7 @@ using ModelPtr = std::shared_ptr<tsr_model>;
 /// hold their own, so the model is freed when the last of them returns.
 class Model {
  public:
-  explicit Model(tsr_model* model) : model_(model, tsr_model_free) {}
+  explicit Model(tsr_model* model) : model_(model, tsr_model_free), values_reason_(values_reason(model)) {}
 
   static Model load_path(const std::string& path, const Options* options) {
     tsr_model* model = nullptr;
@@ -546,6 +859,7 @@ class Model {
   /// Returns numpy arrays, or Tensor objects when as_dlpack.
   py::list run(const py::sequence& inputs, bool as_dlpack) const {
     ModelPtr model = get();
+    if (!values_reason_.empty()) return run_values(model, inputs, as_dlpack);
     std::vector<SharedOutput> outputs = run_raw(model, inputs, nullptr);
     return wrap_outputs(model, outputs, as_dlpack);
   }
@@ -555,6 +869,7 @@ class Model {
   py::tuple profile(const py::sequence& inputs, int runs, bool as_dlpack) const {
     if (runs < 1) invalid("runs must be at least 1");
     ModelPtr model = get();
+    refuse_values("profile");
     std::vector<double> nodes(tsr_model_node_count(model.get()), 0.0), regions(tsr_model_region_count(model.get()), 0.0);
     std::vector<int64_t> fallbacks(regions.size(), 0);
     tsr_run_profile profile{};
@@ -574,6 +889,7 @@ class Model {
   py::tuple check_accuracy(const py::sequence& inputs, double tolerance, double min_cosine, bool float64_reference,
                            const std::string& name) const {
     ModelPtr model = get();
+    refuse_values("check");
     RunInputs held;
     hold_inputs(model, inputs, held);
     const std::vector<DLTensor>& in = held.tensors();
@@ -602,6 +918,42 @@ class Model {
   }
 
  private:
+  /// Profiles and accuracy checks take numeric tensors only.
+  void refuse_values(const std::string& what) const {
+    if (!values_reason_.empty()) {
+      raise(TSR_UNSUPPORTED, what + " runs models with tensor inputs and outputs of numbers and bools only, but " +
+                                 values_reason_ + " (run() takes it)");
+    }
+  }
+
+  /// A run through tsr_model_run_values: inputs converted to values (checked against each input's kind),
+  /// outputs to arrays, lists (sequences) and None (empty optionals).
+  static py::list run_values(const ModelPtr& model, const py::sequence& inputs, bool as_dlpack) {
+    const std::vector<IoSpec> in = io_specs(model.get(), tsr_model_input_count, tsr_model_input_info);
+    const std::vector<IoSpec> out = io_specs(model.get(), tsr_model_output_count, tsr_model_output_info);
+    if (inputs.size() != in.size()) {
+      invalid("the model has " + std::to_string(in.size()) + " inputs but " + std::to_string(inputs.size()) +
+              " were given");
+    }
+    std::vector<ValuePtr> values;
+    std::vector<const tsr_value*> raw;
+    for (size_t i = 0; i < in.size(); ++i) {
+      values.push_back(input_value(inputs[i], in[i]));
+      raw.push_back(values.back().get());
+    }
+    std::vector<tsr_value*> results(out.size(), nullptr);
+    check_without_gil([&] {  // on failure every output is NULL
+      return tsr_model_run_values(model.get(), raw.data(), raw.size(), results.data(), results.size());
+    });
+    std::vector<ValuePtr> owned;
+    owned.reserve(results.size());
+    for (tsr_value* r : results) owned.push_back(own_value(r));
+    values.clear();
+    py::list objects;
+    for (size_t i = 0; i < owned.size(); ++i) objects.append(output_object(owned[i].release(), out[i].name, as_dlpack));
+    return objects;
+  }
+
   /// One DLTensor per model input (in model order), checked against the model's count and dtypes.
   static void hold_inputs(const ModelPtr& model, const py::sequence& inputs, RunInputs& held) {
     const size_t num_inputs = tsr_model_input_count(model.get());
@@ -649,6 +1001,7 @@ class Model {
   }
 
   ModelPtr model_;
+  std::string values_reason_;  // why runs go through tsr_model_run_values, "" when they need not
 };
 
 // ----------------------------------------------------------------- source --

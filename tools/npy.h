@@ -25,7 +25,7 @@ namespace tessera::tools {
 
 /// The dtype a string array carries: no model dtype equals it, so a string array given for a numeric
 /// input fails the dtype check; dl_dtype_name calls it "str" and dl_dtype_size gives 0.
-inline constexpr DLDataType kNpyStringDtype{kDLOpaqueHandle, 0, 0};
+inline constexpr DLDataType kNpyStringDtype{TSR_DL_STRING_CODE, 8, 1};  // as the C API describes strings
 
 struct NpyArray {
   DLDataType dtype{kDLFloat, 32, 1};  // numeric arrays only; kNpyStringDtype when is_string

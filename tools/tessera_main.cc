@@ -402,7 +402,7 @@ std::string shape_text(const int64_t* shape, int ndim) {
   return out;
 }
 
-bool is_string_dtype(DLDataType t) { return t.code == TSR_DL_STRING_CODE && t.bits == 0; }
+bool is_string_dtype(DLDataType t) { return t.code == TSR_DL_STRING_CODE; }
 
 /// "a sequence of float32[?]", "a string tensor [2x3]", ... for messages.
 std::string value_description(const tsr_value_info& info) {
@@ -460,7 +460,7 @@ std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArr
   for (const tsr_value_info& info : infos) {
     auto it = args.inputs.find(info.name);
     NpyArray array;
-    const bool strings = info.dtype.code == TSR_DL_STRING_CODE && info.dtype.bits == 0;
+    const bool strings = is_string_dtype(info.dtype);
     if (info.kind != TSR_VALUE_TENSOR || strings) {
       // Sequences, optionals and strings are read by make_value_inputs; nothing random stands in for them.
       if (it == args.inputs.end()) {

@@ -22,10 +22,10 @@ extern "C" {
 /* Bool tensors use DLPack's kDLBool type code (6, named from DLPack 0.8 on) with
  * 8 bits a value; older dlpack.h headers, such as Debian 12's 0.6, lack the name. */
 #define TSR_DL_BOOL_CODE 6
-/* String tensors (ONNX's string type, UTF-8 text) are described with DLPack's
- * kDLOpaqueHandle code (3) and 0 bits: their elements are reached through
- * tsr_value_string, never through a data pointer. */
-#define TSR_DL_STRING_CODE 3
+/* String tensors (ONNX's string type, UTF-8 text) are described with this type
+ * code, which DLPack does not use, 8 bits and 1 lane: their elements are reached
+ * through tsr_value_string, never through a data pointer (DLPack has no strings). */
+#define TSR_DL_STRING_CODE 128
 
 /* What a model input or output, or a tsr_value, is. Sequences hold tensors of
  * one dtype; an optional holds a tensor or a sequence, or nothing. */

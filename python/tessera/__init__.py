@@ -15,6 +15,23 @@ and ``numpy.from_dlpack`` take without copying. Errors are :class:`Error`
 subclasses carrying Tessera's message. The GIL is released while a model runs,
 and one session may be run from several threads at once.
 
+Models with ONNX sequences, optionals or string tensors as inputs or outputs
+run too (their numeric tensors are then copied once, in and out):
+
+- a string tensor is a numpy array of dtype str (``'<U...'``; an object array
+  whose elements are all ``str`` is taken as input too), in UTF-8 inside
+  Tessera. numpy drops trailing NUL characters from str elements;
+- a sequence is a list (or tuple) of arrays or array-likes: ``[a, b]``, ``[]``;
+- an optional is ``None`` (empty) or its content: an array for an optional
+  tensor, a list of arrays for an optional sequence.
+
+Outputs come back the same way (a sequence as a list of numpy arrays, an
+empty optional as None, a string tensor as a str array of its shape). A value
+of the wrong kind (a list of arrays for a tensor input, an array for a sequence, None
+for an input that is not optional) raises :class:`InvalidArgument` naming the
+input. :meth:`InferenceSession.get_inputs` says what each input is
+(``NodeArg.kind``, ``NodeArg.type`` such as ``"seq(tensor(float))"``).
+
 A model whose inputs have open dimensions (e.g. ``["batch", 3, 224, 224]``)
 is compiled per input shape when it runs, keeping the most recently used
 ``max_variants`` compiled variants (give ``input_shapes`` to compile one shape
@@ -60,6 +77,12 @@ _NUMPY_TYPES = {
     "float32": "float", "float16": "float16", "float64": "double", "bfloat16": "bfloat16",
     "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
     "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "bool": "bool",
+    "str": "string",
+}
+
+# NodeArg.kind -> ONNX Runtime's NodeArg.type for it, from the tensor type "tensor(float)".
+_KIND_TYPES = {
+    "tensor": "%s", "sequence": "seq(%s)", "optional_tensor": "optional(%s)", "optional_sequence": "optional(seq(%s))",
 }
 
 
@@ -135,15 +158,19 @@ def tune(model, output, backends=None, threads=None, options=None, budget=None, 
 
 class NodeArg:
     """An input or output: name, shape (ints, and a dim's name or None where the model leaves it open;
-    None when even the rank is unknown), type ("tensor(float)" as ONNX Runtime writes it) and dtype
-    ("float32", ...)."""
+    None when even the rank is unknown), type ("tensor(float)" as ONNX Runtime writes it; "tensor(string)",
+    "seq(tensor(float))", "optional(tensor(int64))", "optional(seq(tensor(float)))"), dtype ("float32", ...,
+    "str" for strings) and kind ("tensor", "sequence", "optional_tensor" or "optional_sequence"). For a
+    sequence or an optional, dtype and shape describe the tensors it holds (shape None, or dims None, where
+    they may differ)."""
 
-    __slots__ = ("name", "shape", "type", "dtype")
+    __slots__ = ("name", "shape", "type", "dtype", "kind")
 
-    def __init__(self, name, dtype, shape, dim_names):
+    def __init__(self, name, dtype, shape, dim_names, kind="tensor"):
         self.name = name
         self.dtype = dtype
-        self.type = "tensor(%s)" % _NUMPY_TYPES.get(dtype, dtype)
+        self.kind = kind
+        self.type = _KIND_TYPES.get(kind, kind + "(%s)") % ("tensor(%s)" % _NUMPY_TYPES.get(dtype, dtype))
         if shape is None:
             self.shape = None
         else:
@@ -252,10 +279,19 @@ def _options_from(backends, threads, options, overrides):
     return options._copy_with(backends=backends, threads=threads, **overrides)
 
 
+def _is_torch_tensor(value):
+    return type(value).__module__.startswith("torch") and hasattr(value, "requires_grad")
+
+
 def _prepare_input(value):
     """torch tensors: detached when they require grad (inference only: no gradient flows back), and
-    bool ones viewed through numpy (DLPack 0.6 has no bool). Everything else goes as is."""
-    if type(value).__module__.startswith("torch") and hasattr(value, "requires_grad"):
+    bool ones viewed through numpy (DLPack 0.6 has no bool); the same for the items of a list or tuple
+    (a sequence). Everything else goes as is."""
+    if isinstance(value, (list, tuple)):
+        if any(_is_torch_tensor(v) for v in value):
+            return [_prepare_input(v) for v in value]
+        return value
+    if _is_torch_tensor(value):
         if value.requires_grad:
             value = value.detach()
         if str(value.dtype) == "torch.bool" and str(value.device) == "cpu":
@@ -304,8 +340,11 @@ class InferenceSession:
         self._inputs = [NodeArg(*i) for i in source.inputs()]
         self._outputs = [NodeArg(*o) for o in source.outputs()]
         bound = set((self._options.input_shapes or {}).keys())
-        open_dims = [n for n in self._inputs for d in n.shape
-                     if not isinstance(d, int) and n.name not in bound and d not in bound]
+        # Only tensor inputs are bound to shapes: a sequence's tensors, or an optional's, may differ in shape
+        # from run to run and are checked when the model runs.
+        open_dims = [n for n in self._inputs if n.kind == "tensor" and n.name not in bound
+                     for d in (n.shape if n.shape is not None else [None])
+                     if not isinstance(d, int) and d not in bound]
         if not open_dims:
             # Every shape is known: compile once, now (errors show up here, as ONNX Runtime's do).
             self._fixed = source.compile(self._options._native())
@@ -348,7 +387,9 @@ class InferenceSession:
         with self._lock:
             latest = self._latest
         if latest is None:
-            open_names = sorted({d for n in self._inputs for d in n.shape if not isinstance(d, int)}, key=str)
+            open_names = sorted({d if d is not None else n.name for n in self._inputs if n.kind == "tensor"
+                                 for d in (n.shape if n.shape is not None else [None]) if not isinstance(d, int)},
+                                key=str)
             raise InvalidArgument(
                 "%s: the model has open dimensions (%s), so it is compiled per input shape and has not run yet; "
                 "run it once, or give input_shapes" % (what, ", ".join(str(n) for n in open_names)))
@@ -408,10 +449,17 @@ class InferenceSession:
             return self._fixed
         shapes = []
         for arg, value in zip(self._inputs, inputs):
+            if arg.kind != "tensor":
+                shapes.append(None)  # sequences and optionals are not bound to a shape (see __init__)
+                continue
             shape = getattr(value, "shape", None)
             if shape is None:
                 import numpy
-                shape = numpy.shape(value)
+                try:
+                    shape = numpy.shape(value)
+                except ValueError as e:  # a ragged list, e.g. a sequence given for a tensor input
+                    raise InvalidArgument("input '%s' is a tensor, but %s was given that is not one array (%s)"
+                                          % (arg.name, type(value).__name__, e)) from None
             shapes.append(tuple(int(d) for d in shape))
         key = tuple(shapes)
         with self._lock:
@@ -420,7 +468,7 @@ class InferenceSession:
                 self._variants.move_to_end(key)
                 self._latest = model
                 return model
-        data_shapes = {arg.name: list(shape) for arg, shape in zip(self._inputs, shapes)}
+        data_shapes = {arg.name: list(shape) for arg, shape in zip(self._inputs, shapes) if shape is not None}
         model = self._source.compile(self._options._native(data_shapes=data_shapes))  # GIL released inside
         _warn(model)
         with self._lock:
@@ -452,9 +500,12 @@ class InferenceSession:
 
     def run(self, output_names, input_feed, run_options=None, as_dlpack=False):
         """Runs the model. ``output_names``: the outputs to return (None: all); ``input_feed``: a dict of
-        input name to numpy array, torch tensor or anything with ``__dlpack__``. Returns a list of numpy
-        arrays, or of :class:`Tensor` (DLPack, no copy) when ``as_dlpack``. Torch tensors that require grad
-        are read detached: inference only, no gradient flows back."""
+        input name to numpy array, torch tensor or anything with ``__dlpack__`` (for a sequence input a list
+        of them, for an optional one None or its content, for a string tensor a numpy str array). Returns a
+        list of numpy arrays, or of :class:`Tensor` (DLPack, no copy) when ``as_dlpack``; a sequence output
+        is a list of them, an empty optional None, a string tensor a numpy str array (also with
+        ``as_dlpack``: DLPack has no strings). Torch tensors that require grad are read detached: inference
+        only, no gradient flows back."""
         self._check_open()
         if run_options is not None:
             raise InvalidArgument("run_options are not supported (pass None)")

@@ -148,7 +148,7 @@ DLDataType to_dl(DType dtype) {
     case DType::kUInt32: t = {kDLUInt, 32, 1}; break;
     case DType::kUInt64: t = {kDLUInt, 64, 1}; break;
     case DType::kBool: t = {TSR_DL_BOOL_CODE, 8, 1}; break;
-    case DType::kString: t = {TSR_DL_STRING_CODE, 0, 0}; break;
+    case DType::kString: t = {TSR_DL_STRING_CODE, 8, 1}; break;
     case DType::kUndefined: t = {kDLOpaqueHandle, 0, 0}; break;
   }
   return t;
@@ -365,7 +365,7 @@ tsr_source* make_source(tessera::Graph graph) {
 void check_c_api_values(const tsr_model* model) {
   auto check = [](const tessera::ValueDesc& d, const char* what) {
     if (d.kind != tessera::ValueKind::kTensor) {
-      tessera::throw_unsupported(what, " '", d.name, "' is a ", tessera::value_kind_name(d.kind),
+      tessera::throw_unsupported(what, " '", d.name, "' is ", tessera::value_kind_phrase(d.kind),
                                  "; run the model with tsr_model_run_values");
     }
     if (d.dtype == DType::kString) {
@@ -476,7 +476,7 @@ tsr_value* finish_value(std::unique_ptr<tsr_value> value) {
 /// A value's tensor for a tensor input, or throws naming the input.
 const tessera::Tensor& tensor_of(const tsr_value* value, const std::string& what) {
   if (value->kind != tessera::ValueKind::kTensor) {
-    tessera::throw_user_error(what, " is a tensor, but a ", tessera::value_kind_name(value->kind), " was given");
+    tessera::throw_user_error(what, " is a tensor, but ", tessera::value_kind_phrase(value->kind), " was given");
   }
   return value->items.front();
 }
@@ -640,7 +640,7 @@ tsr_status* tsr_model_run_values(const tsr_model* model, const tsr_value* const*
         continue;
       }
       if (inputs[i]->kind == tessera::ValueKind::kTensor) {
-        tessera::throw_user_error(what, " is a ", tessera::value_kind_name(descs[i].kind), ", but a tensor was given");
+        tessera::throw_user_error(what, " is ", tessera::value_kind_phrase(descs[i].kind), ", but a tensor was given");
       }
       boxes[i] = tessera::BoxedValue{inputs[i]->kind, inputs[i]->present, inputs[i]->items};
       io.inputs[i] = &boxes[i];

@@ -16,6 +16,11 @@ const char* value_kind_name(ValueKind kind) {
   return "?";
 }
 
+std::string value_kind_phrase(ValueKind kind) {
+  const bool optional = kind == ValueKind::kOptionalTensor || kind == ValueKind::kOptionalSequence;
+  return std::string(optional ? "an " : "a ") + value_kind_name(kind);
+}
+
 bool TensorType::is_static() const {
   if (kind != ValueKind::kTensor || !rank_known || dtype == DType::kUndefined) return false;
   for (int64_t d : dims) {

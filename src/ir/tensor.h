@@ -21,6 +21,8 @@ enum class ValueKind : uint8_t { kTensor = 0, kSequence, kOptionalTensor, kOptio
 constexpr uint8_t kLastValueKind = 3;
 /// "tensor", "sequence", "optional tensor", "optional sequence".
 const char* value_kind_name(ValueKind kind);
+/// The same with its article: "a tensor", "a sequence", "an optional tensor", "an optional sequence".
+std::string value_kind_phrase(ValueKind kind);
 
 int64_t shape_numel(const Shape& shape);
 std::string shape_to_string(const Shape& shape);  // "1x3x224x224", "scalar" for rank 0

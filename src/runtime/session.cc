@@ -620,14 +620,14 @@ void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs, const
     if (want.kind != ValueKind::kTensor) {
       const BoxedValue* box = boxed && i < boxed->inputs.size() ? boxed->inputs[i] : nullptr;
       if (!box) {
-        throw_user_error("input '", want.name, "' is a ", value_kind_name(want.kind), ", but a tensor was given");
+        throw_user_error("input '", want.name, "' is ", value_kind_phrase(want.kind), ", but a tensor was given");
       }
       const bool want_sequence = want.kind == ValueKind::kSequence || want.kind == ValueKind::kOptionalSequence;
       const bool got_sequence = box->kind == ValueKind::kSequence || box->kind == ValueKind::kOptionalSequence;
       const bool want_optional = want.kind != ValueKind::kSequence;
       if (want_sequence != got_sequence || (!want_optional && box->kind != ValueKind::kSequence) ||
           (!box->present && !want_optional)) {
-        throw_user_error("input '", want.name, "' is a ", value_kind_name(want.kind), ", but ",
+        throw_user_error("input '", want.name, "' is ", value_kind_phrase(want.kind), ", but ",
                          box->present ? "a " : "an empty ", value_kind_name(box->kind), " was given");
       }
       if (box->present && !got_sequence && box->items.size() != 1) {
@@ -638,7 +638,7 @@ void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs, const
       continue;
     }
     if (boxed && i < boxed->inputs.size() && boxed->inputs[i]) {
-      throw_user_error("input '", want.name, "' is a tensor, but a ", value_kind_name(boxed->inputs[i]->kind), " was given");
+      throw_user_error("input '", want.name, "' is a tensor, but ", value_kind_phrase(boxed->inputs[i]->kind), " was given");
     }
     const TensorView& got = inputs[i];
     if (got.dtype != want.dtype || got.shape != want.shape) {
@@ -655,11 +655,11 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
   for (size_t i = 0; i < outputs_.size(); ++i) {
     if (outputs_[i].kind == ValueKind::kTensor) continue;
     if (!boxed) {
-      throw_user_error("output '", outputs_[i].name, "' is a ", value_kind_name(outputs_[i].kind),
+      throw_user_error("output '", outputs_[i].name, "' is ", value_kind_phrase(outputs_[i].kind),
                        "; run the model through an interface that takes sequences and optionals");
     }
     if (i < caller_outputs.size() && caller_outputs[i]) {
-      throw_user_error("output '", outputs_[i].name, "' is a ", value_kind_name(outputs_[i].kind), ", not a tensor buffer");
+      throw_user_error("output '", outputs_[i].name, "' is ", value_kind_phrase(outputs_[i].kind), ", not a tensor buffer");
     }
   }
   if (!caller_outputs.empty() && caller_outputs.size() != outputs_.size()) {

@@ -140,7 +140,7 @@ void loop_kernel(KernelContext& ctx) {
     if (results.size() != 1 + carried + scans) {
       ctx.fail("body has ", results.size(), " outputs; expected ", 1 + carried + scans);
     }
-    if (results[0].boxed()) ctx.fail("the body's cond output is a ", value_kind_name(results[0].boxed_value().kind));
+    if (results[0].boxed()) ctx.fail("the body's cond output is ", value_kind_phrase(results[0].boxed_value().kind));
     cond = scalar_bool(ctx, results[0].tensor.view(), "the body's cond output");
     values.assign(results.begin() + 1, results.begin() + 1 + static_cast<ptrdiff_t>(carried));
     for (size_t k = 0; k < scans; ++k) {

@@ -76,7 +76,7 @@ inline SubgraphValue input_value(const KernelContext& ctx, size_t i) {
 inline std::vector<TensorView> captured_views(const KernelContext& ctx, size_t first) {
   std::vector<TensorView> out;
   for (size_t i = first; i < ctx.num_inputs(); ++i) {
-    if (ctx.boxed_input(i)) ctx.fail("input ", i, " is a ", value_kind_name(ctx.boxed_input(i)->kind), "; this op's subgraph takes tensors only");
+    if (ctx.boxed_input(i)) ctx.fail("input ", i, " is ", value_kind_phrase(ctx.boxed_input(i)->kind), "; this op's subgraph takes tensors only");
     out.push_back(ctx.input(i));
   }
   return out;
@@ -89,7 +89,7 @@ inline std::vector<Tensor> run_subgraph_tensors(const KernelContext& ctx, const 
   for (size_t i = 0; i < inputs.size(); ++i) values[i].view = inputs[i];
   std::vector<Tensor> out;
   for (SubgraphValue& v : run_subgraph(program, values, ctx.pool())) {
-    if (v.boxed()) ctx.fail("the body made a ", value_kind_name(v.boxed_value().kind), " where a tensor is expected");
+    if (v.boxed()) ctx.fail("the body made ", value_kind_phrase(v.boxed_value().kind), " where a tensor is expected");
     out.push_back(std::move(v.tensor));
   }
   return out;
@@ -118,7 +118,7 @@ inline void write_output(const KernelContext& ctx, size_t i, const SubgraphValue
   if (!value.boxed()) return write_output(ctx, i, value.tensor.defined() ? value.tensor.view() : value.view);
   if (!out) {
     if (!ctx.has_output(i)) return;
-    ctx.fail("output ", i, " is a tensor, but a ", value_kind_name(value.boxed_value().kind), " was computed for it");
+    ctx.fail("output ", i, " is a tensor, but ", value_kind_phrase(value.boxed_value().kind), " was computed for it");
   }
   *out = value.boxed_value();
 }

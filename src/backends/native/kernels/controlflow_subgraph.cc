@@ -117,8 +117,8 @@ std::vector<SubgraphValue> run_subgraph(const SubgraphProgram& program, const st
     const bool expects_box = program.kinds[static_cast<size_t>(graph.inputs[i])] != ValueKind::kTensor;
     if (inputs[i].boxed() != expects_box) {
       throw_user_error("subgraph '", graph.name, "' input '", graph.value(graph.inputs[i]).name, "' is a ",
-                       expects_box ? "sequence or optional" : "tensor", " but a ",
-                       inputs[i].boxed() ? value_kind_name(inputs[i].boxed_value().kind) : "tensor", " was given");
+                       expects_box ? "sequence or optional" : "tensor", " but ",
+                       inputs[i].boxed() ? value_kind_phrase(inputs[i].boxed_value().kind) : "a tensor", " was given");
     }
     if (expects_box) {
       store.boxed(graph.inputs[i]) = inputs[i].boxed_value();

@@ -145,7 +145,7 @@ void dropout_kernel(KernelContext& ctx) {
 void identity_kernel(KernelContext& ctx) {
   if (const BoxedValue* in = ctx.boxed_input(0)) {
     BoxedValue* out = ctx.boxed_output(0);
-    if (!out) ctx.fail("input 0 is a ", value_kind_name(in->kind), " but output 0 is a tensor");
+    if (!out) ctx.fail("input 0 is ", value_kind_phrase(in->kind), " but output 0 is a tensor");
     *out = *in;
     return;
   }

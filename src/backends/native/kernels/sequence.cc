@@ -14,7 +14,7 @@ namespace {
 const BoxedValue& sequence_in(const KernelContext& ctx, size_t i) {
   const BoxedValue* box = ctx.boxed_input(i);
   if (!box) ctx.fail("input ", i, " must be a sequence, got a tensor");
-  if (box->kind != ValueKind::kSequence) ctx.fail("input ", i, " must be a sequence, got a ", value_kind_name(box->kind));
+  if (box->kind != ValueKind::kSequence) ctx.fail("input ", i, " must be a sequence, got ", value_kind_phrase(box->kind));
   return *box;
 }
 
@@ -228,7 +228,7 @@ void optional_kernel(KernelContext& ctx) {
   BoxedValue* out = ctx.boxed_output(0);
   if (!out) ctx.fail("output 0 must be an optional");
   if (const BoxedValue* in = ctx.boxed_input(0)) {
-    if (in->kind != ValueKind::kSequence) ctx.fail("input 0 is already a ", value_kind_name(in->kind));
+    if (in->kind != ValueKind::kSequence) ctx.fail("input 0 is already ", value_kind_phrase(in->kind));
     *out = *in;
     out->kind = ValueKind::kOptionalSequence;
     return;
@@ -282,7 +282,7 @@ void sequence_map_kernel(KernelContext& ctx) {
   const size_t length = sequence_in(ctx, 0).items.size();
   for (size_t i = 1; i < ctx.num_inputs(); ++i) {
     const BoxedValue* box = ctx.boxed_input(i);
-    if (box && box->kind != ValueKind::kSequence) ctx.fail("input ", i, " is a ", value_kind_name(box->kind));
+    if (box && box->kind != ValueKind::kSequence) ctx.fail("input ", i, " is ", value_kind_phrase(box->kind));
     if (box && box->items.size() != length) {
       ctx.fail("input ", i, " holds ", box->items.size(), " tensors but input 0 holds ", length);
     }
@@ -314,7 +314,7 @@ void sequence_map_kernel(KernelContext& ctx) {
     }
     std::vector<SubgraphValue> outputs = run_subgraph(*program, inputs, ctx.pool());
     for (size_t k = 0; k < outputs.size() && k < results.size(); ++k) {
-      if (outputs[k].boxed()) ctx.fail("body output ", k, " is a ", value_kind_name(outputs[k].boxed_value().kind), ", not a tensor");
+      if (outputs[k].boxed()) ctx.fail("body output ", k, " is ", value_kind_phrase(outputs[k].boxed_value().kind), ", not a tensor");
       if (!results[k].items.empty() && results[k].items.front().dtype() != outputs[k].tensor.dtype()) {
         ctx.fail("body output ", k, " is ", dtype_name(outputs[k].tensor.dtype()), " at position ", j, " but ",
                  dtype_name(results[k].items.front().dtype()), " before");
