@@ -690,3 +690,30 @@ def test_profile_and_check_refuse_such_models():
         session.profile({"s": [rand(2)]}, runs=1)
     with pytest.raises(tessera.Unsupported, match="input 's' is a sequence"):
         session.check({"s": [rand(2)]})
+
+
+def test_loop_appends_without_losing_values_read_after_the_insert():
+    # Loop body: s2 = SequenceInsert(s, row i); before = SequenceLength(s) read after the insert, so the
+    # insert is not s's last reader and must not take its tensors (the interpreter moves a box only at its
+    # last reader). Scan output `before` is 0, 1, 2, ...; the final list is the rows in order.
+    body = helper.make_graph(
+        [helper.make_node("Gather", ["x", "i"], ["row"], axis=0),
+         helper.make_node("SequenceInsert", ["s", "row"], ["s2"]),
+         helper.make_node("SequenceLength", ["s"], ["before"]),
+         helper.make_node("Identity", ["cond"], ["cond_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+         seq("s", TensorProto.FLOAT)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), seq("s2", TensorProto.FLOAT),
+         helper.make_tensor_value_info("before", TensorProto.INT64, [])])
+    model = make_model(
+        [helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
+         helper.make_node("Loop", ["n", "", "empty"], ["rows", "lengths"], body=body),
+         helper.make_node("ConcatFromSequence", ["rows"], ["stacked"], axis=0, new_axis=1)],
+        [tensor("x", TensorProto.FLOAT, [None, 3]), tensor("n", TensorProto.INT64, [])],
+        [seq("rows", TensorProto.FLOAT), tensor("lengths", TensorProto.INT64, [None]), tensor("stacked", TensorProto.FLOAT, None)])
+    x = rand(7, 3)
+    rows, lengths, stacked = tessera.InferenceSession(model).run(None, {"x": x, "n": np.array(7, np.int64)})
+    assert list(lengths) == list(range(7))
+    assert_arrays_equal(rows, [x[k] for k in range(7)])
+    np.testing.assert_array_equal(stacked, x)

@@ -33,6 +33,12 @@ class KernelContext {
   bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
   /// Input i when it is a sequence or an optional (ValueKind), else null.
   const BoxedValue* boxed_input(size_t i) const { return i < boxed_inputs_.size() ? boxed_inputs_[i] : nullptr; }
+  /// Input i's box for the kernel to take over (its contents may be moved away) when this node is
+  /// its last reader, else null: the kernel then copies from boxed_input(i).
+  BoxedValue* take_boxed_input(size_t i) const {
+    return i < movable_inputs_.size() && movable_inputs_[i] ? boxed_inputs_[i] : nullptr;
+  }
+  void set_movable_inputs(const std::vector<char>& movable) { movable_inputs_ = movable; }
   /// Output i when it is a sequence or an optional, else null; the kernel fills it in.
   BoxedValue* boxed_output(size_t i) const { return i < boxed_outputs_.size() ? boxed_outputs_[i] : nullptr; }
   const TensorView& input(size_t i) const {
@@ -72,6 +78,7 @@ class KernelContext {
   Allocator allocator_;
   std::vector<BoxedValue*> boxed_inputs_;
   std::vector<BoxedValue*> boxed_outputs_;
+  std::vector<char> movable_inputs_;
 };
 
 using KernelFn = void (*)(KernelContext& ctx);

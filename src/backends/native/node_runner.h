@@ -19,6 +19,10 @@ struct CompiledNode {
   /// the graph's types); such a node's kernel allocates its tensor outputs.
   std::vector<char> boxed_inputs;
   std::vector<char> boxed_outputs;
+  /// Per input (or empty): 1 where this node is the box's last reader, so its
+  /// kernel may take the box over (KernelContext::take_boxed_input). Set by the
+  /// subgraph interpreter, where a Loop body's SequenceInsert then appends in place.
+  std::vector<char> movable_inputs;
 };
 
 /// Fills cn.boxed_inputs / boxed_outputs from `graph`'s value types.

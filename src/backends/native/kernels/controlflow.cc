@@ -134,15 +134,18 @@ void loop_kernel(KernelContext& ctx) {
     std::vector<SubgraphValue> inputs(2);
     inputs[0].view = iteration.view();
     inputs[1].view = cond_in.view();
-    inputs.insert(inputs.end(), values.begin(), values.end());
+    // The carried values move into the body (boxes are not copied) and come back as its outputs.
+    inputs.insert(inputs.end(), std::make_move_iterator(values.begin()), std::make_move_iterator(values.end()));
+    values.clear();
     inputs.insert(inputs.end(), captures.begin(), captures.end());
-    std::vector<SubgraphValue> results = run_subgraph(*program, inputs, ctx.pool());
+    std::vector<SubgraphValue> results = run_subgraph(*program, std::move(inputs), ctx.pool());
     if (results.size() != 1 + carried + scans) {
       ctx.fail("body has ", results.size(), " outputs; expected ", 1 + carried + scans);
     }
     if (results[0].boxed()) ctx.fail("the body's cond output is ", value_kind_phrase(results[0].boxed_value().kind));
     cond = scalar_bool(ctx, results[0].tensor.view(), "the body's cond output");
-    values.assign(results.begin() + 1, results.begin() + 1 + static_cast<ptrdiff_t>(carried));
+    values.assign(std::make_move_iterator(results.begin() + 1),
+                  std::make_move_iterator(results.begin() + 1 + static_cast<ptrdiff_t>(carried)));
     for (size_t k = 0; k < scans; ++k) {
       // The stacked scan output grows with every trip (M comes from a value): stop as soon as it would be too large.
       if (results[1 + carried + k].boxed()) ctx.fail("scan output ", k, " is a sequence or optional; scan outputs must be tensors");

@@ -36,8 +36,10 @@ struct SubgraphValue {
 SubgraphProgram compile_subgraph(const Graph& graph, const std::vector<TensorType>& input_types = {});
 
 /// Runs `program` with its graph inputs bound to `inputs` (formal inputs then
-/// captures) and returns deep copies of its outputs.
-std::vector<SubgraphValue> run_subgraph(const SubgraphProgram& program, const std::vector<SubgraphValue>& inputs,
+/// captures) and returns deep copies of its outputs. Boxes the caller owns
+/// (made_box) are moved in, and output boxes are moved out, so a Loop that
+/// carries a sequence never copies it (see CompiledNode::movable_inputs).
+std::vector<SubgraphValue> run_subgraph(const SubgraphProgram& program, std::vector<SubgraphValue> inputs,
                                         ThreadPool& pool);
 
 /// The types of a node's inputs at run time (for compiling its subgraphs

@@ -100,12 +100,34 @@ SubgraphProgram compile_subgraph(const Graph& graph, const std::vector<TensorTyp
       for (ValueId id : node.inputs) cn.boxed_inputs.push_back(id != kNoValue && types[static_cast<size_t>(id)].kind != ValueKind::kTensor);
       for (ValueId id : node.outputs) cn.boxed_outputs.push_back(id != kNoValue && types[static_cast<size_t>(id)].kind != ValueKind::kTensor);
     }
-    program.nodes.push_back(cn);
+    program.nodes.push_back(std::move(cn));
+  }
+  // A box read for the last time by a node (not a graph output, not read twice by that node) may be
+  // taken over by its kernel instead of copied.
+  std::vector<size_t> last_reader(graph.values.size(), SIZE_MAX);
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    for (ValueId id : graph.nodes[n].inputs) {
+      if (id != kNoValue) last_reader[static_cast<size_t>(id)] = n;
+    }
+  }
+  for (ValueId id : graph.outputs) last_reader[static_cast<size_t>(id)] = SIZE_MAX;
+  for (size_t n = 0; n < program.nodes.size(); ++n) {
+    CompiledNode& cn = program.nodes[n];
+    if (cn.boxed_inputs.empty()) continue;
+    const Node& node = *cn.node;
+    cn.movable_inputs.assign(node.inputs.size(), 0);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const ValueId id = node.inputs[i];
+      if (id == kNoValue || !cn.boxed_inputs[i] || graph.is_constant(id) || last_reader[static_cast<size_t>(id)] != n) continue;
+      size_t uses = 0;
+      for (ValueId other : node.inputs) uses += other == id;
+      cn.movable_inputs[i] = uses == 1;
+    }
   }
   return program;
 }
 
-std::vector<SubgraphValue> run_subgraph(const SubgraphProgram& program, const std::vector<SubgraphValue>& inputs,
+std::vector<SubgraphValue> run_subgraph(const SubgraphProgram& program, std::vector<SubgraphValue> inputs,
                                         ThreadPool& pool) {
   const Graph& graph = *program.graph;
   if (inputs.size() != graph.inputs.size()) {
@@ -121,7 +143,11 @@ std::vector<SubgraphValue> run_subgraph(const SubgraphProgram& program, const st
                        inputs[i].boxed() ? value_kind_phrase(inputs[i].boxed_value().kind) : "a tensor", " was given");
     }
     if (expects_box) {
-      store.boxed(graph.inputs[i]) = inputs[i].boxed_value();
+      if (inputs[i].made_box) {
+        store.boxed(graph.inputs[i]) = std::move(*inputs[i].made_box);
+      } else {
+        store.boxed(graph.inputs[i]) = *inputs[i].box;
+      }
     } else {
       store.bind(graph.inputs[i], inputs[i].tensor.defined() ? inputs[i].tensor.view() : inputs[i].view);
     }
@@ -131,7 +157,14 @@ std::vector<SubgraphValue> run_subgraph(const SubgraphProgram& program, const st
   for (size_t k = 0; k < graph.outputs.size(); ++k) {
     const ValueId id = graph.outputs[k];
     if (program.kinds[static_cast<size_t>(id)] != ValueKind::kTensor) {
-      outputs[k].made_box = store.boxed(id);
+      // Moved out at the value's last listing among the outputs (the store ends here), copied before it.
+      bool listed_later = false;
+      for (size_t j = k + 1; j < graph.outputs.size(); ++j) listed_later |= graph.outputs[j] == id;
+      if (listed_later) {
+        outputs[k].made_box = store.boxed(id);
+      } else {
+        outputs[k].made_box = std::move(store.boxed(id));
+      }
     } else {
       outputs[k].tensor = Tensor::from_view(store.get(id));
     }

@@ -89,7 +89,9 @@ void sequence_insert_kernel(KernelContext& ctx) {
   const TensorView& t = ctx.input(1);
   check_dtype(ctx, in, t.dtype, "the tensor");
   const size_t at = ctx.has_input(2) ? position(ctx, 2, in.items.size(), true) : in.items.size();
-  std::vector<Tensor> items = in.items;
+  // The last reader of the input sequence takes its tensors over: a Loop that appends does not copy the list.
+  BoxedValue* own = ctx.take_boxed_input(0);
+  std::vector<Tensor> items = own ? std::move(own->items) : in.items;
   items.insert(items.begin() + static_cast<ptrdiff_t>(at), Tensor::from_view(t));
   check_sequence_size(ctx, items);
   sequence_out(ctx, 0).items = std::move(items);
@@ -104,7 +106,8 @@ void sequence_erase_kernel(KernelContext& ctx) {
   const BoxedValue& in = sequence_in(ctx, 0);
   if (in.items.empty()) ctx.fail("cannot erase from an empty sequence");
   const size_t at = ctx.has_input(1) ? position(ctx, 1, in.items.size(), false) : in.items.size() - 1;
-  std::vector<Tensor> items = in.items;
+  BoxedValue* own = ctx.take_boxed_input(0);
+  std::vector<Tensor> items = own ? std::move(own->items) : in.items;
   items.erase(items.begin() + static_cast<ptrdiff_t>(at));
   sequence_out(ctx, 0).items = std::move(items);
 }
