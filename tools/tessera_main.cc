@@ -522,17 +522,20 @@ std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArr
   return arrays;
 }
 
+/// A numeric array as a DLTensor over its own bytes (no copy).
+DLTensor dl_view(NpyArray& a) {
+  DLTensor t{};
+  t.data = a.data.data();
+  t.device = {kDLCPU, 0};
+  t.ndim = static_cast<int32_t>(a.shape.size());
+  t.dtype = a.dtype;
+  t.shape = a.shape.data();
+  return t;
+}
+
 std::vector<DLTensor> as_dl(std::vector<NpyArray>& arrays) {
   std::vector<DLTensor> out;
-  for (NpyArray& a : arrays) {
-    DLTensor t{};
-    t.data = a.data.data();
-    t.device = {kDLCPU, 0};
-    t.ndim = static_cast<int32_t>(a.shape.size());
-    t.dtype = a.dtype;
-    t.shape = a.shape.data();
-    out.push_back(t);
-  }
+  for (NpyArray& a : arrays) out.push_back(dl_view(a));
   return out;
 }
 
@@ -985,12 +988,7 @@ ValuePtr value_of_array(NpyArray& a) {
     }
     check(tsr_value_create_strings(ptrs.data(), lengths.data(), a.shape.data(), static_cast<int32_t>(a.shape.size()), &v));
   } else {
-    DLTensor t{};
-    t.data = a.data.data();
-    t.device = {kDLCPU, 0};
-    t.ndim = static_cast<int32_t>(a.shape.size());
-    t.dtype = a.dtype;
-    t.shape = a.shape.data();
+    const DLTensor t = dl_view(a);
     check(tsr_value_create_tensor(&t, &v));
   }
   return own(v);

@@ -75,10 +75,24 @@ struct tsr_model {
   std::unique_ptr<tessera::CompiledModel> compiled;
   tsr_dim_name_arrays dim_names;
   std::string warnings;  // compiled->warnings(), one per line
+  /// Why the tensor-only run functions refuse this model (its first sequence, optional or string
+  /// input or output), or "": decided once here, not on every run.
+  std::string tensor_run_refusal;
 
   explicit tsr_model(std::unique_ptr<tessera::CompiledModel> model) : compiled(std::move(model)) {
     dim_names.build(compiled->inputs(), compiled->outputs());
     for (const std::string& w : compiled->warnings()) warnings += w + "\n";
+    auto refuse = [&](const tessera::ValueDesc& d, const char* what) {
+      if (!tensor_run_refusal.empty()) return;
+      if (d.kind != tessera::ValueKind::kTensor) {
+        tensor_run_refusal = tessera::str_cat(what, " '", d.name, "' is ", tessera::value_kind_phrase(d.kind),
+                                              "; run the model with tsr_model_run_values");
+      } else if (d.dtype == tessera::DType::kString) {
+        tensor_run_refusal = tessera::str_cat(what, " '", d.name, "' is a string tensor; run the model with tsr_model_run_values");
+      }
+    };
+    for (const tessera::ValueDesc& d : compiled->inputs()) refuse(d, "input");
+    for (const tessera::ValueDesc& d : compiled->outputs()) refuse(d, "output");
   }
 };
 
@@ -360,25 +374,9 @@ tsr_source* make_source(tessera::Graph graph) {
   return source.release();
 }
 
-/// The C API passes tensors of numbers and bools: a sequence, optional or
-/// string input or output is refused before anything runs.
-void check_c_api_values(const tsr_model* model) {
-  auto check = [](const tessera::ValueDesc& d, const char* what) {
-    if (d.kind != tessera::ValueKind::kTensor) {
-      tessera::throw_unsupported(what, " '", d.name, "' is ", tessera::value_kind_phrase(d.kind),
-                                 "; run the model with tsr_model_run_values");
-    }
-    if (d.dtype == DType::kString) {
-      tessera::throw_unsupported(what, " '", d.name, "' is a string tensor; run the model with tsr_model_run_values");
-    }
-  };
-  for (const tessera::ValueDesc& d : model->compiled->inputs()) check(d, "input");
-  for (const tessera::ValueDesc& d : model->compiled->outputs()) check(d, "output");
-}
-
 std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTensor* inputs, size_t num_inputs) {
   if (num_inputs && !inputs) tessera::throw_user_error("inputs is NULL");
-  check_c_api_values(model);
+  if (!model->tensor_run_refusal.empty()) tessera::throw_unsupported(model->tensor_run_refusal);
   const auto& descs = model->compiled->inputs();
   if (num_inputs != descs.size()) {
     tessera::throw_user_error("the model has ", descs.size(), " inputs but ", num_inputs, " were given");

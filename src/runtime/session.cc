@@ -601,16 +601,6 @@ void check_boxed_item(const ValueDesc& want, size_t index, const Tensor& item) {
 
 }  // namespace
 
-bool CompiledModel::has_boxed_io() const {
-  for (const ValueDesc& d : inputs_) {
-    if (d.kind != ValueKind::kTensor) return true;
-  }
-  for (const ValueDesc& d : outputs_) {
-    if (d.kind != ValueKind::kTensor) return true;
-  }
-  return false;
-}
-
 void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs, const BoxedIO* boxed) const {
   if (inputs.size() != inputs_.size()) {
     throw_user_error("the model has ", inputs_.size(), " inputs but ", inputs.size(), " were given");

@@ -164,8 +164,6 @@ class CompiledModel {
   /// returned there (results[i] stays empty for them).
   std::vector<Tensor> run(const std::vector<TensorView>& inputs, const std::vector<TensorView*>& caller_outputs = {},
                           RunProfile* profile = nullptr, BoxedIO* boxed = nullptr) const;
-  /// True when an input or output is a sequence or an optional.
-  bool has_boxed_io() const;
   /// Runs the model once on `inputs` and, after each region, the same region's
   /// nodes on the native backend (float32, no fused patterns) on the inputs
   /// the region just read, comparing every output (src/runtime/region_check.cc).

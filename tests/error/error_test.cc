@@ -825,12 +825,7 @@ TEST_F(ErrorTest, ValuesRunAndRefuseWrongKinds) {
 
   float data[6] = {1, 2, 3, 4, 5, 6};
   int64_t shape[2] = {2, 3};
-  DLTensor x{};
-  x.data = data;
-  x.device = {kDLCPU, 0};
-  x.ndim = 2;
-  x.dtype = {kDLFloat, 32, 1};
-  x.shape = shape;
+  DLTensor x{data, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
   // The tensor-only entry points refuse the model, naming the sequence output and the entry point to use.
   DLManagedTensor* managed[3] = {};
   tsr_status* status = tsr_model_run_alloc(m, &x, 1, managed, 3);
@@ -885,12 +880,7 @@ TEST_F(ErrorTest, ValuesRunAndRefuseWrongKinds) {
   // Building values: mixed dtypes, an optional of an optional, bad kinds, NULLs.
   int64_t ints[2] = {1, 2};
   int64_t ishape[1] = {2};
-  DLTensor xi{};
-  xi.data = ints;
-  xi.device = {kDLCPU, 0};
-  xi.ndim = 1;
-  xi.dtype = {kDLInt, 64, 1};
-  xi.shape = ishape;
+  DLTensor xi{ints, {kDLCPU, 0}, 1, {kDLInt, 64, 1}, ishape, nullptr, 0};
   tsr_value* int_value = nullptr;
   ASSERT_EQ(tsr_value_create_tensor(&xi, &int_value), nullptr);
   const tsr_value* mixed[2] = {input, int_value};
