@@ -56,7 +56,14 @@ ErrorTypes& error_types() {
   const ErrorTypes& t = error_types();
   py::handle type = code == TSR_UNSUPPORTED ? t.unsupported : code == TSR_INTERNAL ? t.internal : t.invalid_argument;
   if (!type) type = PyExc_RuntimeError;  // set_error_types not called (the package always calls it)
-  PyErr_SetString(type.ptr(), message.c_str());
+  // A message may quote bytes that are not UTF-8 (a node or file name): shown escaped, never dropped.
+  PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "backslashreplace");
+  if (!text) {
+    PyErr_Clear();
+    text = PyUnicode_FromString("(an error message that could not be decoded)");
+  }
+  PyErr_SetObject(type.ptr(), text);
+  Py_XDECREF(text);
   throw py::error_already_set();
 }
 
@@ -72,6 +79,18 @@ void check(tsr_status* status) {
 }
 
 [[noreturn]] void invalid(const std::string& message) { raise(TSR_INVALID_ARGUMENT, message); }
+
+/// The C string of a path, name or option for the C API; one with a NUL byte inside would be cut
+/// there (so "notes.txt\0.tsr" would write notes.txt): an error instead. Call with the GIL held.
+const char* c_text(const std::string& s) {
+  const size_t nul = s.find('\0');
+  if (nul != std::string::npos) {
+    std::string shown = s.substr(0, nul) + "\\0" + s.substr(nul + 1);
+    for (size_t k = shown.find('\0'); k != std::string::npos; k = shown.find('\0')) shown.replace(k, 1, "\\0");
+    invalid("'" + shown + "' contains a NUL byte, which a path, name or option cannot hold");
+  }
+  return s.c_str();
+}
 
 /// Calls `call` (a C API function returning a tsr_status*) with the GIL released, then raises its status.
 template <typename Call>
@@ -202,18 +221,18 @@ std::unique_ptr<Options> make_options(py::object threads, py::object backends, c
   auto options = std::make_unique<Options>();
   tsr_options* o = options->options;
   if (!threads.is_none()) check(tsr_options_set_threads(o, threads.cast<int32_t>()));
-  if (!backends.is_none()) check(tsr_options_set_backends(o, backends.cast<std::string>().c_str()));
-  for (const std::string& p : place) check(tsr_options_add_placement(o, p.c_str()));
-  for (const std::string& d : deny) check(tsr_options_add_denial(o, d.c_str()));
+  if (!backends.is_none()) check(tsr_options_set_backends(o, c_text(backends.cast<std::string>())));
+  for (const std::string& p : place) check(tsr_options_add_placement(o, c_text(p)));
+  for (const std::string& d : deny) check(tsr_options_add_denial(o, c_text(d)));
   if (!min_region_size.is_none()) check(tsr_options_set_min_region_size(o, min_region_size.cast<int32_t>()));
   if (!strict.is_none()) check(tsr_options_set_strict(o, strict.cast<bool>() ? 1 : 0));
-  for (const auto& [name, dims] : shapes) check(tsr_options_set_input_shape(o, name.c_str(), dims.data(), dims.size()));
+  for (const auto& [name, dims] : shapes) check(tsr_options_set_input_shape(o, c_text(name), dims.data(), dims.size()));
   for (const auto& [name, dims] : data_shapes) {
-    check(tsr_options_set_input_data_shape(o, name.c_str(), dims.data(), dims.size()));
+    check(tsr_options_set_input_data_shape(o, c_text(name), dims.data(), dims.size()));
   }
   if (!freeze_weights.is_none()) check(tsr_options_set_freeze_weights(o, freeze_weights.cast<bool>() ? 1 : 0));
-  if (!precision.is_none()) check(tsr_options_set_precision(o, precision.cast<std::string>().c_str()));
-  if (!tuning.is_none()) check(tsr_options_set_tuning(o, tuning.cast<std::string>().c_str()));
+  if (!precision.is_none()) check(tsr_options_set_precision(o, c_text(precision.cast<std::string>())));
+  if (!tuning.is_none()) check(tsr_options_set_tuning(o, c_text(tuning.cast<std::string>())));
   return options;
 }
 
@@ -757,14 +776,15 @@ class Model {
 
   static Model load_path(const std::string& path, const Options* options) {
     tsr_model* model = nullptr;
-    check_without_gil([&] { return tsr_model_load(path.c_str(), native(options), &model); });
+    const char* file = c_text(path);
+    check_without_gil([&] { return tsr_model_load(file, native(options), &model); });
     return Model(model);
   }
   static Model load_bytes(const py::bytes& bytes, const std::string& name, const Options* options) {
     const std::string_view data = bytes;  // bytes are immutable: safe to read without the GIL
     tsr_model* model = nullptr;
-    check_without_gil(
-        [&] { return tsr_model_load_from_memory(data.data(), data.size(), name.c_str(), native(options), &model); });
+    const char* label = c_text(name);
+    check_without_gil([&] { return tsr_model_load_from_memory(data.data(), data.size(), label, native(options), &model); });
     return Model(model);
   }
 
@@ -781,7 +801,8 @@ class Model {
 
   void save(const std::string& path) const {
     ModelPtr model = get();
-    check_without_gil([&] { return tsr_model_save(model.get(), path.c_str()); });
+    const char* file = c_text(path);
+    check_without_gil([&] { return tsr_model_save(model.get(), file); });
   }
   py::bytes to_bytes() const {
     ModelPtr model = get();
@@ -899,7 +920,7 @@ class Model {
     size_t flagged = 0;
     check_without_gil([&] {
       return tsr_model_check(model.get(), in.data(), in.size(), tolerance, min_cosine, float64_reference ? 1 : 0,
-                             name.c_str(), &table, &json, &html, &flagged);
+                             c_text(name), &table, &json, &html, &flagged);
     });
     const std::string table_text = table, json_text = json, html_text = html;
     tsr_string_free(table);
@@ -911,7 +932,7 @@ class Model {
   std::string report(const std::string& format, const std::string& name) const {
     ModelPtr model = get();
     char* text = nullptr;
-    check(tsr_model_report(model.get(), format.c_str(), name.c_str(), nullptr, &text));
+    check(tsr_model_report(model.get(), c_text(format), c_text(name), nullptr, &text));
     std::string result = text;
     tsr_string_free(text);
     return result;
@@ -1010,14 +1031,15 @@ class Source {
  public:
   static Source load_path(const std::string& path, const Options* options) {
     tsr_source* source = nullptr;
-    check_without_gil([&] { return tsr_source_load(path.c_str(), native(options), &source); });
+    const char* file = c_text(path);
+    check_without_gil([&] { return tsr_source_load(file, native(options), &source); });
     return Source(source);
   }
   static Source load_bytes(const py::bytes& bytes, const std::string& name, const Options* options) {
     const std::string_view data = bytes;
     tsr_source* source = nullptr;
-    check_without_gil(
-        [&] { return tsr_source_load_from_memory(data.data(), data.size(), name.c_str(), native(options), &source); });
+    const char* label = c_text(name);
+    check_without_gil([&] { return tsr_source_load_from_memory(data.data(), data.size(), label, native(options), &source); });
     return Source(source);
   }
 
@@ -1070,7 +1092,7 @@ PYBIND11_MODULE(_tessera, m) {
   });
   m.def("load_backend_plugin", [](const std::string& path) {
     const char* name = nullptr;
-    check(tsr_load_backend_plugin(path.c_str(), &name));
+    check(tsr_load_backend_plugin(c_text(path), &name));
     return std::string(name);
   });
   // Static quantization (tessera.quantize): samples is a list of lists of arrays (one per model input,
@@ -1081,15 +1103,15 @@ PYBIND11_MODULE(_tessera, m) {
     PythonProgress state{progress, ""};
     tsr_quantize_config config{};
     config.struct_size = sizeof(config);
-    config.method = method.c_str();
+    config.method = c_text(method);
     config.percentile = percentile;
     config.per_channel = per_channel ? 1 : 0;
-    config.exclude = exclude.empty() ? nullptr : exclude.c_str();
+    config.exclude = exclude.empty() ? nullptr : c_text(exclude);
     config.random_samples = random;
     config.seed = seed;
     state.install(config.progress, config.progress_user);
     tsr_quantizer* raw = nullptr;
-    check(tsr_quantizer_create(model.c_str(), native(options), &config, &raw));
+    check(tsr_quantizer_create(c_text(model), native(options), &config, &raw));
     std::unique_ptr<tsr_quantizer, void (*)(tsr_quantizer*)> quantizer(raw, tsr_quantizer_free);
     for (size_t k = 0; k < samples.size(); ++k) {
       RunInputs inputs;
@@ -1100,7 +1122,8 @@ PYBIND11_MODULE(_tessera, m) {
       check(tsr_quantizer_add_sample(quantizer.get(), inputs.tensors().data(), inputs.tensors().size()));
     }
     char* summary = nullptr;
-    check_without_gil([&] { return tsr_quantizer_write(quantizer.get(), output.c_str(), &summary); });
+    const char* file = c_text(output);
+    check_without_gil([&] { return tsr_quantizer_write(quantizer.get(), file, &summary); });
     std::string text = summary ? summary : "";
     tsr_string_free(summary);
     state.rethrow("quantize");
@@ -1115,13 +1138,15 @@ PYBIND11_MODULE(_tessera, m) {
     config.budget_seconds = budget;
     state.install(config.progress, config.progress_user);
     char* summary = nullptr;
-    check_without_gil([&] { return tsr_tune(model.c_str(), native(options), &config, output.c_str(), &summary); });
+    const char* model_file = c_text(model);
+    const char* file = c_text(output);
+    check_without_gil([&] { return tsr_tune(model_file, native(options), &config, file, &summary); });
     std::string text = summary ? summary : "";
     tsr_string_free(summary);
     state.rethrow("tune");
     return text;
   });
-  m.def("is_artifact_file", [](const std::string& path) { return tsr_file_is_artifact(path.c_str()) != 0; });
+  m.def("is_artifact_file", [](const std::string& path) { return tsr_file_is_artifact(c_text(path)) != 0; });
   m.def("is_artifact_bytes", &is_artifact_bytes);
 
   py::class_<Options>(m, "Options")

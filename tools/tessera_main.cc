@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "npy.h"
+#include "omp_wait_defaults.h"
 #include "safe_file.h"
 #include "tessera/tessera.h"
 
@@ -1317,6 +1318,7 @@ int command_bench(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tessera::cli::apply_omp_wait_defaults(argv);
   try {
     Args args = parse_args(argc, argv);
     for (const std::string& plugin : args.plugins) check(tsr_load_backend_plugin(plugin.c_str(), nullptr));

@@ -70,11 +70,20 @@ for k in range(tests):
 print("int8 against float32: top-1 agreement %d/%d, lowest cosine %.5f" % (agree, tests, min(cosines)))
 assert agree >= tests - 1 and min(cosines) > 0.999
 
-# 4. Where it ran: the convolutions became QLinearConv nodes on oneDNN (int8).
+# 4. Where it ran: the convolutions became QLinearConv nodes, on oneDNN (int8 primitives) where the
+#    CPU has VNNI. Without VNNI oneDNN's int8 kernels add pairs of 8-bit products in a saturating
+#    int16, so oneDNN refuses a convolution whose weights could overflow it and native's exact
+#    integer kernels run it; the placement's reason says so.
 placement = int8_session.placement()
-int8_convs = [p for p in placement if p["op_type"] == "QLinearConv" and p["backend"] == "dnnl"]
-print("QLinearConv nodes on oneDNN:", len(int8_convs))
-assert len(int8_convs) == 20
+int8_convs = [p for p in placement if p["op_type"] == "QLinearConv"]
+on = {backend: sum(p["backend"] == backend for p in int8_convs) for backend in ("dnnl", "native")}
+print("QLinearConv nodes:", len(int8_convs), "on oneDNN:", on["dnnl"], "on native:", on["native"])
+assert len(int8_convs) == 20 and on["dnnl"] + on["native"] == 20
+for p in int8_convs:
+    if p["backend"] == "native":
+        assert "without VNNI" in p["reason"], p["reason"]
+        print("  e.g.", p["node"], "->", p["reason"])
+        break
 
 # 5. Accuracy region by region: each region's outputs against the QDQ file's exact meaning
 #    computed on native. A wrong kernel would be flagged here, by region.

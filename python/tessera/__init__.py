@@ -51,6 +51,12 @@ __all__ = [
 ]
 
 
+def _path(path):
+    """A path as the bytes the file system knows it by (os.fsencode): a name that is not valid UTF-8
+    (surrogate escapes in a str) reaches the library as the same bytes instead of failing to convert."""
+    return os.fsencode(os.fspath(path))
+
+
 class Error(Exception):
     """Base class of every error Tessera raises."""
 
@@ -66,6 +72,13 @@ class Unsupported(Error, NotImplementedError):
 class InternalError(Error, RuntimeError):
     """A bug in Tessera."""
 
+
+# OpenMP's wait policy, before the library (and with it GNU libgomp) loads: a short spin, so that two of
+# a run's threads sharing a CPU do not keep each other off it for a whole time slice at every parallel
+# step (see tools/omp_wait_defaults.cc, which sets the same for the CLI). libgomp reads it once, when it
+# is first loaded: where it is loaded already (torch imported first), its own setting stays.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = "1000"
 
 from . import _tessera  # noqa: E402  (the exceptions above must exist first)
 
@@ -103,7 +116,7 @@ def load_backend_plugin(path):
     compile (first in priority unless SessionOptions.backends says otherwise) and loads artifacts that
     name it. Loading the same path again does nothing. The TESSERA_BACKEND_PLUGINS environment variable
     (paths separated by ':') loads plug-ins the same way."""
-    return _tessera.load_backend_plugin(os.fspath(path))
+    return _tessera.load_backend_plugin(_path(path))
 
 
 def quantize(model, output, calibration=None, method="minmax", percentile=None, per_channel=False, exclude=(),
@@ -119,7 +132,7 @@ def quantize(model, output, calibration=None, method="minmax", percentile=None, 
     "entropy". per_channel: one weight scale per output channel. exclude: node names or op types left in
     float. progress(phase, done, total) is called after each calibration run. backends, threads and
     options set how the calibration runs."""
-    names = [info[0] for info in _tessera.Source.load_path(os.fspath(model), None).inputs()]
+    names = [info[0] for info in _tessera.Source.load_path(_path(model), None).inputs()]
     samples = []
     for sample in calibration or ():
         if isinstance(sample, dict):
@@ -134,7 +147,7 @@ def quantize(model, output, calibration=None, method="minmax", percentile=None, 
     if isinstance(exclude, str):
         exclude = [exclude]
     native = _options_from(backends, threads, options, {})._native()
-    return _tessera.quantize(os.fspath(model), os.fspath(output), native, samples, method,
+    return _tessera.quantize(_path(model), _path(output), native, samples, method,
                              float(percentile or 0), bool(per_channel), ",".join(exclude),
                              int(random or 0), int(seed), progress)
 
@@ -153,7 +166,7 @@ def tune(model, output, backends=None, threads=None, options=None, budget=None, 
     if not isinstance(model, (str, os.PathLike)):
         raise InvalidArgument("tune takes the path of an ONNX model")
     native = _options_from(backends, threads, options, overrides)._native()
-    return _tessera.tune(os.fspath(model), os.fspath(output), native, float(budget or 0), progress)
+    return _tessera.tune(_path(model), _path(output), native, float(budget or 0), progress)
 
 
 class NodeArg:
@@ -238,7 +251,7 @@ class SessionOptions:
             threads=self.threads, backends=backends, place=_strings(self.place, "place"),
             deny=_strings(self.deny, "deny"), min_region_size=self.min_region_size, strict=self.strict,
             input_shapes=shapes, data_shapes=data_shapes or {}, freeze_weights=self.freeze_weights,
-            precision=self.precision, tuning=None if self.tuning is None else os.fspath(self.tuning))
+            precision=self.precision, tuning=None if self.tuning is None else _path(self.tuning))
 
 
 def _warn(model):
@@ -265,7 +278,7 @@ def _read_model(path_or_bytes):
         return path_or_bytes.SerializeToString(), None, getattr(path_or_bytes.graph, "name", "") or "<onnx.ModelProto>"
     if isinstance(path_or_bytes, (str, os.PathLike)):
         path = os.fspath(path_or_bytes)
-        return None, path, path
+        return None, _path(path), path
     raise InvalidArgument("a model is a path, bytes or an onnx.ModelProto, not %s" % type(path_or_bytes).__name__)
 
 
@@ -415,7 +428,7 @@ class InferenceSession:
 
     def save(self, path):
         """Writes the compiled model as a .tsr artifact (for a model with open dims: the latest variant)."""
-        self._model("save").save(os.fspath(path))
+        self._model("save").save(_path(path))
 
     def to_bytes(self):
         """The compiled model as .tsr artifact bytes."""
@@ -463,13 +476,15 @@ class InferenceSession:
             shapes.append(tuple(int(d) for d in shape))
         key = tuple(shapes)
         with self._lock:
+            self._check_open()
             model = self._variants.get(key)
             if model is not None:
                 self._variants.move_to_end(key)
                 self._latest = model
                 return model
+            source = self._source  # close() may clear it while this thread compiles
         data_shapes = {arg.name: list(shape) for arg, shape in zip(self._inputs, shapes) if shape is not None}
-        model = self._source.compile(self._options._native(data_shapes=data_shapes))  # GIL released inside
+        model = source.compile(self._options._native(data_shapes=data_shapes))  # GIL released inside
         _warn(model)
         with self._lock:
             if self._closed:
@@ -481,7 +496,9 @@ class InferenceSession:
             self._variants[key] = model
             self._variants.move_to_end(key)
             while len(self._variants) > self._max_variants:
-                self._variants.popitem(last=False)[1].close()  # runs in flight keep theirs alive
+                # Dropped, not closed: another thread may hold it between _variant() and its run (closing
+                # it would fail that run with "the session is closed"); it is freed with the last reference.
+                self._variants.popitem(last=False)
             self._latest = model
         return model
 
@@ -594,7 +611,7 @@ def compile(model, path, backends=None, threads=None, options=None, **overrides)
                 else _tessera.Model.load_path(source_path, native))
     _warn(compiled)
     try:
-        compiled.save(os.fspath(path))
+        compiled.save(_path(path))
     finally:
         compiled.close()
     return path

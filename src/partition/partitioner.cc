@@ -201,9 +201,17 @@ class Partitioner {
       for (size_t b = 0; b < backends_.size(); ++b) {
         if (!decision.refusals[b].empty()) continue;
         assigned[i] = static_cast<int>(b);
-        decision.why = demoted[i].empty() ? "claimed (priority " + std::to_string(b + 1) + " of " +
-                                                std::to_string(backends_.size()) + ")"
-                                          : demoted[i];
+        if (demoted[i].empty()) {
+          // Below the first choice: say why each backend before it refused (a CPU without VNNI, ...).
+          std::string refused;
+          for (size_t higher = 0; higher < b; ++higher) {
+            refused += "; " + backends_[higher].name + " refused: " + decision.refusals[higher];
+          }
+          decision.why = "claimed (priority " + std::to_string(b + 1) + " of " + std::to_string(backends_.size()) +
+                         refused + ")";
+        } else {
+          decision.why = demoted[i];
+        }
         break;
       }
       if (assigned[i] >= 0) continue;

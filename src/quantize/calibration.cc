@@ -12,7 +12,10 @@ namespace tessera::quantize {
 void RangeStats::add_range(const float* data, int64_t n) {
   for (int64_t k = 0; k < n; ++k) {
     const float v = data[k];
-    if (!std::isfinite(v)) continue;
+    if (!std::isfinite(v)) {
+      ++non_finite_;
+      continue;
+    }
     if (!seen_) {
       min_ = max_ = v;
       seen_ = true;

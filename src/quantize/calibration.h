@@ -28,6 +28,9 @@ class RangeStats {
 
   double min() const { return min_; }
   double max() const { return max_; }
+  /// Whether any finite value was seen, and how many non-finite ones were skipped (first pass).
+  bool seen() const { return seen_; }
+  int64_t non_finite() const { return non_finite_; }
 
  private:
   double percentile_value(double fraction) const;  // the value below which `fraction` of the counted values lie
@@ -35,6 +38,7 @@ class RangeStats {
 
   double min_ = 0, max_ = 0;
   bool seen_ = false;
+  int64_t non_finite_ = 0;
   std::vector<int64_t> histogram_;
   int64_t counted_ = 0;
   bool absolute_ = false;

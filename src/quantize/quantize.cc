@@ -1,5 +1,8 @@
 #include "quantize/quantize.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -291,7 +294,19 @@ void Quantizer::add_sample(const std::vector<TensorView>& inputs) {
     throw_user_error("a calibration sample has ", inputs.size(), " tensors; the model has ", graph_.inputs.size(), " inputs");
   }
   std::vector<Tensor> copy;
-  for (const TensorView& view : inputs) copy.push_back(Tensor::from_view(view));
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    copy.push_back(Tensor::from_view(inputs[k]));
+    const Tensor& t = copy.back();
+    if (t.dtype() != DType::kFloat32) continue;
+    for (int64_t e = 0; e < t.numel(); ++e) {
+      if (!std::isfinite(t.as<float>()[e])) {
+        // A range measured around NaN or infinity would describe no real input.
+        throw_user_error("calibration sample ", samples_.size() + 1, ": input '", graph_.value(graph_.inputs[k]).name,
+                         "' has a non-finite value (", t.as<float>()[e], ") at element ", e,
+                         "; calibration samples must be finite");
+      }
+    }
+  }
   samples_.push_back(std::move(copy));
 }
 
@@ -351,6 +366,13 @@ std::vector<std::vector<Tensor>> Quantizer::random_samples() const {
 }
 
 std::string Quantizer::write(const std::string& output_path) {
+  // Writing over the float model would lose it (and the writer reads it again for its protobuf).
+  std::error_code same_error;
+  if (std::filesystem::exists(output_path, same_error) &&
+      std::filesystem::equivalent(output_path, model_path_, same_error)) {
+    throw_user_error("quantize: the output '", output_path, "' is the float model '", model_path_,
+                     "' itself; write the quantized model to another file");
+  }
   const bool random = samples_.empty();
   const std::vector<std::vector<Tensor>> samples = random ? random_samples() : samples_;
 
@@ -410,7 +432,17 @@ std::string Quantizer::write(const std::string& output_path) {
   // Parameters, weights and biases.
   onnx_frontend::QdqPlan plan;
   std::map<ValueId, ActivationParams> params;
+  std::vector<std::string> non_finite_notes;
   for (size_t k = 0; k < calibrated.size(); ++k) {
+    const std::string& name = graph_.value(calibrated[k]).name;
+    if (!stats[k].seen()) {
+      throw_user_error("calibration: tensor '", name, "' has no finite value in any of the ", samples.size(),
+                       " samples (", stats[k].non_finite(), " NaN or infinite values): no range to quantize it to");
+    }
+    if (stats[k].non_finite() > 0) {
+      non_finite_notes.push_back("tensor '" + name + "': " + std::to_string(stats[k].non_finite()) +
+                                 " NaN or infinite values left out of its range");
+    }
     const auto [lo, hi] = stats[k].range(options_.method, options_.percentile);
     params[calibrated[k]] = uint8_params(lo, hi);
   }
@@ -512,6 +544,7 @@ std::string Quantizer::write(const std::string& output_path) {
   }
   out << "tensors: " << plan.activations.size() << " activations, " << weights << " weights, " << biases << " biases\n";
   for (const std::string& note : bias_notes) out << note << "\n";
+  for (const std::string& note : non_finite_notes) out << "warning: " << note << "\n";
   if (!float_ops.empty()) out << "left in float:\n";
   for (const auto& [op, reasons] : float_ops) {
     for (const auto& [reason, nodes] : reasons) {

@@ -1,10 +1,14 @@
 // The compile pipeline, artifact save/load, and running a compiled model.
 #include "runtime/session.h"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <set>
+#include <thread>
 
 #include "artifact/artifact.h"
 #include "backends/native/native_backend.h"
@@ -252,6 +256,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
                                  (refusals.empty() ? std::string() : " (" + refusals + ")"));
     }
   }
+  if (std::string w = thread_count_warning(options.num_threads); !w.empty()) model->warnings_.push_back(std::move(w));
   model->finish();
   return model;
 }
@@ -390,6 +395,7 @@ std::unique_ptr<CompiledModel> CompiledModel::from_artifact(Artifact artifact, c
     model->placement_.push_back({row.node_name, row.op_type, row.backend, row.note, region, why});
   }
   model->read_node_precisions();
+  if (std::string w = thread_count_warning(options.num_threads); !w.empty()) model->warnings_.push_back(std::move(w));
   model->finish();
   return model;
 }
@@ -417,6 +423,26 @@ Artifact CompiledModel::to_artifact() const {
   }
   for (const NodePlacement& p : placement_) artifact.placement.push_back({p.node_name, p.op_type, p.backend, p.note});
   return artifact;
+}
+
+namespace {
+
+/// The CPUs this process may run on (its affinity mask; the online count where that is unknown).
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
+std::string thread_count_warning(int num_threads) {
+  const int cpus = usable_cpus();
+  if (num_threads <= cpus) return "";
+  return "--threads " + std::to_string(num_threads) + " is more than the " + std::to_string(cpus) +
+         " CPUs this process may use: the threads take turns on them and every parallel step waits for the "
+         "slowest, so runs get slower, not faster; use at most " + std::to_string(cpus);
 }
 
 void CompiledModel::finish() {

@@ -111,6 +111,9 @@ struct BoxedIO {
   std::vector<BoxedValue> outputs;        // per model output, filled by run for each sequence or optional output
 };
 
+/// A warning when `num_threads` is more than the CPUs this process may run on, else "".
+std::string thread_count_warning(int num_threads);
+
 class CompiledModel {
  public:
   /// Runs the compile pipeline on `graph` (straight from a frontend).

@@ -12,6 +12,10 @@ import torch
 
 import tessera.torch as tt
 
+LIB_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+sys.path.insert(0, LIB_DIR)
+from assert_close import assert_close  # noqa: E402  (the one NaN-aware check, shared with tests/torch_partition/)
+
 PYTHON = "/usr/bin/python3"  # the Debian interpreter, which has torch
 
 
@@ -36,19 +40,6 @@ class Mlp(torch.nn.Module):
 
     def forward(self, x):
         return self.fc2(torch.relu(self.fc1(x)))
-
-
-def assert_close(actual, expected, rtol=1e-4, atol_scale=1e-4):
-    """fp32 agreement: |actual - expected| <= atol_scale * max|expected| + rtol * |expected| elementwise."""
-    assert isinstance(actual, torch.Tensor), type(actual)
-    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    if actual.dtype == torch.bool or not actual.is_floating_point():
-        assert torch.equal(actual, expected)
-        return
-    scale = expected.abs().max().item() if expected.numel() else 0.0
-    assert torch.isfinite(actual).all()
-    torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol_scale * max(scale, 1e-6))
 
 
 def randomize_batch_norm(module, seed=0):
@@ -79,5 +70,5 @@ def run_fresh_python_status(code, timeout=300):
     return subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
 
 
-__all__ = ["AddCompare", "Mlp", "assert_close", "randomize_batch_norm", "run_fresh_python",
+__all__ = ["AddCompare", "Mlp", "assert_close", "LIB_DIR", "randomize_batch_norm", "run_fresh_python",
            "run_fresh_python_status", "PYTHON", "sys"]

@@ -252,7 +252,15 @@ def test_export_failure_is_an_error_and_later_compiles_still_work():
 
     with pytest.raises(tt.ExportError, match="logical_not") as caught:
         tt.compile(Unexportable(), (torch.rand(2, 3) > 0.5,))
-    assert caught.value is not None  # the exception is kept alive, as a user's handler might
+    # What it must say: which step failed, torch's own error type and the op, on one line.
+    message = str(caught.value)
+    assert message.startswith("tessera.torch.compile: torch.onnx.export failed: UnsupportedOperatorError: "), message
+    assert "'aten::logical_not'" in message and "\n" not in message, message
+    assert isinstance(caught.value, RuntimeError)
+    # Only the message is kept: no chained exception holding torch's half-built export graph alive
+    # (while it lives every later export fails), even though `caught` itself stays alive below, as a
+    # user's handler might keep it.
+    assert caught.value.__cause__ is None and caught.value.__context__ is None
     x = torch.randn(2, 16)
     for _ in range(2):
         mlp = Mlp().eval()

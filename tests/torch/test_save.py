@@ -12,15 +12,17 @@ import torch
 import torchvision
 
 import tessera.torch as tt
-from conftest import assert_close, randomize_batch_norm, run_fresh_python, run_fresh_python_status
+from conftest import LIB_DIR, assert_close, randomize_batch_norm, run_fresh_python, run_fresh_python_status
 
 CHECK_IN_FRESH_PROCESS = textwrap.dedent("""
+    import sys
     import torch
     import tessera.torch
+    sys.path.insert(0, {lib!r})
+    from assert_close import assert_close  # the same NaN-aware check as in this process (tests/lib)
     tessera.torch.load_library()
     module = torch.jit.load({path!r})
     cases = torch.load({cases!r})
-    worst = 0.0
     with torch.no_grad():
         for inputs, expected in cases:
             actual = module(*inputs)
@@ -28,13 +30,8 @@ CHECK_IN_FRESH_PROCESS = textwrap.dedent("""
                 actual, expected = (actual,), (expected,)
             assert len(actual) == len(expected), (len(actual), len(expected))
             for a, e in zip(actual, expected):
-                assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, e.dtype, a.shape, e.shape)
-                scale = max(e.abs().max().item(), 1e-6) if e.numel() and e.is_floating_point() else 1.0
-                if e.is_floating_point():
-                    worst = max(worst, ((a - e).abs().max().item() / scale) if e.numel() else 0.0)
-                else:
-                    assert torch.equal(a, e)
-    print("WORST", worst)
+                assert_close(a, e, rtol=0, atol_scale=1e-4)  # |a - e| <= 1e-4 * max|e|
+    print("CHECKED", len(cases))
 """)
 
 
@@ -44,9 +41,8 @@ def check_saved(tmp_path, script_module, cases):
     cases_path = str(tmp_path / "cases.pt")
     torch.jit.save(script_module, path)
     torch.save(cases, cases_path)
-    out = run_fresh_python(CHECK_IN_FRESH_PROCESS.format(path=path, cases=cases_path))
-    worst = float(out.split("WORST")[1])
-    assert worst < 1e-4, out
+    out = run_fresh_python(CHECK_IN_FRESH_PROCESS.format(lib=LIB_DIR, path=path, cases=cases_path))
+    assert out.split() == ["CHECKED", str(len(cases))], out  # every case compared
     return path
 
 
@@ -134,3 +130,29 @@ def test_deepcopy_of_a_scripted_module():
     duplicate = copy.deepcopy(compiled)
     x = torch.randn(2, 4)
     assert_close(duplicate(x), compiled(x), rtol=0, atol_scale=0)
+
+
+def test_the_shared_closeness_check_fails_where_it_must():
+    """tests/lib/assert_close.py, which the round trips above (in their fresh processes) and
+    tests/torch_partition/ rely on: NaN, Inf, dtype and shape are never let through."""
+    e = torch.tensor([1.0, -2.0, 3.0])
+    assert_close(e.clone(), e)
+    assert_close(e + 1e-5, e)  # within 1e-4 of the range
+    bad = [
+        (torch.tensor([float("nan"), -2.0, 3.0]), e),  # NaN where expected is finite
+        (e.clone(), torch.tensor([float("nan"), -2.0, 3.0])),  # a finite value where expected has NaN
+        (torch.tensor([float("inf"), -2.0, 3.0]), e),  # Inf where expected is finite
+        (torch.tensor([float("-inf"), -2.0, 3.0]), torch.tensor([float("inf"), -2.0, 3.0])),  # the other infinity
+        (torch.tensor([1.0, -2.0, 3.01]), e),  # 1e-2 off
+        (e.double(), e),  # dtype
+        (e.reshape(1, 3), e),  # shape
+        (torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3])),  # integers: exact
+        # An Inf in expected does not widen the tolerance of its finite neighbours.
+        (torch.tensor([float("inf"), -2.0, 3.5]), torch.tensor([float("inf"), -2.0, 3.0])),
+    ]
+    for actual, expected in bad:
+        with pytest.raises(AssertionError):
+            assert_close(actual, expected)
+    # NaN and Inf where expected has the same may pass.
+    same = torch.tensor([float("nan"), float("-inf"), 3.0])
+    assert_close(same.clone(), same)

@@ -5,42 +5,65 @@ checked against the traced graph, computed here independently of the partitioner
 """
 
 import importlib.util
+import os
 import sys
 
 import pytest
 import torch
 import torch.fx
+import torchvision  # Debian's python3-torchvision: required (no skip), like torch itself
 
-import tessera
-import tessera._partition as tessera_partition  # the implementation, for its runtime switch
-import tessera.torch
-from tessera.torch import PartitionedModule, TraceError, partition
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from assert_close import assert_close  # noqa: E402  (the NaN-aware check shared with tests/torch/)
+
+import tessera  # noqa: E402
+import tessera._partition as tessera_partition  # noqa: E402  (the implementation, for its runtime switch)
+import tessera.torch  # noqa: E402
+from tessera.torch import PartitionedModule, TraceError, partition  # noqa: E402
 
 torch.set_num_threads(1)  # 2 cores: keep eager PyTorch from fighting Tessera's threads
 
 
-def assert_close(actual, expected):
-    """fp32 agreement: |actual - expected| <= 1e-4 * max|expected| + 1e-4 * |expected| (exact for integers)."""
-    assert isinstance(actual, torch.Tensor), type(actual)
-    assert actual.dtype == expected.dtype and actual.shape == expected.shape, (actual.dtype, actual.shape,
-                                                                                expected.dtype, expected.shape)
-    if not expected.is_floating_point():
-        assert torch.equal(actual, expected)
-        return
-    scale = max(expected.abs().max().item(), 1e-6)
-    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4 * scale)
+def fresh_inputs(inputs, seed):
+    """New random values of the example inputs' shapes and dtypes (integers within the example's range,
+    e.g. embedding ids), so that a comparison also covers inputs partition() has never seen."""
+    generator = torch.Generator().manual_seed(seed)
+    fresh = []
+    for x in inputs:
+        if x.is_floating_point():
+            fresh.append(torch.randn(x.shape, generator=generator, dtype=x.dtype))
+        elif x.dtype == torch.bool:
+            fresh.append(torch.randint(0, 2, x.shape, generator=generator).bool())
+        else:
+            low, high = int(x.min()), int(x.max()) + 1
+            fresh.append(torch.randint(low, high, x.shape, generator=generator, dtype=x.dtype))
+    assert any(not torch.equal(f, x) for f, x in zip(fresh, inputs)), "the fresh inputs equal the example"
+    return fresh
 
 
-def run_both(model, partitioned, *inputs):
+def outputs_of(module, inputs):
     with torch.no_grad():
-        expected = model(*inputs)
-        actual = partitioned(*inputs)
-    if isinstance(expected, torch.Tensor):
-        assert_close(actual, expected)
-    else:
-        assert len(actual) == len(expected)
-        for a, e in zip(actual, expected):
-            assert_close(a, e)
+        out = module(*inputs)
+    return (out,) if isinstance(out, torch.Tensor) else tuple(out)
+
+
+def compare(model, partitioned, inputs):
+    expected, actual = outputs_of(model, inputs), outputs_of(partitioned, inputs)
+    assert len(actual) == len(expected), (len(actual), len(expected))
+    for a, e in zip(actual, expected):
+        assert_close(a, e)  # tests/lib/assert_close.py: fp32 tolerance, NaN only where PyTorch has NaN
+    return expected
+
+
+def run_both(model, partitioned, *inputs, fresh=2):
+    """partitioned against eager PyTorch on the example inputs and on `fresh` sets of new random inputs
+    of the same shapes (a partition that replayed what it saw when partition() checked the example
+    would pass the first comparison, not the others)."""
+    example_expected = compare(model, partitioned, inputs)
+    for k in range(fresh):
+        expected = compare(model, partitioned, fresh_inputs(inputs, seed=1000 + k))
+        # The model's outputs depend on the new values, so replaying the example's outputs would fail.
+        assert any(not torch.equal(e, x) for e, x in zip(expected, example_expected)), "same outputs for new inputs"
 
 
 def where(report, node):
@@ -393,7 +416,6 @@ def test_graph_module_input_script_and_dynamo_door():
 
 
 def test_torchvision_resnet_identical_layers_checked_once():
-    torchvision = pytest.importorskip("torchvision")
     torch.manual_seed(10)
     model = torchvision.models.resnet18(num_classes=10).eval()
     x = torch.randn(1, 3, 32, 32)

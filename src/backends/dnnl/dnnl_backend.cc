@@ -14,19 +14,6 @@ namespace {
 
 using dnnl_backend::DnnlRegion;
 
-std::string isa_name(dnnl::cpu_isa isa) {
-  switch (isa) {
-    case dnnl::cpu_isa::sse41: return "sse41";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    default: return "isa" + std::to_string(static_cast<int>(isa));
-  }
-}
-
 class DnnlBackend : public Backend {
  public:
   DnnlBackend() : engine_(dnnl::engine::kind::cpu, 0) {}
@@ -36,12 +23,12 @@ class DnnlBackend : public Backend {
   std::string compatibility() const override {
     const dnnl_version_t* v = dnnl_version();
     return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " " +
-           isa_name(dnnl::get_effective_cpu_isa());
+           dnnl_backend::effective_isa_name();
   }
   const Declarations& declarations() const override { return dnnl_backend::dnnl_declarations(); }
   std::string bf16_refusal() const override {
     if (dnnl_backend::cpu_has_native_bf16()) return "";
-    return "this CPU runs oneDNN at " + isa_name(dnnl::get_effective_cpu_isa()) +
+    return "this CPU runs oneDNN at " + dnnl_backend::effective_isa_name() +
            ", without AVX512_BF16 (emulated bf16 would be slower than float32)";
   }
 

@@ -4,6 +4,9 @@
 #include "backends/dnnl/dnnl_declarations.h"
 #include "backends/dnnl/dnnl_internal.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 namespace tessera::dnnl_backend {
 namespace {
 
@@ -41,6 +44,25 @@ bool all_zero(const Tensor& t) {
   return true;
 }
 
+/// Without VNNI, oneDNN's int8 kernels add pairs of u8 x s8 products in a
+/// saturating int16 (oneDNN documents this for such CPUs), so they compute
+/// what ONNX defines only when every weight is within kInt16SafeWeight
+/// (int8 activations are shifted to u8 first, so they are bounded by 255 too).
+/// `weights`: the constant int8 weights, or nullptr when they are computed.
+SupportDecision int8_exact_on_this_cpu(const Tensor* weights) {
+  if (cpu_has_vnni()) return kYes;
+  const std::string cpu = "this CPU runs oneDNN at " + effective_isa_name() + ", without VNNI: its int8 kernels add pairs of "
+                          "8-bit products in int16, which saturates";
+  if (!weights) return refuse(cpu + " for weights computed at run time");
+  int64_t largest = 0;
+  for (int64_t k = 0; k < weights->numel(); ++k) largest = std::max<int64_t>(largest, std::abs(weights->int_at(k)));
+  if (largest > kInt16SafeWeight) {
+    return refuse(cpu + " for weights beyond +-" + std::to_string(kInt16SafeWeight) + " (largest here: " +
+                  std::to_string(largest) + ")");
+  }
+  return kYes;
+}
+
 }  // namespace
 
 SupportDecision check_qlinear(const Graph& graph, const Node& node) {
@@ -70,7 +92,7 @@ SupportDecision check_qlinear(const Graph& graph, const Node& node) {
     if (!constant_of(graph, node, 4, 0, DType::kFloat32) || !constant_of(graph, node, 5, 0)) {
       return refuse("b_scale and b_zero_point must be scalar constants");
     }
-    return kYes;
+    return int8_exact_on_this_cpu(nullptr);
   }
   if (!graph.is_constant(w)) return refuse("weights are not a constant");
   const Tensor& wt = *graph.value(w).constant;
@@ -91,7 +113,7 @@ SupportDecision check_qlinear(const Graph& graph, const Node& node) {
     const auto& a = graph.value(node.inputs[0]).type.dims;
     if (a.size() < 2) return refuse("a 1-D first operand");
   }
-  return kYes;
+  return int8_exact_on_this_cpu(&wt);
 }
 
 SupportDecision check_quantize_linear(const Graph& graph, const Node& node) {
@@ -127,7 +149,7 @@ SupportDecision check_matmul_integer(const Graph& graph, const Node& node) {
   if (node.has_input(3) && (!graph.is_constant(node.inputs[3]) || !all_zero(*graph.value(node.inputs[3]).constant))) {
     return refuse("b_zero_point must be constant zeros (symmetric weights)");
   }
-  return kYes;
+  return int8_exact_on_this_cpu(&b);
 }
 
 bool scales_columns(const Graph& graph, const Node& mul) {

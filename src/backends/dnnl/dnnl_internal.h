@@ -167,6 +167,17 @@ Program lower_region(const Graph& region, const dnnl::engine& engine, const std:
 /// True when oneDNN runs bf16 convolutions and matmuls natively on this CPU
 /// (AVX512_BF16 or AMX); elsewhere it would emulate them, slower than float32.
 bool cpu_has_native_bf16();
+/// True when oneDNN's int8 kernels multiply-accumulate 8-bit products straight
+/// into int32 on this CPU (VNNI: AVX512_VNNI or AVX_VNNI, after any
+/// ONEDNN_MAX_CPU_ISA cap). Without it they add pairs of u8 x s8 products in a
+/// saturating int16 (vpmaddubsw), which is exact only for weights within
+/// kInt16SafeWeight.
+bool cpu_has_vnni();
+/// The largest |weight| for which a pair of u8 x s8 products always fits int16:
+/// 2 x 255 x 64 = 32640 <= 32767.
+constexpr int kInt16SafeWeight = 64;
+/// The oneDNN effective ISA's name ("avx2", "avx512_core_vnni", ...).
+std::string effective_isa_name();
 
 // --- NaN and Inf semantics (dnnl_nan_semantics.cc) ---
 /// Why `step` (or a post-op fused into it) may drop or invent NaN or ±Inf when

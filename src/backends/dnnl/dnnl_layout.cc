@@ -62,6 +62,27 @@ bool cpu_has_native_bf16() {
   return (isa & bf16) == bf16;
 }
 
+bool cpu_has_vnni() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512_vnni = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_vnni);
+  const auto avx2_vnni = static_cast<unsigned>(dnnl::cpu_isa::avx2_vnni);
+  return (isa & avx512_vnni) == avx512_vnni || (isa & avx2_vnni) == avx2_vnni;
+}
+
+std::string effective_isa_name() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "isa" + std::to_string(static_cast<int>(dnnl::get_effective_cpu_isa()));
+  }
+}
+
 bool is_plain(const memory::desc& desc) {
   memory::dims dims = desc.dims();
   return desc == plain_desc(std::vector<int64_t>(dims.begin(), dims.end()), desc.data_type());

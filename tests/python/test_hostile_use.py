@@ -1,0 +1,246 @@
+"""Use that a careless or hostile user tries (issue 22, section 3), each as a
+regression test: paths with NUL bytes, writing the quantized model over the
+float one, calibration data that is not finite, more threads than CPUs,
+error messages quoting bytes that are not UTF-8, and a native node placed
+below a backend that refused it saying why."""
+
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tessera
+
+CLI = os.environ.get("TESSERA_CLI")
+
+
+def conv_model(rows=8):
+    """y = relu(conv(x, w)): a model tessera.quantize can quantize."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+         helper.make_node("Relu", ["c"], ["y"], name="relu")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, rows, rows])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, rows, rows])],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def sample(seed=1):
+    return {"x": np.random.default_rng(seed).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+
+
+# ------------------------------------------------------------------------------------ NUL bytes --
+
+def test_a_path_with_a_nul_byte_is_refused_and_writes_nothing(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me")
+    model = conv_model().SerializeToString()
+    with pytest.raises(tessera.InvalidArgument, match=r"notes\.txt\\0\.tsr' contains a NUL byte"):
+        tessera.compile(model, str(notes) + "\0.tsr")
+    assert notes.read_text() == "keep me"
+    session = tessera.InferenceSession(model)
+    with pytest.raises(tessera.InvalidArgument, match="NUL byte"):
+        session.save(str(notes) + "\0.tsr")
+    assert notes.read_text() == "keep me"
+    path = tmp_path / "m.onnx"
+    onnx.save(conv_model(), str(path))
+    with pytest.raises(tessera.InvalidArgument, match="NUL byte"):
+        tessera.InferenceSession(str(path) + "\0ignored")
+    with pytest.raises(tessera.InvalidArgument, match="NUL byte"):
+        tessera.quantize(str(path), str(notes) + "\0.onnx", calibration=[sample()])
+    assert notes.read_text() == "keep me"
+    with pytest.raises(tessera.InvalidArgument, match="NUL byte"):
+        tessera.InferenceSession(model, input_shapes={"x\0y": [1, 3, 8, 8]})
+
+
+# ------------------------------------------------------------------------------------- quantize --
+
+def test_quantize_refuses_to_write_over_the_float_model(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(conv_model(), str(path))
+    before = path.read_bytes()
+    with pytest.raises(tessera.InvalidArgument, match="is the float model .* itself"):
+        tessera.quantize(str(path), str(path), calibration=[sample()])
+    # Another spelling of the same file (a hard link) is the same file.
+    link = tmp_path / "link.onnx"
+    os.link(str(path), str(link))
+    with pytest.raises(tessera.InvalidArgument, match="is the float model"):
+        tessera.quantize(str(path), str(link), calibration=[sample()])
+    assert path.read_bytes() == before
+    run = subprocess.run([CLI, "quantize", str(path), "-o", str(path), "--random", "2"], capture_output=True, text=True)
+    assert run.returncode != 0 and "is the float model" in run.stderr, run.stderr
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_quantize_refuses_non_finite_calibration_samples(tmp_path, bad):
+    path = tmp_path / "m.onnx"
+    onnx.save(conv_model(), str(path))
+    good, poisoned = sample(1), sample(2)
+    poisoned["x"][0, 1, 2, 3] = bad
+    out = tmp_path / "q.onnx"
+    with pytest.raises(tessera.InvalidArgument, match=r"calibration sample 2: input 'x' has a non-finite value .* element 83"):
+        tessera.quantize(str(path), str(out), calibration=[good, poisoned])
+    assert not out.exists()
+    every = {"x": np.full((1, 3, 8, 8), bad, np.float32)}
+    with pytest.raises(tessera.InvalidArgument, match="non-finite"):
+        tessera.quantize(str(path), str(out), calibration=[every])
+    assert not out.exists()
+
+
+def test_quantize_names_a_tensor_with_no_finite_value(tmp_path):
+    """x * inf is infinite for every finite non-zero sample: no range to quantize the Conv's input to."""
+    w = np.ones((2, 1, 1, 1), np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "big"], ["m"], name="mul"),
+         helper.make_node("Conv", ["m", "w"], ["y"], name="conv")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 2, 2])],
+        [numpy_helper.from_array(np.array(np.inf, np.float32), "big"), numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "inf.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(tessera.InvalidArgument, match="tensor 'm' has no finite value in any of the 1 samples"):
+        tessera.quantize(str(path), str(tmp_path / "q.onnx"), calibration=[{"x": np.ones((1, 1, 2, 2), np.float32)}])
+
+
+# -------------------------------------------------------------------------------------- threads --
+
+def test_more_threads_than_cpus_warns():
+    cpus = len(os.sched_getaffinity(0))
+    with pytest.warns(RuntimeWarning, match="--threads %d is more than the %d CPUs" % (cpus + 1, cpus)):
+        tessera.InferenceSession(conv_model().SerializeToString(), threads=cpus + 1)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # at most the CPU count: no warning
+        tessera.InferenceSession(conv_model().SerializeToString(), threads=cpus)
+
+
+# ------------------------------------------------------------------------------------- messages --
+
+def test_a_message_quoting_bytes_that_are_not_utf8_reaches_python_escaped(tmp_path):
+    """A file name of bytes that are not UTF-8: the message names it (escaped), it is not empty."""
+    name = os.fsencode(str(tmp_path)) + b"/bad\xff\xfe.onnx"
+    with open(name, "wb") as f:
+        f.write(b"not a model")
+    with pytest.raises(tessera.InvalidArgument) as caught:
+        tessera.InferenceSession(os.fsdecode(name))
+    message = str(caught.value)
+    assert "bad" in message and ".onnx" in message, message
+    assert "\\xff\\xfe" in message, message
+
+
+# ------------------------------------------------------------------------------------ placement --
+
+def test_a_node_below_its_first_choice_says_why_the_others_refused():
+    """Erf is not oneDNN's: native runs it, and its placement reason quotes oneDNN's refusal."""
+    graph = helper.make_graph([helper.make_node("Erf", ["x"], ["y"], name="erf")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    session = tessera.InferenceSession(model.SerializeToString(), backends="dnnl,native")
+    row = {p["node"]: p for p in session.placement()}["erf"]
+    assert row["backend"] == "native"
+    assert row["reason"].startswith("claimed (priority 2 of 2; dnnl refused: "), row["reason"]
+
+
+# -------------------------------------------------------------------------------------- races --
+
+def relu_model():
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+RACE_RUNS = 300  # per thread
+
+
+def test_the_variant_cache_never_closes_a_variant_another_thread_is_about_to_run():
+    """Open dims, max_variants=1, 4 threads on shapes that keep evicting each other: every run succeeds
+    (the cache once closed a variant another thread held, which then failed with 'the session is closed')."""
+    import threading
+    session = tessera.InferenceSession(relu_model(), max_variants=1)
+    errors, done = [], [0]
+    # Widen the window between taking a variant and running it, as a thread switch there would.
+    import time
+    take = session._variant
+
+    def take_then_yield(inputs):
+        model = take(inputs)
+        time.sleep(0.0002)
+        return model
+
+    session._variant = take_then_yield
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(RACE_RUNS):
+            x = rng.standard_normal(int(rng.integers(1, 6))).astype(np.float32)
+            try:
+                y = session.run(None, {"x": x})[0]
+                np.testing.assert_array_equal(y, np.maximum(x, 0))
+                done[0] += 1
+            except Exception as e:  # noqa: BLE001 -- any failure is the finding
+                errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert done[0] == 4 * RACE_RUNS
+
+
+def test_close_during_runs_and_compiles_raises_only_the_closed_error():
+    """close() while other threads compile new shapes and run: each either finishes or raises
+    tessera.InvalidArgument('the session is closed'), never an AttributeError from a half-closed session."""
+    import threading
+    for attempt in range(5):
+        session = tessera.InferenceSession(relu_model(), max_variants=2)
+        unexpected = []
+        # Widen the window between run()'s open check and its use of the session, as a thread switch would.
+        import time
+        order = session._ordered_inputs
+
+        def order_then_yield(feed):
+            inputs = order(feed)
+            time.sleep(0.0005)
+            return inputs
+
+        session._ordered_inputs = order_then_yield
+
+        def work(seed):
+            rng = np.random.default_rng(seed)
+            for _ in range(200):
+                x = rng.standard_normal(int(rng.integers(1, 50))).astype(np.float32)
+                try:
+                    np.testing.assert_array_equal(session.run(None, {"x": x})[0], np.maximum(x, 0))
+                except tessera.InvalidArgument as e:
+                    if "closed" not in str(e):
+                        unexpected.append(repr(e))
+                    return
+                except Exception as e:  # noqa: BLE001
+                    unexpected.append(repr(e))
+                    return
+
+        threads = [threading.Thread(target=work, args=(attempt * 10 + s,)) for s in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(0.002 * attempt)
+        session.close()
+        for t in threads:
+            t.join()
+        assert not unexpected, unexpected[:3]
