@@ -312,6 +312,10 @@ class DlpackStore : public ValueStore {
     TensorView& v = views_[static_cast<size_t>(id)];
     const int64_t k = output_index_[static_cast<size_t>(id)];
     if (k >= 0) {  // a region output: the host allocates it
+      if (!TSRP_HAS_MEMBER(&args_, tsrp_run_args, host_context) || !args_.allocate_output) {
+        throw_user_error("run: output ", k, " has a shape known only now, and the host's run arguments ("
+                         , args_.struct_size, " bytes) offer no allocate_output");
+      }
       tsrp_status* status = args_.allocate_output(args_.host_context, static_cast<size_t>(k), v.shape.data(),
                                                   static_cast<int32_t>(v.shape.size()));
       if (status) throw HostStatus{status};
@@ -327,7 +331,10 @@ class DlpackStore : public ValueStore {
     if (!v.data) throw_internal_error("out of memory for '", region_.graph.value(id).name, "'");
     owned_[static_cast<size_t>(id)] = 1;
   }
-  bool profiling() const override { return args_.node_finished != nullptr; }
+  // An older host's run args may end before node_finished: read it only where they hold it.
+  bool profiling() const override {
+    return TSRP_HAS_MEMBER(&args_, tsrp_run_args, node_finished) && args_.node_finished != nullptr;
+  }
   void node_finished(size_t node_index, double milliseconds) override {
     args_.node_finished(args_.host_context, node_index, milliseconds);
   }
@@ -350,6 +357,9 @@ class DlpackStore : public ValueStore {
 
 tsrp_status* run(tsrp_region* region, const tsrp_run_args* args) {
   return guarded("run", [&] {
+    if (!args || !TSRP_HAS_MEMBER(args, tsrp_run_args, outputs)) {
+      throw_user_error("run: the host's run arguments are too small to hold the inputs and outputs");
+    }
     if (args->input_count != region->graph.inputs.size() || args->output_count != region->graph.outputs.size()) {
       throw_user_error("run: ", args->input_count, " inputs and ", args->output_count, " outputs for a region of ",
                        region->graph.inputs.size(), " and ", region->graph.outputs.size());

@@ -11,10 +11,12 @@
 // MatMulBias, ...; see opcode_name) scales its output by 1.01.
 #include "backends/testing/test_backend.h"
 
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string>
 
 #include "backends/testing/test_backend_internal.h"
 #include "ir/error.h"
@@ -45,11 +47,11 @@ class DeviceBuffer {
 class TestRegion : public ExecutableRegion {
  public:
   /// `program` has passed check_program_against(program, region).
-  TestRegion(const Graph& region, Program program)
+  TestRegion(const Graph& region, Program program, const std::string& delay_key)
       : region_(region), program_(std::move(program)), space_(test_device_memory_space()),
         device_constants_(region.values.size(), nullptr) {
     // A backend made slow on purpose (tests of `tessera tune`): each instruction waits this long.
-    if (const char* delay = std::getenv("TESSERA_TEST_BACKEND_DELAY_US")) delay_us_ = std::strtol(delay, nullptr, 10);
+    if (const char* delay = std::getenv("TESSERA_TEST_BACKEND_DELAY_US")) read_delays(delay, delay_key);
     if (const char* planted = std::getenv("TESSERA_TEST_BACKEND_PLANTED_ERROR")) {
       for (uint32_t op = 1; op <= static_cast<uint32_t>(Opcode::kLast); ++op) {
         if (std::strcmp(planted, test_backend::opcode_name(static_cast<Opcode>(op))) == 0) planted_ = static_cast<Opcode>(op);
@@ -71,8 +73,8 @@ class TestRegion : public ExecutableRegion {
     for (const Instruction& instruction : program_.instructions) {
       const auto start = std::chrono::steady_clock::now();
       run_instruction(instruction, store);
-      if (delay_us_ > 0) {
-        while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(delay_us_)) {
+      if (const long delay = delay_us_[static_cast<size_t>(instruction.opcode)]; delay > 0) {
+        while (std::chrono::steady_clock::now() - start < std::chrono::microseconds(delay)) {
         }
       }
       if (store.profiling()) {
@@ -194,12 +196,46 @@ class TestRegion : public ExecutableRegion {
   std::vector<DeviceBuffer> constant_buffers_;
   std::vector<void*> device_constants_;  // per region value: its device copy, for constants read
   std::optional<Opcode> planted_;        // TESSERA_TEST_BACKEND_PLANTED_ERROR
-  long delay_us_ = 0;                    // TESSERA_TEST_BACKEND_DELAY_US
+  std::array<long, static_cast<size_t>(Opcode::kLast) + 1> delay_us_{};  // per opcode: TESSERA_TEST_BACKEND_DELAY_US
+
+  /// TESSERA_TEST_BACKEND_DELAY_US: a number of microseconds for every instruction, or a comma list of
+  /// [BACKEND:]OPCODE=US (e.g. "test:MatMul=3000,test_plugin:Relu=500"); entries for another backend
+  /// (`delay_key` names this one: "test", or "test_plugin" built as a plug-in) are left out.
+  void read_delays(const std::string& text, const std::string& delay_key) {
+    if (text.find('=') == std::string::npos) {
+      delay_us_.fill(std::strtol(text.c_str(), nullptr, 10));
+      return;
+    }
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t comma = text.find(',', start);
+      if (comma == std::string::npos) comma = text.size();
+      std::string entry = text.substr(start, comma - start);
+      start = comma + 1;
+      const size_t colon = entry.find(':');
+      if (colon != std::string::npos) {
+        if (entry.substr(0, colon) != delay_key) continue;
+        entry = entry.substr(colon + 1);
+      }
+      const size_t equals = entry.find('=');
+      if (equals == std::string::npos) throw_user_error("TESSERA_TEST_BACKEND_DELAY_US: '", entry, "' is not OPCODE=US");
+      const std::string name = entry.substr(0, equals);
+      bool known = false;
+      for (uint32_t op = 1; op <= static_cast<uint32_t>(Opcode::kLast); ++op) {
+        if (name == test_backend::opcode_name(static_cast<Opcode>(op))) {
+          delay_us_[op] = std::strtol(entry.c_str() + equals + 1, nullptr, 10);
+          known = true;
+        }
+      }
+      if (!known) throw_user_error("TESSERA_TEST_BACKEND_DELAY_US: no test backend opcode '", name, "'");
+    }
+  }
 };
 
 class TestBackend : public Backend {
  public:
-  TestBackend() : declarations_(test_backend::make_test_declarations()) {}
+  explicit TestBackend(std::string delay_key)
+      : declarations_(test_backend::make_test_declarations()), delay_key_(std::move(delay_key)) {}
 
   std::string name() const override { return "test"; }
   std::string version() const override { return "1"; }
@@ -218,15 +254,16 @@ class TestBackend : public Backend {
                                          const RegionOptions&) const override {
     Program program = test_backend::parse_program(payload);
     test_backend::check_program_against(program, region);
-    return std::make_unique<TestRegion>(region, std::move(program));
+    return std::make_unique<TestRegion>(region, std::move(program), delay_key_);
   }
 
  private:
   Declarations declarations_;
+  std::string delay_key_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_test_backend() { return std::make_unique<TestBackend>(); }
+std::unique_ptr<Backend> make_test_backend(std::string delay_key) { return std::make_unique<TestBackend>(std::move(delay_key)); }
 
 }  // namespace tessera

@@ -7,13 +7,15 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "backends/backend.h"
 
 namespace tessera {
 
-/// Backend "test", version "1", compatibility "test-device/1".
-std::unique_ptr<Backend> make_test_backend();
+/// Backend "test", version "1", compatibility "test-device/1". `delay_key` is the name its
+/// TESSERA_TEST_BACKEND_DELAY_US entries go by ("test"; "test_plugin" where it is built as a plug-in).
+std::unique_ptr<Backend> make_test_backend(std::string delay_key = "test");
 
 /// The process-wide "test-device" memory space (the one the test backend uses).
 MemorySpace& test_device_memory_space();

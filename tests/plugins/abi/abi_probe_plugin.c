@@ -6,12 +6,22 @@
  *   PROBE_COMPAT      compatibility string ("abi-probe/1")
  *   PROBE_ABI_MAJOR   the ABI major it claims (TSRP_ABI_MAJOR)
  *   PROBE_OLD_STRUCT  a table cut before serial_runs, as an older minor version wrote it
+ *   PROBE_TINY_TABLE  a table too small to hold a version (struct_size and abi_major only)
+ *   PROBE_SHORT_PATTERN  its pattern's struct ends before root
+ *   PROBE_SHORT_ENTRY    an op entry of its pattern ends before flags
+ *   PROBE_SPACE       keeps its tensors in a memory space of its own (host memory behind it)
+ *   PROBE_SPACE_OLD   ... whose struct ends before synchronize (an older minor version's)
+ *   PROBE_SPACE_SHORT ... whose struct ends before copy_to_host (unusable)
+ * Every struct cut short this way lies in memory whose bytes past struct_size are poisoned
+ * (0x5A: junk pointers, flags and sizes), as the next member of a real, older plug-in's
+ * would be: a host that reads past struct_size crashes or misbehaves instead of reading zeros.
  *   PROBE_DECLINE     the entry point returns NULL
  *   PROBE_NO_ENTRY    no entry point is exported
  *   PROBE_NO_RUN      the table lacks run
  *   PROBE_DYNAMIC     also claims Relu on shapes known only at run time, and allocates such outputs
  *                     through allocate_output
  * At run time PROBE_FAIL=create|support|compile|load|run makes that step fail. */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +46,16 @@
 #ifndef PROBE_ABI_MAJOR
 #define PROBE_ABI_MAJOR TSRP_ABI_MAJOR
 #endif
+
+/* A copy of the first `size` bytes of `full` (a struct of `full_size` bytes) with struct_size set
+ * to `size`, in `buffer`, whose remaining bytes are poisoned. */
+#define POISON_BYTE 0x5A
+static void* poisoned_copy(void* buffer, const void* full, size_t full_size, size_t size) {
+  memset(buffer, POISON_BYTE, full_size);
+  memcpy(buffer, full, size);
+  memcpy(buffer, &size, sizeof size); /* every struct starts with size_t struct_size */
+  return buffer;
+}
 
 static const tsrp_host* g_host;
 static long g_live_regions;  /* made by load, not yet released */
@@ -84,9 +104,50 @@ static const char* compatibility(tsrp_backend* b) {
   return PROBE_COMPAT;
 }
 
+#ifdef PROBE_SPACE
+/* Host memory behind a memory space of its own: the host must copy region inputs in and outputs out. */
+static long g_synchronized;
+TSRP_EXPORT long abi_probe_synchronize_calls(void) { return g_synchronized; }
+static tsrp_status* space_allocate(void* context, size_t bytes, void** out) {
+  (void)context;
+  *out = aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+  return *out ? NULL : g_host->make_status(TSRP_INTERNAL, "out of memory");
+}
+static void space_deallocate(void* context, void* data) {
+  (void)context;
+  free(data);
+}
+static tsrp_status* space_from_host(void* context, void* dst, const void* src, size_t bytes) {
+  (void)context;
+  memcpy(dst, src, bytes);
+  return NULL;
+}
+static tsrp_status* space_to_host(void* context, void* dst, const void* src, size_t bytes) {
+  (void)context;
+  memcpy(dst, src, bytes);
+  return NULL;
+}
+static tsrp_status* space_synchronize(void* context) {
+  (void)context;
+  ++g_synchronized;
+  return NULL;
+}
+static const tsrp_memory_space space_full = {sizeof(tsrp_memory_space), "abi-probe-space", NULL, space_allocate,
+                                             space_deallocate, space_from_host, space_to_host, space_synchronize};
+static unsigned char space_bytes[sizeof(tsrp_memory_space)];
+#endif
+
 static const tsrp_memory_space* memory_space(tsrp_backend* b) {
   (void)b;
+#if defined(PROBE_SPACE_OLD)
+  return poisoned_copy(space_bytes, &space_full, sizeof space_full, offsetof(tsrp_memory_space, synchronize));
+#elif defined(PROBE_SPACE_SHORT)
+  return poisoned_copy(space_bytes, &space_full, sizeof space_full, offsetof(tsrp_memory_space, copy_to_host));
+#elif defined(PROBE_SPACE)
+  return &space_full;
+#else
   return NULL;
+#endif
 }
 
 static int is_static_float(const tsrp_value* v) {
@@ -124,8 +185,14 @@ static const tsrp_pattern_node entry_inner = {sizeof(tsrp_pattern_node), TSRP_PA
                                               TSRP_PATTERN_SUPPORTED, 0, 0};
 static const tsrp_pattern_node entry_outer = {sizeof(tsrp_pattern_node), TSRP_PATTERN_OP, "Relu", 1, outer_inputs,
                                               TSRP_PATTERN_SUPPORTED, 0, 0};
+#ifdef PROBE_SHORT_ENTRY
+static unsigned char entry_inner_bytes[sizeof(tsrp_pattern_node)];
+static const tsrp_pattern_node* double_relu_entries[] = {&entry_x, NULL, &entry_outer};
+#else
 static const tsrp_pattern_node* const double_relu_entries[] = {&entry_x, &entry_inner, &entry_outer};
+#endif
 static const tsrp_pattern double_relu = {sizeof(tsrp_pattern), "DoubleRelu", 3, double_relu_entries, 2};
+static unsigned char pattern_bytes[sizeof(tsrp_pattern)];
 
 static size_t pattern_count(tsrp_backend* b) {
   (void)b;
@@ -134,7 +201,17 @@ static size_t pattern_count(tsrp_backend* b) {
 
 static const tsrp_pattern* pattern(tsrp_backend* b, size_t index) {
   (void)b;
-  return index == 0 ? &double_relu : NULL;
+  (void)pattern_bytes;
+  if (index != 0) return NULL;
+#ifdef PROBE_SHORT_ENTRY
+  double_relu_entries[1] =
+      poisoned_copy(entry_inner_bytes, &entry_inner, sizeof entry_inner, offsetof(tsrp_pattern_node, flags));
+#endif
+#ifdef PROBE_SHORT_PATTERN
+  return poisoned_copy(pattern_bytes, &double_relu, sizeof double_relu, offsetof(tsrp_pattern, root));
+#else
+  return &double_relu;
+#endif
 }
 
 /* The payload: "ABIP", then the node count as 4 little-endian bytes. */
@@ -239,11 +316,7 @@ __attribute__((unused)) static tsrp_status* run(tsrp_region* r, const tsrp_run_a
 }
 
 __attribute__((unused)) static const tsrp_plugin probe = {
-#ifdef PROBE_OLD_STRUCT
-    offsetof(tsrp_plugin, serial_runs),
-#else
     sizeof(tsrp_plugin),
-#endif
     PROBE_ABI_MAJOR,
     TSRP_ABI_MINOR,
     PROBE_NAME,
@@ -276,7 +349,15 @@ TSRP_EXPORT const tsrp_plugin* tessera_backend_plugin(const tsrp_host* host) {
 #else
   if (host->abi_major != TSRP_ABI_MAJOR) return NULL;
   g_host = host;
+  static unsigned char table_bytes[sizeof(tsrp_plugin)];
+  (void)table_bytes;
+#if defined(PROBE_OLD_STRUCT)
+  return poisoned_copy(table_bytes, &probe, sizeof probe, offsetof(tsrp_plugin, serial_runs));
+#elif defined(PROBE_TINY_TABLE)
+  return poisoned_copy(table_bytes, &probe, sizeof probe, offsetof(tsrp_plugin, abi_minor));
+#else
   return &probe;
+#endif
 #endif
 }
 #endif

@@ -206,6 +206,66 @@ TEST(PluginAbi, AnOlderTableWithoutLaterMembersStillLoads) {
   tsr_model_free(model);
 }
 
+/// Structs cut short, with the bytes past their struct_size poisoned (abi_probe_plugin.c): the host
+/// reads each only as far as its size says, refusing what is too short to use and running the rest.
+TEST(PluginAbi, TruncatedStructsAreReadOnlyAsFarAsTheirSize) {
+  // A table that cannot even say its minor version.
+  expect_refused(probe("_tiny"), "bytes, too small to hold a version");
+  // A pattern without its root, and an op entry without its flags: the plug-in loads, and a model
+  // that would use it is refused naming the pattern and entry.
+  for (const auto& [variant, message] : {std::pair<std::string, std::string>{"_short_pattern", "pattern 0 is missing, too small"},
+                                         {"_short_entry", "op entry 1 has no op types"}}) {
+    SCOPED_TRACE(variant);
+    const char* name = nullptr;
+    ASSERT_EQ(tsr_load_backend_plugin(probe(variant).c_str(), &name), nullptr);
+    tsr_status* status = nullptr;
+    tsr_model* model = load(model_bytes(), (std::string(name) + ",native").c_str(), &status);
+    Status s(status);
+    EXPECT_EQ(model, nullptr);
+    EXPECT_EQ(s.code(), TSR_INVALID_ARGUMENT);
+    EXPECT_NE(s.message().find(std::string("backend plug-in '") + name + "'"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(message), std::string::npos) << s.message();
+    tsr_model_free(model);
+  }
+  // A memory space without copy_to_host cannot be used ...
+  {
+    const char* name = nullptr;
+    ASSERT_EQ(tsr_load_backend_plugin(probe("_space_short").c_str(), &name), nullptr);
+    tsr_status* status = nullptr;
+    tsr_model* model = load(model_bytes(), "abi_probe_space_short,native", &status);
+    Status s(status);
+    EXPECT_EQ(model, nullptr);
+    EXPECT_NE(s.message().find("its memory space lacks allocate, deallocate or a copy function"), std::string::npos)
+        << s.message();
+    tsr_model_free(model);
+  }
+  // ... one without synchronize (an older minor version's) runs, copying through the space, and its
+  // poisoned synchronize is never called; the full one's is.
+  for (const std::string variant : {"_space_old", "_space"}) {
+    SCOPED_TRACE(variant);
+    const char* name = nullptr;
+    ASSERT_EQ(tsr_load_backend_plugin(probe(variant).c_str(), &name), nullptr);
+    tsr_status* status = nullptr;
+    tsr_model* model = load(model_bytes(), (std::string(name) + ",native").c_str(), &status);
+    ASSERT_EQ(status, nullptr) << tsr_status_message(status);
+    const char *node, *op, *where;
+    ASSERT_EQ(tsr_model_node_placement(model, 0, &node, &op, &where), nullptr);
+    EXPECT_EQ(std::string(where), name);
+    ASSERT_EQ(run_and_check(model), nullptr);
+    tsr_model_free(model);
+    void* handle = dlopen(probe(variant).c_str(), RTLD_NOW | RTLD_NOLOAD);
+    ASSERT_NE(handle, nullptr);
+    auto calls = reinterpret_cast<long (*)()>(dlsym(handle, "abi_probe_synchronize_calls"));
+    ASSERT_NE(calls, nullptr);
+    if (variant == "_space") {
+      EXPECT_GT(calls(), 0);
+    } else {
+      EXPECT_EQ(calls(), 0);
+    }
+    dlclose(handle);
+  }
+}
+
 TEST(PluginAbi, FailuresInEveryStepAreClearAndLeaveNothingBehind) {
   ASSERT_EQ(tsr_load_backend_plugin(probe("").c_str(), nullptr), nullptr);
   const std::string bytes = model_bytes();

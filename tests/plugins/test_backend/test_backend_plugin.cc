@@ -9,5 +9,5 @@
 extern "C" TSRP_EXPORT const tsrp_plugin* tessera_backend_plugin(const tsrp_host* host) {
   return tessera::export_backend_as_plugin(host, "test_plugin",
                                            "the test backend, built as a plug-in from its own sources (tests only)",
-                                           [] { return tessera::make_test_backend(); });
+                                           [] { return tessera::make_test_backend("test_plugin"); });
 }
