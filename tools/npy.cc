@@ -516,6 +516,10 @@ std::string encode_string_npy(const NpyArray& array, const std::string& path) {
     uint32_t cp = 0;
     for (size_t pos = 0; pos < text.size(); ++count) {
       if (!next_code_point(text, pos, cp)) {
+        if (array.escape_invalid_utf8) {
+          ++pos;  // one escaped byte, one code point
+          continue;
+        }
         fail(path, "string " + element_text(array.shape, e) + " is not valid UTF-8 (at byte " + std::to_string(pos) + ")");
       }
     }
@@ -533,7 +537,7 @@ std::string encode_string_npy(const NpyArray& array, const std::string& path) {
     char* out = bytes.data() + start + e * width * 4;
     uint32_t cp = 0;
     for (size_t pos = 0; pos < text.size(); out += 4) {
-      next_code_point(text, pos, cp);  // valid: checked above
+      if (!next_code_point(text, pos, cp)) cp = 0xDC00u + static_cast<unsigned char>(text[pos++]);  // escaped (above)
       out[0] = static_cast<char>(cp & 0xFF);
       out[1] = static_cast<char>((cp >> 8) & 0xFF);
       out[2] = static_cast<char>((cp >> 16) & 0xFF);
@@ -544,6 +548,14 @@ std::string encode_string_npy(const NpyArray& array, const std::string& path) {
 }
 
 }  // namespace
+
+bool is_valid_utf8(std::string_view text) {
+  uint32_t cp = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    if (!next_code_point(text, pos, cp)) return false;
+  }
+  return true;
+}
 
 NpyArray make_string_array(std::vector<int64_t> shape, std::vector<std::string> strings) {
   const std::string what = "make_string_array";

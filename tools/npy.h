@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera::tools {
@@ -36,7 +37,14 @@ struct NpyArray {
   /// make_string_array set it to kNpyStringDtype).
   bool is_string = false;
   std::vector<std::string> strings;
+  /// When encoding: a byte that is not part of valid UTF-8 becomes the code point U+DC80 + byte
+  /// (Python's "surrogateescape": `s.encode("utf-8", "surrogateescape")` gives the bytes back)
+  /// instead of an error. For outputs a model made, which may hold any bytes.
+  bool escape_invalid_utf8 = false;
 };
+
+/// True when `text` is valid UTF-8 (no overlong forms, surrogates or values above U+10FFFF).
+bool is_valid_utf8(std::string_view text);
 
 /// A string array; throws std::runtime_error when `strings` does not hold one string per element of
 /// `shape` (negative sizes included). The strings are checked as UTF-8 only when encoded.
@@ -47,8 +55,8 @@ NpyArray read_npy(const std::string& path);
 /// Parses the bytes of a .npy file; `name` is used in error messages.
 NpyArray parse_npy(const std::string& bytes, const std::string& name);
 /// The bytes of a version-1 .npy file holding `array`; `name` is used in error messages. A string
-/// array's elements must be valid UTF-8 (else std::runtime_error naming the element) and as many as
-/// its shape says.
+/// array's elements must be valid UTF-8 (else std::runtime_error naming the element, unless
+/// escape_invalid_utf8) and as many as its shape says.
 std::string encode_npy(const NpyArray& array, const std::string& name);
 /// Bytes per element of a DLPack dtype.
 size_t dl_dtype_size(DLDataType dtype);

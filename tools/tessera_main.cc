@@ -12,6 +12,7 @@
 #include <iostream>
 #include <optional>
 #include <map>
+#include <set>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -559,25 +560,30 @@ std::string sanitize(const std::string& name) {
   return out;
 }
 
-/// The file name (without .npy) of each output in `dir`: its sanitized name,
-/// and where two names sanitize alike (a/b and a_b), the later ones get ~2,
-/// ~3, ... in output order, so no output overwrites another. Each renamed one
-/// is said on `notes`.
-std::vector<std::string> output_file_names(const std::vector<std::string>& names, std::ostream& notes) {
-  std::map<std::string, int> taken;  // every sanitized name, so a suffixed one cannot take another's
-  for (const std::string& name : names) taken.emplace(sanitize(name), 0);
+/// The file name (without .npy) of each output in `dir`: its sanitized name. A tensor output is
+/// written to NAME.npy, a sequence output (`is_folder`) to the folder NAME/; where two outputs would
+/// take one entry of the folder (a/b and a_b; a sequence "y.npy" and a tensor "y"), the later ones
+/// get ~2, ~3, ... in output order, so no output overwrites another. Each renamed one is said on
+/// `notes`.
+std::vector<std::string> output_file_names(const std::vector<std::string>& names, const std::vector<bool>& is_folder,
+                                           std::ostream& notes) {
+  const auto entry = [&](const std::string& file, size_t i) { return is_folder[i] ? file + "/" : file + ".npy"; };
+  const auto entry_key = [&](const std::string& file, size_t i) { return is_folder[i] ? file : file + ".npy"; };
+  std::map<std::string, std::string> owner;  // folder entry -> the output that takes it
+  std::set<std::string> wanted;              // every entry some output asks for, so a suffixed one takes none
+  for (size_t i = 0; i < names.size(); ++i) wanted.insert(entry_key(sanitize(names[i]), i));
   std::vector<std::string> files;
-  std::map<std::string, std::string> first_owner;
-  for (const std::string& name : names) {
-    const std::string base = sanitize(name);
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string base = sanitize(names[i]);
     std::string file = base;
-    if (!first_owner.emplace(base, name).second) {
+    if (!owner.emplace(entry_key(file, i), names[i]).second) {
+      const std::string first = owner[entry_key(base, i)];
       for (int k = 2;; ++k) {
         file = base + "~" + std::to_string(k);
-        if (taken.emplace(file, 0).second) break;
+        if (!wanted.count(entry_key(file, i)) && owner.emplace(entry_key(file, i), names[i]).second) break;
       }
-      notes << "note: outputs '" << first_owner[base] << "' and '" << name << "' both become " << base
-            << ".npy; writing '" << name << "' to " << file << ".npy\n";
+      notes << "note: outputs '" << first << "' and '" << names[i] << "' would both be written to " << entry(base, i)
+            << "; writing '" << names[i] << "' to " << entry(file, i) << "\n";
     }
     files.push_back(file);
   }
@@ -590,16 +596,31 @@ std::string summarize(const DLTensor& t) {
   char buffer[256] = "";
   const bool bf16 = tessera::tools::is_bfloat16(t.dtype);
   if (n > 0 && (bf16 || (t.dtype.code == kDLFloat && (t.dtype.bits == 32 || t.dtype.bits == 64)))) {
+    // NaN shows as NaN, never hidden by min/max (which skip it) or printed as "-nan": the min, max and
+    // mean of the other values, and how many NaN there are.
     double lo = INFINITY, hi = -INFINITY, sum = 0;
+    int64_t nans = 0;
     for (int64_t i = 0; i < n; ++i) {
       double v = bf16                ? tessera::tools::bfloat16_bits_to_float(static_cast<const uint16_t*>(t.data)[i])
                  : t.dtype.bits == 32 ? static_cast<const float*>(t.data)[i]
                                       : static_cast<const double*>(t.data)[i];
+      if (std::isnan(v)) {
+        ++nans;
+        continue;
+      }
       lo = std::min(lo, v);
       hi = std::max(hi, v);
       sum += v;
     }
-    std::snprintf(buffer, sizeof(buffer), " min %.6g max %.6g mean %.6g", lo, hi, sum / static_cast<double>(n));
+    if (nans == n) {
+      std::snprintf(buffer, sizeof(buffer), " all %lld NaN", static_cast<long long>(n));
+    } else {
+      std::snprintf(buffer, sizeof(buffer), " min %.6g max %.6g mean %.6g", lo, hi, sum / static_cast<double>(n - nans));
+      if (nans > 0) {
+        std::snprintf(buffer + std::strlen(buffer), sizeof(buffer) - std::strlen(buffer), " (of the %lld values that are "
+                      "not NaN; %lld NaN)", static_cast<long long>(n - nans), static_cast<long long>(nans));
+      }
+    }
   } else if (n > 0 && (t.dtype.code == kDLInt || t.dtype.code == kDLUInt) && t.dtype.bits == 64) {
     auto* p = static_cast<const int64_t*>(t.data);
     std::snprintf(buffer, sizeof(buffer), " first %lld", static_cast<long long>(p[0]));
@@ -1098,8 +1119,17 @@ void emit_value_tensor(const Args& args, const tsr_value* value, size_t index, i
   for (int64_t e = 0; e < n && e < 4; ++e) std::cout << (e ? ", " : " ") << '"' << strings[static_cast<size_t>(e)] << '"';
   if (n > 4) std::cout << ", ...";
   if (folder_fd >= 0) {
-    write_npy_at(folder_fd, folder_path, file_base,
-                 tessera::tools::make_string_array(std::vector<int64_t>(t->shape, t->shape + t->ndim), std::move(strings)));
+    size_t invalid = 0;
+    for (const std::string& s : strings) invalid += !tessera::tools::is_valid_utf8(s);
+    NpyArray array = tessera::tools::make_string_array(std::vector<int64_t>(t->shape, t->shape + t->ndim), std::move(strings));
+    // A model may make any bytes; numpy's str holds code points. Kept exactly, as Python keeps such bytes.
+    array.escape_invalid_utf8 = true;
+    write_npy_at(folder_fd, folder_path, file_base, array);
+    if (invalid > 0) {
+      std::cout << " (" << invalid << " string" << (invalid == 1 ? " is" : "s are")
+                << " not valid UTF-8: each such byte written as U+DC80 + byte, Python's surrogateescape; "
+                   "s.encode('utf-8', 'surrogateescape') gives the bytes back)";
+    }
   }
 }
 
@@ -1119,8 +1149,15 @@ void run_values(const Args& args, const tsr_model* model, std::vector<NpyArray>&
   if (!args.output_dir.empty()) {
     folder = std::make_unique<OutputFolder>(args.output_dir);
     std::vector<std::string> names;
-    for (size_t i = 0; i < n_out; ++i) names.push_back(output_info(model, i).name);
-    file_names = output_file_names(names, std::cout);
+    std::vector<bool> is_folder;
+    for (size_t i = 0; i < n_out; ++i) {
+      names.push_back(output_info(model, i).name);
+      int32_t kind = 0, present = 0;
+      size_t count = 0;
+      check(tsr_value_describe(outputs[i].get(), &kind, &present, &count));
+      is_folder.push_back(kind != TSR_VALUE_TENSOR && kind != TSR_VALUE_OPTIONAL_TENSOR);  // a sequence: a folder
+    }
+    file_names = output_file_names(names, is_folder, std::cout);
   }
   for (size_t i = 0; i < n_out; ++i) {
     const tsr_value_info info = output_info(model, i);
@@ -1196,7 +1233,7 @@ int command_run(const Args& args) {
     folder = std::make_unique<OutputFolder>(args.output_dir);
     std::vector<std::string> names;
     for (size_t i = 0; i < n_out; ++i) names.push_back(output_info(handle.model, i).name);
-    file_names = output_file_names(names, std::cout);
+    file_names = output_file_names(names, std::vector<bool>(n_out, false), std::cout);
   }
   for (size_t i = 0; i < n_out; ++i) {
     tsr_value_info info = output_info(handle.model, i);

@@ -6,6 +6,8 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <sstream>
@@ -202,15 +204,57 @@ Model::Model(std::string kind, std::string bytes, OptionDict options)
 
 Model::~Model() = default;
 
-Model::State Model::state() const { return State(kFormatVersion, kind_, bytes_, options_.copy()); }
+namespace {
+
+/// CRC-32C (Castagnoli) of `bytes`: every single-bit flip and every burst of up to 32 flipped bits changes it.
+uint32_t crc32c(const std::string& bytes) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t crc = 0xFFFFFFFFu;
+  for (unsigned char b : bytes) crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
+std::string checksum_text(const std::string& bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "crc32c:%08x", crc32c(bytes));
+  return text;
+}
+
+constexpr const char* kChecksumKey = "checksum";
+
+}  // namespace
+
+Model::State Model::state() const {
+  OptionDict options = options_.copy();
+  options.insert_or_assign(kChecksumKey, checksum_text(bytes_));
+  return State(kFormatVersion, kind_, bytes_, std::move(options));
+}
 
 c10::intrusive_ptr<Model> Model::from_state(State state) {
   const int64_t version = std::get<0>(state);
   TORCH_CHECK_VALUE(version >= 1 && version <= kFormatVersion, "Tessera: this saved model has format version ",
                     version, ", but this libtessera_torch reads versions 1 to ", kFormatVersion,
                     ": load it with a newer Tessera");
-  return c10::make_intrusive<Model>(std::move(std::get<1>(state)), std::move(std::get<2>(state)),
-                                    std::move(std::get<3>(state)));
+  OptionDict options = std::get<3>(state).copy();
+  if (version >= 2) {
+    TORCH_CHECK_VALUE(options.contains(kChecksumKey), "Tessera: this saved model (format version ", version,
+                      ") has no checksum: the file is damaged");
+    const std::string expected = options.at(kChecksumKey);
+    const std::string actual = checksum_text(std::get<2>(state));
+    TORCH_CHECK_VALUE(expected == actual, "Tessera: the saved model's ", std::get<2>(state).size(),
+                      " bytes do not match their checksum (", expected, " saved, ", actual,
+                      " now): the file is damaged");
+    options.erase(kChecksumKey);
+  }
+  return c10::make_intrusive<Model>(std::move(std::get<1>(state)), std::move(std::get<2>(state)), std::move(options));
 }
 
 OptionsPtr Model::make_options() const {

@@ -48,7 +48,10 @@ class Model : public torch::CustomClassHolder {
  public:
   /// The pickle's layout: [format version, kind, bytes, options]. A newer
   /// version than kFormatVersion is refused with a message, never misread.
-  static constexpr int64_t kFormatVersion = 1;
+  /// Version 2 adds options["checksum"] = "crc32c:XXXXXXXX" of the bytes, checked
+  /// when loading (an ONNX model's bytes have no checksum of their own; an
+  /// artifact's is checked again when it loads). Version 1 pickles still load.
+  static constexpr int64_t kFormatVersion = 2;
   using State = std::tuple<int64_t, std::string, std::string, OptionDict>;
 
   /// kind is "tsr" (bytes: a .tsr artifact) or "onnx" (bytes: an ONNX model).

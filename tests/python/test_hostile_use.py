@@ -244,3 +244,66 @@ def test_close_during_runs_and_compiles_raises_only_the_closed_error():
         for t in threads:
             t.join()
         assert not unexpected, unexpected[:3]
+
+
+# ----------------------------------------------------------------------------------- CLI outputs --
+
+def cli_run(*args):
+    result = subprocess.run([CLI, "run", *map(str, args)], capture_output=True)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    return result.stdout.decode("utf-8", "surrogateescape")
+
+
+def test_a_string_output_that_is_not_utf8_is_written_exactly(tmp_path):
+    """A model's string output may hold any bytes: run --output-dir writes it (each invalid byte as
+    U+DC80 + byte, Python's surrogateescape) with the other outputs, and says so (it wrote nothing)."""
+    words = [b"ok", b"bad\xff\xfe", b"\xc3\xa9t\xc3\xa9", b"\xed\xa0\x80"]  # valid, invalid, UTF-8, a surrogate
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["words"], ["s"], name="c"),
+         helper.make_node("Identity", ["x"], ["y"], name="i")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("s", TensorProto.STRING, [4]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [helper.make_tensor("words", TensorProto.STRING, [4], words)])
+    path = tmp_path / "strings.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    np.save(tmp_path / "x.npy", np.array([1.5, -2], np.float32))
+    out = cli_run(path, "--input", "x=%s" % (tmp_path / "x.npy"), "--output-dir", tmp_path / "out")
+    assert "2 strings are not valid UTF-8" in out and "surrogateescape" in out, out
+    s = np.load(tmp_path / "out" / "s.npy")
+    assert [e.encode("utf-8", "surrogateescape") for e in s.tolist()] == words
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "y.npy"), [1.5, -2])
+
+
+def test_a_sequence_folder_and_a_tensor_file_of_one_name_do_not_collide(tmp_path):
+    """A sequence output 'y.npy' (the folder y.npy/) and a tensor output 'y' (the file y.npy)."""
+    graph = helper.make_graph(
+        [helper.make_node("SequenceConstruct", ["x", "x"], ["y.npy"], name="seq"),
+         helper.make_node("Neg", ["x"], ["y"], name="neg")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_value_info("y.npy", helper.make_sequence_type_proto(
+            helper.make_tensor_type_proto(TensorProto.FLOAT, None))),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    path = tmp_path / "clash.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = np.array([1, 2, -3], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = cli_run(path, "--input", "x=%s" % (tmp_path / "x.npy"), "--output-dir", tmp_path / "out")
+    assert "'y.npy' and 'y' would both be written to y.npy" in out, out
+    for k in (0, 1):
+        np.testing.assert_array_equal(np.load(tmp_path / "out" / "y.npy" / ("%d.npy" % k)), x)
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "y~2.npy"), -x)
+
+
+def test_the_summary_of_an_output_with_nan_says_so(tmp_path):
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="i")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    path = tmp_path / "id.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    np.save(tmp_path / "x.npy", np.array([np.nan, 0, 0, 3], np.float32))
+    out = cli_run(path, "--input", "x=%s" % (tmp_path / "x.npy"))
+    assert "min 0 max 3 mean 1 (of the 3 values that are not NaN; 1 NaN)" in out, out
+    assert "-nan" not in out
+    np.save(tmp_path / "x.npy", np.full(4, np.nan, np.float32))
+    assert "all 4 NaN" in cli_run(path, "--input", "x=%s" % (tmp_path / "x.npy"))

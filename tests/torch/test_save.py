@@ -109,18 +109,47 @@ def test_a_newer_format_version_is_refused(tmp_path):
     compiled = tt.compile(torch.nn.Linear(4, 4), torch.randn(2, 4))
     path = tmp_path / "model.pt"
     torch.jit.save(torch.jit.script(compiled), str(path))
-    # Rewrite the pickled state's version (BININT1 1, then the kind "tsr") to 99.
+    # Rewrite the pickled state's version (BININT1 2, then the kind "tsr") to 99.
     newer = tmp_path / "newer.pt"
     with zipfile.ZipFile(path) as source, zipfile.ZipFile(newer, "w", zipfile.ZIP_STORED) as target:
         for info in source.infolist():
             data = source.read(info.filename)
             if info.filename.endswith("/data.pkl"):
-                marker = b"K\x01X\x03\x00\x00\x00tsr"
+                marker = b"K\x02X\x03\x00\x00\x00tsr"
                 assert data.count(marker) == 1
                 data = data.replace(marker, b"K\x63X\x03\x00\x00\x00tsr")
             target.writestr(info.filename, data)
     with pytest.raises(Exception, match="format version 99"):
         torch.jit.load(str(newer))
+
+
+@pytest.mark.parametrize("dynamic", [True, False], ids=["onnx-bytes", "artifact"])
+def test_a_flipped_bit_in_the_saved_model_is_refused(tmp_path, dynamic):
+    """The ONNX bytes of a module compiled with dynamic_axes have no checksum of their own: the pickle's
+    (format version 2) catches a flipped weight bit, which once loaded and ran with errors of 0.9."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(8, 8).eval()
+    compiled = tt.compile(linear, torch.randn(2, 8), dynamic_axes={0: {0: "batch"}} if dynamic else None)
+    path = tmp_path / "model.pt"
+    torch.jit.save(torch.jit.script(compiled), str(path))
+    weights = linear.weight.detach().numpy().tobytes()[:16]
+    flipped = tmp_path / "flipped.pt"
+    found = 0
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(flipped, "w", zipfile.ZIP_STORED) as target:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            at = data.find(weights)
+            if at >= 0:
+                found += 1
+                data = data[:at + 3] + bytes([data[at + 3] ^ 0x01]) + data[at + 4:]
+            target.writestr(info.filename, data)
+    assert found == 1, found  # the weights are in the file, once
+    with pytest.raises(Exception, match="do not match their checksum|checksum"):
+        module = torch.jit.load(str(flipped))
+        module(torch.randn(2, 8))
+    # The untouched file loads and runs.
+    x = torch.randn(2, 8)
+    assert_close(torch.jit.load(str(path))(x), linear(x).detach(), rtol=0, atol_scale=1e-5)
 
 
 def test_deepcopy_of_a_scripted_module():
