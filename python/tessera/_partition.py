@@ -32,6 +32,7 @@ import io
 import json
 import operator
 import warnings
+from typing import List
 
 import torch
 import torch.fx
@@ -1118,6 +1119,7 @@ def _assemble(facts, grouping, needed, result, reasons, node_backend, checked, r
     root = {}
     env = {}
     infos = []
+    checked_inputs = set()
     placements = {}
     for u in order:
         if u[0] == "node":
@@ -1132,6 +1134,7 @@ def _assemble(facts, grouping, needed, result, reasons, node_backend, checked, r
         name = "tessera_partition_%d" % u[1]
         root[name] = compiled
         call = graph.call_module(name, tuple(env[inputs[k]] for k in kept))
+        checked_inputs.update(inputs[k] for k in kept)  # a partition refuses other shapes of what it reads
         for position, o in enumerate(outputs):
             env[o] = call if len(outputs) == 1 else graph.call_function(operator.getitem, (call, position))
         for n in nodes:
@@ -1153,9 +1156,49 @@ def _assemble(facts, grouping, needed, result, reasons, node_backend, checked, r
                                          "in the partitions that read it" % type(facts.values[n]).__name__))
         else:
             entries.append(NodePlacement(n.name, facts.describe(n), PYTORCH, "", reasons.get(n, "")))
+    _guard_example_shapes(facts, graph, env, checked_inputs)
     module = PartitionedModule(root, graph, class_name="PartitionedModule")
     module.tessera_report = PartitionReport(entries, infos, checked, runtime)
     return module
+
+
+def _check_example_shape(value: torch.Tensor, shape: List[int], name: str) -> torch.Tensor:
+    """The guard _guard_example_shapes puts after an input: the example's shape, or a clear error.
+    TorchScript-able, so that a partitioned module still scripts."""
+    if list(value.shape) != shape:
+        raise ValueError("tessera.torch.partition: input '" + name + "' has shape " + str(list(value.shape)) +
+                         ", but the module was partitioned for " + str(shape) + ": sizes read from it (such as "
+                         "x.size(0)) are constants in the partitions. Partition it again for this shape.")
+    return value
+
+
+def _guard_example_shapes(facts, graph, env, checked_inputs):
+    """Shape values (x.size(0), x.shape[1]) become constants inside partitions, so an input whose shape any
+    of them depends on must keep its example shape: a check after each such input that no partition
+    reads (a partition refuses other shapes itself) refuses another (a module that read `n = a.size(0)`
+    once returned the example's n rows for a larger `a`)."""
+    depends = set()  # inputs some shape value depends on
+    for n in facts.static:
+        stack, seen = [n], set()
+        while stack:
+            m = stack.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            if m.op == "placeholder":
+                depends.add(m)
+            stack.extend(m.all_input_nodes)
+    for p in facts.nodes:
+        if p.op != "placeholder" or p not in depends or p not in env or p in checked_inputs:
+            continue
+        value = facts.values.get(p)
+        if not isinstance(value, torch.Tensor):
+            continue
+        users = list(env[p].users)
+        with graph.inserting_after(env[p]):
+            checked = graph.call_function(_check_example_shape, (env[p], list(value.shape), p.name))
+        for user in users:
+            user.replace_input_with(env[p], checked)
 
 
 # -- torch._dynamo (torch 2), feature-detected -----------------------------------------------------------

@@ -525,3 +525,27 @@ def test_tuple_with_none_and_integer_inputs():
     assert report["attention"].where == report["getitem"].where == report["embedding"].where == "tessera_partition_0"
     assert report["special_erfinv"].where == "pytorch"
     run_both(model, result, ids)
+
+
+class SizeFromAnotherInput(torch.nn.Module):
+    """`a` is read only for its size: n = a.size(0) becomes a constant inside the partition."""
+
+    def forward(self, a, b):
+        n = a.size(0)
+        return torch.relu(b[:n] * 2)
+
+
+def test_an_input_read_only_for_its_size_keeps_its_example_shape():
+    """Partitioned at a=(3,4), called with a=(5,4): once returned 3 rows where PyTorch gives 5; now a clear
+    error names the input and both shapes. At the example shape it still runs, on fresh values too."""
+    model = SizeFromAnotherInput().eval()
+    a, b = torch.randn(3, 4), torch.randn(6, 4)
+    result = partition(model, (a, b))
+    run_both(model, result, a, b)
+    with torch.no_grad(), pytest.raises(ValueError, match=r"input 'a' has shape \[5, 4\], but the module was "
+                                                          r"partitioned for \[3, 4\]"):
+        result(torch.randn(5, 4), b)
+    scripted = torch.jit.script(result)  # the check scripts with the rest
+    run_both(model, scripted, a, b)
+    with torch.no_grad(), pytest.raises(Exception, match=r"input 'a' has shape \[5, 4\]"):
+        scripted(torch.randn(5, 4), b)
