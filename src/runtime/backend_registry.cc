@@ -1,5 +1,8 @@
 #include "runtime/backend_registry.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include <cstdlib>
 #include <deque>
 #include <mutex>
@@ -37,9 +40,21 @@ PluginRegistry& registry() {
   return *r;
 }
 
-const BackendEntry& load_locked(PluginRegistry& r, const std::string& path) {
+const BackendEntry& load_locked(PluginRegistry& r, const std::string& given) {
+  // "" would make dlopen return the main program; a bare name would make it search the library path
+  // (LD_LIBRARY_PATH, the system's folders) and load whatever it finds there first. A plug-in is a file:
+  // a name without '/' is one in the current folder.
+  if (given.empty()) throw_user_error("a backend plug-in path is empty");
+  if (given.find('\0') != std::string::npos) throw_user_error("backend plug-in path '", given, "' holds a NUL byte");
+  const std::string path = given.find('/') == std::string::npos ? "./" + given : given;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw_user_error("backend plug-in '", given, "': cannot be loaded: ",
+                     std::filesystem::exists(path, ec) ? "it is not a regular file" : "no such file");
+  }
   for (const BackendEntry& entry : r.plugins) {
-    if (entry.plugin_path == path) return entry;
+    // The same file under another spelling (./x.so, a symbolic link, a hard link) is the same plug-in.
+    if (entry.plugin_path == path || std::filesystem::equivalent(entry.plugin_path, path, ec)) return entry;
   }
   std::shared_ptr<const PluginLibrary> library = open_plugin_library(path);
   for (const BackendEntry& entry : built_in_backends()) {

@@ -1,5 +1,7 @@
 #include "runtime/tuning_record.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -358,8 +360,13 @@ TuningRecord read_tuning_record(const std::string& text, const std::string& name
   const double threads = machine.number("threads");
   if (threads < 1 || threads > 4096 || threads != std::floor(threads)) throw_user_error("tuning record '", name, "': machine.threads must be a whole number from 1");
   r.threads = static_cast<int>(threads);
+  r.source = name;
   r.precision = top.string("precision");
-  parse_precision(r.precision);  // a user error for an unknown one
+  try {
+    parse_precision(r.precision);  // a user error for an unknown one
+  } catch (const Error& e) {
+    throw_user_error("tuning record '", name, "': ", e.what());
+  }
   for (const Json& b : top.get("backends", Json::Kind::kArray, "an array").array) {
     if (b.kind != Json::Kind::kString || b.string.empty()) throw_user_error("tuning record '", name, "': backends must hold backend names");
     r.backends.push_back(b.string);
@@ -392,8 +399,16 @@ TuningRecord read_tuning_record(const std::string& text, const std::string& name
     std::string node = p.string("node"), backend = p.string("backend");
     if (node.empty() || backend.empty()) throw_user_error("tuning record '", name, "': placement[", i, "] has an empty name");
     if (!nodes.insert(node).second) throw_user_error("tuning record '", name, "': node '", node, "' is placed twice");
+    if (backend != "native" && std::find(r.backends.begin(), r.backends.end(), backend) == r.backends.end()) {
+      std::string list;
+      for (const std::string& b : r.backends) list += (list.empty() ? "" : ", ") + b;
+      throw_user_error("tuning record '", name, "': node '", node, "' is placed on '", backend,
+                       "', which is not among the record's backends (", list, ")");
+    }
     r.placement.emplace_back(std::move(node), std::move(backend));
   }
+  // A record tune wrote places every node it ran; an empty one would silently mean the default placement.
+  if (r.placement.empty()) throw_user_error("tuning record '", name, "': its placement is empty (a record places every node)");
   return r;
 }
 
@@ -412,7 +427,7 @@ TuningRecord read_tuning_record_file(const std::string& path) {
 std::vector<std::string> apply_tuning(const TuningRecord& record, const std::string& fingerprint, CompileOptions& options) {
   std::vector<std::string> warnings;
   if (record.fingerprint != fingerprint) {
-    warnings.push_back(str_cat("the tuning record was made for another model or other input shapes (fingerprint ", record.fingerprint,
+    warnings.push_back(str_cat("the tuning record '", record.source, "' was made for another model or other input shapes (fingerprint ", record.fingerprint,
                                ", this model ", fingerprint, "): not applied, the default placement is used"));
     return warnings;
   }
@@ -426,7 +441,8 @@ std::vector<std::string> apply_tuning(const TuningRecord& record, const std::str
   if (!differences.empty()) {
     std::string text;
     for (const std::string& d : differences) text += (text.empty() ? "" : "; ") + d;
-    warnings.push_back("the tuning record was measured elsewhere (" + text + "): its placement is applied but may not be the fastest here");
+    warnings.push_back("the tuning record '" + record.source + "' was measured elsewhere (" + text +
+                       "): its placement is applied but may not be the fastest here");
   }
   if (options.backends.empty()) options.backends = record.backends;
   for (const auto& [node, backend] : record.placement) options.place.emplace_back(node, backend);

@@ -47,6 +47,7 @@ struct TuningRecord {
   double tuned_milliseconds = -1, default_milliseconds = -1, best_single_milliseconds = -1;
   std::string best_single;  // the fastest single-backend candidate
   double seconds = 0;       // time spent tuning
+  std::string source;       // the file (or name) it was read from, for messages; not written
 };
 
 /// A hex digest of the graph's structure as imported with its input shapes bound: node names, op

@@ -4,6 +4,7 @@ The test backend claims MatMul, Gemm, Softmax and Reshape and, in these tests, i
 (TESSERA_TEST_BACKEND_DELAY_US: each of its instructions waits 3 ms): with `--backends test,native` the
 priority order puts the MLP on it, and measurement must overturn that."""
 import json
+import re
 import os
 import subprocess
 import tempfile
@@ -198,7 +199,10 @@ def test_the_search_finds_a_placement_mixed_by_speed(tmp_path):
     (lambda t: t.replace('"placement"', '"placements"'), "has no field 'placement'"),
     (lambda t: t.replace('"threads": 1', '"threads": "one"'), "machine.threads must be a number"),
     (lambda t: "[" * 100000, "nesting deeper than"),
-    (lambda t: t.replace('"backend": "native"', '"backend": "nope"', 1), "nope"),
+    (lambda t: t.replace('"backend": "native"', '"backend": "nope"', 1),
+     "is placed on 'nope', which is not among the record's backends (test, native)"),
+    (lambda t: re.sub(r'"placement": \[.*?\]', '"placement": []', t, flags=re.S), "its placement is empty"),
+    (lambda t: t.replace('"precision": "fp32"', '"precision": "fp4"'), "unknown precision 'fp4'"),
 ])
 def test_bad_records_are_clear_errors(tuned, tmp_path, mutation, message):
     model, record, _, _ = tuned
@@ -206,6 +210,7 @@ def test_bad_records_are_clear_errors(tuned, tmp_path, mutation, message):
     bad.write_text(mutation(open(record).read()))
     run = cli("partition", model, "--backends", "test,native", "--tuning", str(bad))
     assert run.returncode != 0 and message in run.stderr, run.stderr
+    assert "tuning record '%s'" % bad in run.stderr, run.stderr  # every error names the record
     assert "terminate called" not in run.stderr and "Aborted" not in run.stderr
 
 

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,36 @@ TEST(RegionCheck, WrongInputsAreUserErrors) {
   const Tensor wrong = random_float({1, 4, 5, 6}, 9);
   EXPECT_THROW(model->check({wrong.view()}, CheckOptions{}, "mixed"), Error);
   EXPECT_THROW(model->check({}, CheckOptions{}, "mixed"), Error);
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+/// A region whose backend is exact only for finite inputs runs on native when an input holds NaN: the
+/// check then says it could not compare it, instead of reporting native against native (error 0).
+TEST(RegionCheck, ARegionThatFellBackToNativeIsNotReportedAsCompared) {
+  GraphBuilder b;
+  const ValueId x = b.input({2, 8});
+  b.output(b.node("Relu", {b.node("Clip", {x, b.constant(make_float({}, {-1.0f})), b.constant(make_float({}, {1.0f}))})}));
+  std::unique_ptr<CompiledModel> model = compile_on(b.graph, {"dnnl", "native"});
+  ASSERT_EQ(model->regions().size(), 1u);
+  ASSERT_EQ(model->regions()[0].backend, "dnnl");
+  std::vector<float> values(16, 0.5f);
+  const Tensor finite = make_float({2, 8}, values);
+  values[3] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor with_nan = make_float({2, 8}, values);
+  const CheckReport ok = model->check({finite.view()}, CheckOptions{}, "clip");
+  ASSERT_EQ(ok.regions.size(), 1u);
+  EXPECT_TRUE(ok.regions[0].compared);
+  const CheckReport fell_back = model->check({with_nan.view()}, CheckOptions{}, "clip");
+  ASSERT_EQ(fell_back.regions.size(), 1u);
+  EXPECT_FALSE(fell_back.regions[0].compared);
+  EXPECT_NE(fell_back.regions[0].note.find("holds NaN or infinity, so the region ran on native"), std::string::npos)
+      << fell_back.regions[0].note;
+  EXPECT_TRUE(fell_back.regions[0].outputs.empty());
 }
 
 }  // namespace

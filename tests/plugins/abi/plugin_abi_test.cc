@@ -6,6 +6,7 @@
 // then injected failures in every step: a clear status naming the plug-in,
 // nothing left alive in the plug-in, and the host still usable.
 #include <dlfcn.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -264,6 +265,50 @@ TEST(PluginAbi, TruncatedStructsAreReadOnlyAsFarAsTheirSize) {
     }
     dlclose(handle);
   }
+}
+
+/// A plug-in path names a file: "" is not the main program, a bare name is a file in the current
+/// folder (not a search of the library path), and the same file under another spelling is the same
+/// plug-in (not a second one with a clashing name).
+TEST(PluginAbi, PluginPathsNameFiles) {
+  {
+    Status s(tsr_load_backend_plugin("", nullptr));
+    EXPECT_EQ(s.code(), TSR_INVALID_ARGUMENT);
+    EXPECT_NE(s.message().find("a backend plug-in path is empty"), std::string::npos) << s.message();
+  }
+  // libdnnl.so.2 is on the library path (this build links it), but not in the current folder.
+  {
+    Status s(tsr_load_backend_plugin("libdnnl.so.2", nullptr));
+    EXPECT_EQ(s.code(), TSR_INVALID_ARGUMENT);
+    EXPECT_NE(s.message().find("backend plug-in 'libdnnl.so.2': cannot be loaded: no such file"), std::string::npos)
+        << s.message();
+  }
+  const char* name = nullptr;
+  ASSERT_EQ(tsr_load_backend_plugin(probe("").c_str(), &name), nullptr);
+  EXPECT_STREQ(name, "abi_probe");
+  const size_t count = tsr_backend_count();
+  // Other spellings of the same file: relative with a bare name, with ./ and ../, and a symbolic link.
+  char* cwd = getcwd(nullptr, 0);
+  ASSERT_EQ(chdir(PROBE_DIR), 0);
+  const std::string link = std::string(PROBE_DIR) + "/link_to_probe.so";
+  unlink(link.c_str());
+  ASSERT_EQ(symlink("libabi_probe.so", link.c_str()), 0);
+  for (const std::string& spelling : std::vector<std::string>{"libabi_probe.so", "./libabi_probe.so", "../abi/libabi_probe.so", link}) {
+    SCOPED_TRACE(spelling);
+    const char* again = nullptr;
+    Status s(tsr_load_backend_plugin(spelling.c_str(), &again));
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (again) EXPECT_STREQ(again, "abi_probe");
+  }
+  EXPECT_EQ(tsr_backend_count(), count) << "one file, one plug-in";
+  // A folder is not a plug-in.
+  {
+    Status s(tsr_load_backend_plugin(".", nullptr));
+    EXPECT_NE(s.message().find("it is not a regular file"), std::string::npos) << s.message();
+  }
+  unlink(link.c_str());
+  ASSERT_EQ(chdir(cwd), 0);
+  free(cwd);
 }
 
 TEST(PluginAbi, FailuresInEveryStepAreClearAndLeaveNothingBehind) {
