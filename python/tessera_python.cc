@@ -201,11 +201,26 @@ struct PythonProgress {
       self->error = e.what();
     }
   }
+  /// Stops the C work once the callback raised (its exception is re-raised after the call).
+  static int32_t stop(void* user) {
+    auto* self = static_cast<PythonProgress*>(user);
+    py::gil_scoped_acquire gil;
+    return self->error.empty() ? 0 : 1;
+  }
   /// Sets a C config's progress members when there is a callback.
-  void install(tsr_progress_fn& fn, void*& user) {
+  void install(tsr_progress_fn& fn, void*& user, tsr_stop_fn& stop_fn) {
     if (callback.is_none()) return;
     fn = &PythonProgress::call;
     user = this;
+    stop_fn = &PythonProgress::stop;
+  }
+  /// The C call's status, after the callback's own exception when it raised (which stopped the call).
+  void check_after(tsr_status* status, const char* what) const {
+    if (!error.empty()) {
+      tsr_status_free(status);
+      rethrow(what);
+    }
+    check(status);
   }
   void rethrow(const char* what) const {
     if (!error.empty()) throw std::runtime_error(std::string(what) + ": the progress callback raised: " + error);
@@ -1109,7 +1124,7 @@ PYBIND11_MODULE(_tessera, m) {
     config.exclude = exclude.empty() ? nullptr : c_text(exclude);
     config.random_samples = random;
     config.seed = seed;
-    state.install(config.progress, config.progress_user);
+    state.install(config.progress, config.progress_user, config.stop);
     tsr_quantizer* raw = nullptr;
     check(tsr_quantizer_create(c_text(model), native(options), &config, &raw));
     std::unique_ptr<tsr_quantizer, void (*)(tsr_quantizer*)> quantizer(raw, tsr_quantizer_free);
@@ -1123,10 +1138,14 @@ PYBIND11_MODULE(_tessera, m) {
     }
     char* summary = nullptr;
     const char* file = c_text(output);
-    check_without_gil([&] { return tsr_quantizer_write(quantizer.get(), file, &summary); });
+    tsr_status* status = nullptr;
+    {
+      py::gil_scoped_release release;
+      status = tsr_quantizer_write(quantizer.get(), file, &summary);
+    }
+    state.check_after(status, "quantize");  // a raising callback stopped it: nothing was written
     std::string text = summary ? summary : "";
     tsr_string_free(summary);
-    state.rethrow("quantize");
     return text;
   });
   // Measured placement (tessera.tune): writes the tuning record, returns the summary table.
@@ -1136,14 +1155,18 @@ PYBIND11_MODULE(_tessera, m) {
     tsr_tune_config config{};
     config.struct_size = sizeof(config);
     config.budget_seconds = budget;
-    state.install(config.progress, config.progress_user);
+    state.install(config.progress, config.progress_user, config.stop);
     char* summary = nullptr;
     const char* model_file = c_text(model);
     const char* file = c_text(output);
-    check_without_gil([&] { return tsr_tune(model_file, native(options), &config, file, &summary); });
+    tsr_status* status = nullptr;
+    {
+      py::gil_scoped_release release;
+      status = tsr_tune(model_file, native(options), &config, file, &summary);
+    }
+    state.check_after(status, "tune");  // a raising callback stopped it: no record was written
     std::string text = summary ? summary : "";
     tsr_string_free(summary);
-    state.rethrow("tune");
     return text;
   });
   m.def("is_artifact_file", [](const std::string& path) { return tsr_file_is_artifact(c_text(path)) != 0; });

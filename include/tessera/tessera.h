@@ -363,6 +363,8 @@ TSR_API tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inpu
  * `random_samples` random inputs. */
 typedef struct tsr_quantizer tsr_quantizer;
 typedef void (*tsr_progress_fn)(void* user, const char* phase, int64_t done, int64_t total);
+/* Whether to stop a long task (quantize, tune); `user` is the config's progress_user. */
+typedef int32_t (*tsr_stop_fn)(void* user);
 typedef struct tsr_quantize_config {
   size_t struct_size;      /* sizeof(tsr_quantize_config); members past it read as their defaults */
   const char* method;      /* "minmax" (NULL), "percentile" or "entropy" */
@@ -373,6 +375,9 @@ typedef struct tsr_quantize_config {
   uint64_t seed;           /* for the random inputs */
   tsr_progress_fn progress;  /* called after each calibration run (may be NULL) */
   void* progress_user;
+  /* Asked after each progress call (may be NULL): nonzero stops the calibration with an error
+   * ("stopped by the caller"), and nothing is written. */
+  tsr_stop_fn stop;
 } tsr_quantize_config;
 /* config may be NULL (the defaults); options set threads, backends and the
  * shapes of open input dims for the calibration runs. */
@@ -398,6 +403,9 @@ typedef struct tsr_tune_config {
   double budget_seconds;   /* for the search after the single-backend candidates (0: 60) */
   tsr_progress_fn progress;  /* called before each candidate (may be NULL) */
   void* progress_user;
+  /* Asked after each progress call (may be NULL): nonzero stops the search with an error ("stopped
+   * by the caller"), and no record is written. */
+  tsr_stop_fn stop;
 } tsr_tune_config;
 TSR_API tsr_status* tsr_tune(const char* model_path, const tsr_options* options, const tsr_tune_config* config,
                              const char* record_path, char** out_summary);

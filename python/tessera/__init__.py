@@ -51,10 +51,22 @@ __all__ = [
 ]
 
 
-def _path(path):
+def _path(path, what="a path"):
     """A path as the bytes the file system knows it by (os.fsencode): a name that is not valid UTF-8
     (surrogate escapes in a str) reaches the library as the same bytes instead of failing to convert."""
-    return os.fsencode(os.fspath(path))
+    try:
+        return os.fsencode(os.fspath(path))
+    except TypeError:
+        raise InvalidArgument("%s must be a path (str, bytes or os.PathLike), not %s"
+                              % (what, _described(path))) from None
+
+
+def _described(value):
+    """'str ('2')', for messages about a value of the wrong type: its type and a short repr."""
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return "%s (%s)" % (type(value).__name__, text)
 
 
 class Error(Exception):
@@ -116,7 +128,7 @@ def load_backend_plugin(path):
     compile (first in priority unless SessionOptions.backends says otherwise) and loads artifacts that
     name it. Loading the same path again does nothing. The TESSERA_BACKEND_PLUGINS environment variable
     (paths separated by ':') loads plug-ins the same way."""
-    return _tessera.load_backend_plugin(_path(path))
+    return _tessera.load_backend_plugin(_path(path, "the plug-in path"))
 
 
 def quantize(model, output, calibration=None, method="minmax", percentile=None, per_channel=False, exclude=(),
@@ -132,7 +144,7 @@ def quantize(model, output, calibration=None, method="minmax", percentile=None, 
     "entropy". per_channel: one weight scale per output channel. exclude: node names or op types left in
     float. progress(phase, done, total) is called after each calibration run. backends, threads and
     options set how the calibration runs."""
-    names = [info[0] for info in _tessera.Source.load_path(_path(model), None).inputs()]
+    names = [info[0] for info in _tessera.Source.load_path(_path(model, "model"), None).inputs()]
     samples = []
     for sample in calibration or ():
         if isinstance(sample, dict):
@@ -147,7 +159,7 @@ def quantize(model, output, calibration=None, method="minmax", percentile=None, 
     if isinstance(exclude, str):
         exclude = [exclude]
     native = _options_from(backends, threads, options, {})._native()
-    return _tessera.quantize(_path(model), _path(output), native, samples, method,
+    return _tessera.quantize(_path(model, "model"), _path(output, "output"), native, samples, method,
                              float(percentile or 0), bool(per_channel), ",".join(exclude),
                              int(random or 0), int(seed), progress)
 
@@ -166,7 +178,7 @@ def tune(model, output, backends=None, threads=None, options=None, budget=None, 
     if not isinstance(model, (str, os.PathLike)):
         raise InvalidArgument("tune takes the path of an ONNX model")
     native = _options_from(backends, threads, options, overrides)._native()
-    return _tessera.tune(_path(model), _path(output), native, float(budget or 0), progress)
+    return _tessera.tune(_path(model, "model"), _path(output, "output"), native, float(budget or 0), progress)
 
 
 class NodeArg:
@@ -428,7 +440,7 @@ class InferenceSession:
 
     def save(self, path):
         """Writes the compiled model as a .tsr artifact (for a model with open dims: the latest variant)."""
-        self._model("save").save(_path(path))
+        self._model("save").save(_path(path, "the path to save to"))
 
     def to_bytes(self):
         """The compiled model as .tsr artifact bytes."""
@@ -611,7 +623,7 @@ def compile(model, path, backends=None, threads=None, options=None, **overrides)
                 else _tessera.Model.load_path(source_path, native))
     _warn(compiled)
     try:
-        compiled.save(_path(path))
+        compiled.save(_path(path, "path"))
     finally:
         compiled.close()
     return path

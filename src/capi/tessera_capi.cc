@@ -1203,7 +1203,11 @@ tsr_status* tsr_quantizer_create(const char* model_path, const tsr_options* opti
       if (TSR_QCONFIG_HAS(progress_user) && config->progress) {
         tsr_progress_fn fn = config->progress;
         void* user = config->progress_user;
-        q.progress = [fn, user](const std::string& phase, int64_t done, int64_t total) { fn(user, phase.c_str(), done, total); };
+        tsr_stop_fn stop = TSR_QCONFIG_HAS(stop) ? config->stop : nullptr;
+        q.progress = [fn, user, stop](const std::string& phase, int64_t done, int64_t total) {
+          fn(user, phase.c_str(), done, total);
+          if (stop && stop(user)) tessera::throw_user_error("quantize: stopped by the caller (", phase, " ", done, " of ", total, ")");
+        };
       }
 #undef TSR_QCONFIG_HAS
     }
@@ -1276,7 +1280,11 @@ tsr_status* tsr_tune(const char* model_path, const tsr_options* options, const t
       if (TSR_TCONFIG_HAS(progress_user) && config->progress) {
         tsr_progress_fn fn = config->progress;
         void* user = config->progress_user;
-        tune.progress = [fn, user](const std::string& phase, int64_t done, int64_t total) { fn(user, phase.c_str(), done, total); };
+        tsr_stop_fn stop = TSR_TCONFIG_HAS(stop) ? config->stop : nullptr;
+        tune.progress = [fn, user, stop](const std::string& phase, int64_t done, int64_t total) {
+          fn(user, phase.c_str(), done, total);
+          if (stop && stop(user)) tessera::throw_user_error("tune: stopped by the caller (", phase, " ", done, " of ", total, ")");
+        };
       }
 #undef TSR_TCONFIG_HAS
     }

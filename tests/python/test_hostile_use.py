@@ -307,3 +307,27 @@ def test_the_summary_of_an_output_with_nan_says_so(tmp_path):
     assert "-nan" not in out
     np.save(tmp_path / "x.npy", np.full(4, np.nan, np.float32))
     assert "all 4 NaN" in cli_run(path, "--input", "x=%s" % (tmp_path / "x.npy"))
+
+
+# --------------------------------------------------------------------------- progress callbacks --
+
+def test_a_raising_progress_callback_stops_quantize_and_nothing_is_written(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(conv_model(), str(path))
+    out = tmp_path / "q.onnx"
+    calls = []
+
+    def progress(phase, done, total):
+        calls.append(done)
+        if done == 2:
+            raise KeyError("enough")
+
+    with pytest.raises(RuntimeError, match="quantize: the progress callback raised: .*enough"):
+        tessera.quantize(str(path), str(out), calibration=[sample(k) for k in range(6)], progress=progress)
+    assert calls == [1, 2], calls  # stopped at the raise, not run to the end
+    assert not out.exists()
+    # An existing file is left as it was.
+    out.write_bytes(b"keep")
+    with pytest.raises(RuntimeError, match="progress callback raised"):
+        tessera.quantize(str(path), str(out), calibration=[sample(k) for k in range(6)], progress=progress)
+    assert out.read_bytes() == b"keep"

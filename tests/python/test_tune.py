@@ -247,6 +247,7 @@ def test_python_api(tuned, tmp_path, monkeypatch):
         raise ValueError("stop")
     with pytest.raises(RuntimeError, match="progress callback raised"):
         tessera.tune(model, str(tmp_path / "x.json"), backends="test,native", budget=5, progress=bad_progress)
+    assert not (tmp_path / "x.json").exists()  # the raise stopped the search: no record
     with pytest.raises(tessera.InvalidArgument, match="not valid JSON"):
         (tmp_path / "broken.json").write_text("{")
         tessera.InferenceSession(model, tuning=str(tmp_path / "broken.json"))
