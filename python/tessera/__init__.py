@@ -40,7 +40,9 @@ up front).
 
 import collections
 import json
+import operator
 import os
+import re
 import threading
 import warnings
 
@@ -208,18 +210,24 @@ class NodeArg:
 class SessionOptions:
     """Options of a session or a compile. Every field defaults to None (Tessera's default).
 
-    threads          intra-op threads (ONNX Runtime's name, intra_op_num_threads, also works)
-    backends         backends to partition among, highest priority first: "dnnl,native" or a list
-    place            manual placements, "SELECTOR=BACKEND" (node name, op type or "op:TYPE")
-    deny             denials, "BACKEND:SELECTOR"
-    min_region_size  regions of non-native backends with fewer nodes run on native
-    strict           fail, naming the nodes no listed backend supports, instead of falling back
-    input_shapes     {input or dim name: shape or int}: compile for these shapes up front
-    freeze_weights   initializers listed as graph inputs become constants (default True)
-    max_variants     compiled variants kept for models with open dims (default 8)
-    precision        "fp32" (default), "bf16" (Conv/MatMul/Gemm in bfloat16 with float32 accumulation where a
-                     backend supports it; the final layer in float32) or "bf16-all" (the final layer too)
-    tuning           the path of a tuning record (tessera.tune) whose placement to apply
+    threads          int: intra-op threads (ONNX Runtime's name, intra_op_num_threads, also works)
+    backends         str or list of str: backends to partition among, highest priority first:
+                     "dnnl,native" or ["dnnl", "native"]
+    place            str, list of str or dict {selector: backend}: manual placements, "SELECTOR=BACKEND"
+                     (node name, op type or "op:TYPE")
+    deny             str, list of str or dict {backend: selector}: denials, "BACKEND:SELECTOR"
+    min_region_size  int: regions of non-native backends with fewer nodes run on native (default 1)
+    strict           bool: fail, naming the nodes no listed backend supports, instead of falling back
+    input_shapes     dict {input or dim name: list of ints, or int}: compile for these shapes up front
+    freeze_weights   bool: initializers listed as graph inputs become constants (default True)
+    max_variants     int: compiled variants kept for models with open dims (default 8)
+    precision        str: "fp32" (default), "bf16" (Conv/MatMul/Gemm in bfloat16 with float32 accumulation
+                     where a backend supports it; the final layer in float32) or "bf16-all" (the final layer too)
+    tuning           str or os.PathLike: the path of a tuning record (tessera.tune) whose placement to apply
+
+    A value of the wrong type raises InvalidArgument naming the option when it is set. A compiled .tsr
+    artifact takes threads (and max_variants, which it does not need) only: its placement, precision and
+    input shapes were fixed when it was compiled, so the other options raise InvalidArgument for it.
     """
 
     _FIELDS = ("threads", "backends", "place", "deny", "min_region_size", "strict", "input_shapes",
@@ -236,7 +244,7 @@ class SessionOptions:
             name = "threads"
         if name not in self._FIELDS:
             raise InvalidArgument("unknown session option %r (options: %s)" % (name, ", ".join(self._FIELDS)))
-        object.__setattr__(self, name, value)
+        object.__setattr__(self, name, None if value is None else _OPTION_CHECKS[name](name, value))
 
     @property
     def intra_op_num_threads(self):
@@ -258,12 +266,151 @@ class SessionOptions:
             backends = ",".join(backends)
         shapes = {}
         for name, dims in (self.input_shapes or {}).items():
-            shapes[name] = [int(dims)] if isinstance(dims, int) else [int(d) for d in dims]
+            shapes[name] = [dims] if isinstance(dims, int) else list(dims)
         return _tessera.Options(
             threads=self.threads, backends=backends, place=_strings(self.place, "place"),
             deny=_strings(self.deny, "deny"), min_region_size=self.min_region_size, strict=self.strict,
             input_shapes=shapes, data_shapes=data_shapes or {}, freeze_weights=self.freeze_weights,
-            precision=self.precision, tuning=None if self.tuning is None else _path(self.tuning))
+            precision=self.precision, tuning=None if self.tuning is None else _path(self.tuning, "tuning"))
+
+    def _fixed_in_artifact(self):
+        """The options set here that a compiled artifact cannot apply (its placement, precision and shapes
+        were fixed when it was compiled): [(name, value)], leaving out values that ask for the default."""
+        defaults = {"strict": False, "freeze_weights": True, "min_region_size": 1, "precision": "fp32"}
+        given = []
+        for name in ("backends", "place", "deny", "min_region_size", "strict", "input_shapes", "freeze_weights",
+                     "precision", "tuning"):
+            value = getattr(self, name)
+            if value is None or (name in ("place", "deny", "input_shapes") and not value):
+                continue
+            if name in defaults and value == defaults[name]:
+                continue
+            given.append((name, value))
+        return given
+
+
+# -- option types: checked in Python, so a wrong type says which option it is (not pybind11's "Unable to
+# cast Python instance ... to C++ type ...") ------------------------------------------------------------
+
+_INT32 = (-2 ** 31, 2 ** 31 - 1)
+_INT64 = (-2 ** 63, 2 ** 63 - 1)
+
+
+def _wrong_type(name, expected, value):
+    return InvalidArgument("option %r must be %s, not %s" % (name, expected, _described(value)))
+
+
+def _as_int(value):
+    """value as an int when it is an integer (numpy's too), else None; bools are not integers here."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _int_option(name, value):
+    number = _as_int(value)
+    if number is None:
+        raise _wrong_type(name, "an int", value)
+    # Out of a C int's range: saturated, so that the library's own range check names the valid range.
+    return min(max(number, _INT32[0]), _INT32[1])
+
+
+def _max_variants_option(name, value):
+    number = _as_int(value)
+    if number is None:
+        raise _wrong_type(name, "an int", value)
+    if number < 1:
+        raise InvalidArgument("option 'max_variants' must be at least 1, not %d" % number)
+    return number
+
+
+def _bool_option(name, value):
+    if not (isinstance(value, bool) or type(value).__name__ == "bool_"):
+        raise _wrong_type(name, "a bool (True or False)", value)
+    return bool(value)
+
+
+def _str_option(name, value):
+    if not isinstance(value, str):
+        raise _wrong_type(name, "a str", value)
+    return value
+
+
+def _str_list(name, value, expected):
+    """A list of str from a str-free iterable of str (a list, a tuple, ...)."""
+    if isinstance(value, (bytes, bytearray, dict)) or not hasattr(value, "__iter__"):
+        raise _wrong_type(name, expected, value)
+    items = list(value)
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            raise InvalidArgument("option %r must be %s; its item %d is %s" % (name, expected, index, _described(item)))
+    return items
+
+
+def _backends_option(name, value):
+    if isinstance(value, str):
+        return value
+    return _str_list(name, value, "a str or a list of str")
+
+
+def _rules_option(name, value):
+    """place ("SELECTOR=BACKEND" or {selector: backend}) and deny ("BACKEND:SELECTOR" or {backend: selector})."""
+    expected = ("a str, a list of str or a dict {selector: backend}" if name == "place"
+                else "a str, a list of str or a dict {backend: selector}")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str) or not isinstance(item, str):
+                raise InvalidArgument("option %r must be %s; it maps %s to %s"
+                                      % (name, expected, _described(key), _described(item)))
+        return dict(value)
+    return _str_list(name, value, expected)
+
+
+def _input_shapes_option(name, value):
+    expected = "a dict {input or dim name: list of ints, or int}"
+    if not isinstance(value, dict):
+        raise _wrong_type(name, expected, value)
+    shapes = {}
+    for key, dims in value.items():
+        if not isinstance(key, str):
+            raise InvalidArgument("option 'input_shapes' must be %s; a key is %s" % (expected, _described(key)))
+        number = _as_int(dims)
+        if number is not None:
+            items = [number]
+        elif isinstance(dims, (str, bytes, bytearray, dict)) or not hasattr(dims, "__iter__"):
+            raise InvalidArgument("option 'input_shapes' must be %s; %r maps to %s" % (expected, key, _described(dims)))
+        else:
+            items = list(dims)
+        for index, dim in enumerate(items):
+            size = _as_int(dim)
+            if size is None:
+                raise InvalidArgument("option 'input_shapes' must be %s; dimension %d of %r is %s"
+                                      % (expected, index, key, _described(dim)))
+            if not _INT64[0] <= size <= _INT64[1]:
+                raise InvalidArgument("option 'input_shapes': dimension %d of %r (%d) is out of range"
+                                      % (index, key, size))
+            items[index] = size
+        shapes[key] = items[0] if number is not None else items
+    return shapes
+
+
+def _path_option(name, value):
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise _wrong_type(name, "a path (str, bytes or os.PathLike)", value)
+    return value
+
+
+_OPTION_CHECKS = {
+    "threads": _int_option, "backends": _backends_option, "place": _rules_option, "deny": _rules_option,
+    "min_region_size": _int_option, "strict": _bool_option, "input_shapes": _input_shapes_option,
+    "freeze_weights": _bool_option, "max_variants": _max_variants_option, "precision": _str_option,
+    "tuning": _path_option,
+}
 
 
 def _warn(model):
@@ -308,20 +455,76 @@ def _is_torch_tensor(value):
     return type(value).__module__.startswith("torch") and hasattr(value, "requires_grad")
 
 
+# The run's message for uint8 data given for a bool input ("input 'x': expected bool[4], got uint8[4]").
+_UINT8_FOR_BOOL = re.compile(r"expected bool\[[^\]]*\], got uint8\[")
+
+
+def _is_bool_tensor(value):
+    """A tessera.Tensor (a run's output with as_dlpack=True) holding bools."""
+    return isinstance(value, Tensor) and value.dtype == "bool"
+
+
 def _prepare_input(value):
     """torch tensors: detached when they require grad (inference only: no gradient flows back), and
-    bool ones viewed through numpy (DLPack 0.6 has no bool); the same for the items of a list or tuple
-    (a sequence). Everything else goes as is."""
+    bool ones viewed through numpy (DLPack 0.6 has no bool); a bool tessera.Tensor (an output of
+    run(..., as_dlpack=True), which its __dlpack__ hands over as uint8 for the same reason) viewed as a
+    numpy bool array over the same memory; the same for the items of a list or tuple (a sequence).
+    Everything else goes as is."""
     if isinstance(value, (list, tuple)):
-        if any(_is_torch_tensor(v) for v in value):
+        if any(_is_torch_tensor(v) or _is_bool_tensor(v) for v in value):
             return [_prepare_input(v) for v in value]
         return value
+    if _is_bool_tensor(value):
+        return value.numpy()  # a view: no copy
     if _is_torch_tensor(value):
         if value.requires_grad:
             value = value.detach()
         if str(value.dtype) == "torch.bool" and str(value.device) == "cpu":
             value = value.numpy()
     return value
+
+
+def _provider_names(providers):
+    """Backend names from ONNX Runtime's providers: a name, or a list of names or (name, options) pairs."""
+    if isinstance(providers, str):
+        return [providers]
+    if isinstance(providers, (bytes, bytearray, dict)) or not hasattr(providers, "__iter__"):
+        raise _wrong_type("providers", "a list of str", providers)
+    names = []
+    for index, item in enumerate(providers):
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+            item = item[0]  # (name, provider options), as ONNX Runtime takes them
+        if not isinstance(item, str):
+            raise InvalidArgument("option 'providers' must be a list of str; its item %d is %s"
+                                  % (index, _described(item)))
+        names.append(item)
+    return names
+
+
+def _artifact_refuses(label, names, detail=None):
+    """The InvalidArgument for options given to a session of a compiled .tsr artifact (names: quoted)."""
+    return InvalidArgument(
+        "%s %s cannot apply to %s: it is a compiled .tsr artifact, whose placement, precision and input "
+        "shapes were fixed when it was compiled%s (loading one takes threads only); give %s to "
+        "tessera.compile (or the session of the ONNX model) instead, or leave %s out"
+        % ("option" if len(names) == 1 else "options", ", ".join(names), label,
+           "" if detail is None else " (%s)" % detail, "it" if len(names) == 1 else "them",
+           "it" if len(names) == 1 else "them"))
+
+
+def _backends_used(model, label):
+    """The backends a compiled model's placement uses (folded nodes run nowhere), highest priority first:
+    in the order the model lists its backends (its report's), then any other in order of appearance."""
+    used = []
+    for p in model.placement():
+        if p["region"] >= 0 and p["backend"] and p["backend"] not in used:
+            used.append(p["backend"])
+    try:
+        order = json.loads(model.report("json", label)).get("backends") or []
+    except (Error, ValueError):
+        order = []
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(used, key=lambda name: (rank.get(name, len(rank)), used.index(name)))
 
 
 class InferenceSession:
@@ -341,21 +544,37 @@ class InferenceSession:
             options = overrides["sess_options"]
         overrides.pop("sess_options", None)
         overrides.pop("provider_options", None)
+        from_providers = False
         if providers is not None and backends is None:
-            names = [p for p in providers if p != "CPUExecutionProvider"]
-            backends = names or None
+            names = _provider_names(providers)
+            backends = [p for p in names if p != "CPUExecutionProvider"] or None
+            from_providers = backends is not None
         self._options = _options_from(backends, threads, options, overrides)
         self._lock = threading.Lock()
         self._variants = collections.OrderedDict()  # input shapes -> _tessera.Model, most recent last
         self._latest = None
         self._source = None
         self._closed = False
+        self._artifact_backends = None  # for a .tsr artifact: the backends its placement uses (get_backends)
+        self._fixed = None
         data, path, self._label = _read_model(path_or_bytes)
         is_artifact = _tessera.is_artifact_bytes(data) if data is not None else _tessera.is_artifact_file(path)
+        self._is_artifact = bool(is_artifact)
         if is_artifact:
+            # Its placement, precision and shapes were fixed when it was compiled: an option that would
+            # change them is refused rather than silently ignored (the artifact loads with threads only).
+            fixed = self._options._fixed_in_artifact()
+            if fixed:
+                raise _artifact_refuses(self._label, ["%r%s" % (n, " (given as providers)" if n == "backends"
+                                                              and from_providers else "") for n, _ in fixed])
             native = self._options._native(for_artifact=True)
             self._fixed = (_tessera.Model.load_bytes(data, self._label, native) if data is not None
                            else _tessera.Model.load_path(path, native))
+            if self._options.precision is not None:  # "fp32": the default, which a bf16 artifact is not
+                computed = sorted({p["precision"] for p in self._fixed.placement() if p["precision"]})
+                if computed:
+                    self._fixed.close()
+                    raise _artifact_refuses(self._label, ["'precision'"], "it computes in %s" % ", ".join(computed))
             self._inputs = [NodeArg(*i) for i in self._fixed.inputs()]
             self._outputs = [NodeArg(*o) for o in self._fixed.outputs()]
             return
@@ -395,7 +614,13 @@ class InferenceSession:
         return list(self._outputs)
 
     def get_backends(self):
-        """The backends this session partitions among, highest priority first."""
+        """The backends this session partitions among, highest priority first. For a compiled .tsr
+        artifact: the backends its placement uses (those of placement(), in the artifact's priority
+        order), which its compile fixed."""
+        if self._is_artifact:
+            if self._artifact_backends is None:
+                self._artifact_backends = _backends_used(self._model("get_backends"), self._label)
+            return list(self._artifact_backends)
         chosen = self._options.backends
         if chosen is None:
             return [b["name"] for b in backends() if b["default"]]
@@ -540,7 +765,16 @@ class InferenceSession:
             raise InvalidArgument("run_options are not supported (pass None)")
         inputs = self._ordered_inputs(input_feed)
         model = self._variant(inputs)
-        return self._select(model.run(inputs, as_dlpack), output_names)
+        try:
+            outputs = model.run(inputs, as_dlpack)
+        except InvalidArgument as error:
+            if _UINT8_FOR_BOOL.search(str(error)) is None:
+                raise
+            raise InvalidArgument(
+                "%s (a bool output of run(..., as_dlpack=True) reaches torch.from_dlpack and numpy.from_dlpack as "
+                "uint8, since DLPack 0.6 has no bool: feed the tessera.Tensor itself, or convert it with .bool() "
+                "in torch or .astype(bool) in numpy)" % error) from None
+        return self._select(outputs, output_names)
 
     def check(self, input_feed, tolerance=None, min_cosine=None, reference="native", format="dict"):
         """Accuracy region by region: runs the model on ``input_feed`` and, after each region, the same
@@ -615,6 +849,7 @@ def compile(model, path, backends=None, threads=None, options=None, **overrides)
     if unknown:
         raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))
     opts = _options_from(backends, threads, options, overrides)
+    target = _path(path, "the output path")  # checked before the compile, not after it
     data, source_path, label = _read_model(model)
     if (_tessera.is_artifact_bytes(data) if data is not None else _tessera.is_artifact_file(source_path)):
         raise InvalidArgument("%s is already a compiled artifact" % label)
@@ -623,7 +858,7 @@ def compile(model, path, backends=None, threads=None, options=None, **overrides)
                 else _tessera.Model.load_path(source_path, native))
     _warn(compiled)
     try:
-        compiled.save(_path(path, "path"))
+        compiled.save(target)
     finally:
         compiled.close()
     return path

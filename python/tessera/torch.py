@@ -23,11 +23,14 @@ need the ``tessera`` package's own extension.
 """
 
 import builtins
+import copy
 import io
 import keyword
 import linecache
 import os
+import pickle
 import threading
+import warnings
 from typing import Tuple  # noqa: F401  (used by the generated forward methods)
 
 import torch
@@ -133,6 +136,7 @@ class TesseraModule(torch.nn.Module):
         self.model = model
         self.input_names = list(input_names)
         self.output_names = list(output_names)
+        self.updated_inputs = []  # names of the inputs forward updates in place (see compile)
 
     def tessera_model(self):
         """The ``torch.classes.tessera.Model`` this module runs."""
@@ -145,18 +149,42 @@ class TesseraModule(torch.nn.Module):
     def extra_repr(self):
         return f"kind={self.model.kind()!r}, inputs={self.input_names}, outputs={self.output_names}"
 
+    def __reduce_ex__(self, protocol):
+        # torch.save(module), pickle.dumps(module), multiprocessing: the compiled model is a TorchBind
+        # object only TorchScript serializes, and the class is generated per signature; without this the
+        # pickler fails on the class name ("attribute lookup TesseraModule0 on tessera.torch failed").
+        raise pickle.PicklingError(
+            f"{type(self).__name__} (made by tessera.torch.compile) cannot be pickled, so torch.save of it (or "
+            "of a module holding it) fails: save it with torch.jit.save(torch.jit.script(module), path) (the "
+            "compiled model travels inside the file) and load that with tessera.torch.load(path)")
+
+    # copy.copy and copy.deepcopy go through __reduce_ex__ unless these exist: they copy as nn.Module does
+    # (the TorchBind model deep-copies through its own pickle).
+    def __copy__(self):
+        duplicate = type(self).__new__(type(self))
+        duplicate.__setstate__(self.__dict__)
+        return duplicate
+
+    def __deepcopy__(self, memo):
+        duplicate = type(self).__new__(type(self))
+        memo[id(self)] = duplicate
+        duplicate.__setstate__(copy.deepcopy(self.__dict__, memo))
+        return duplicate
+
 
 _class_lock = threading.Lock()
 _classes = {}
 
 
-def _module_class(parameters, num_outputs, as_tuple):
-    """A TesseraModule subclass whose forward takes `parameters` and returns a tensor or a tuple.
+def _module_class(parameters, num_outputs, as_tuple, updated=()):
+    """A TesseraModule subclass whose forward takes `parameters` and returns a tensor or a tuple; the
+    inputs at the indices `updated` are then overwritten with the model's outputs num_outputs, ... (the
+    new values of inputs the original forward updated in place).
 
     TorchScript needs a fixed signature and reads a method's source, so the class is generated and
     its source registered with linecache (as torch.fx does for GraphModule code).
     """
-    key = (tuple(parameters), num_outputs, as_tuple)
+    key = (tuple(parameters), num_outputs, as_tuple, tuple(updated))
     with _class_lock:
         if key in _classes:
             return _classes[key]
@@ -176,7 +204,9 @@ def _module_class(parameters, num_outputs, as_tuple):
                   f"            outputs = torch.ops.tessera.run(self.model, [{inputs}])\n"
                   f"        else:\n"
                   f"            outputs = self.model.run([{inputs}])\n"
-                  f"        return {result}\n")
+                  + "".join(f"        {parameters[i]}.copy_(outputs[{num_outputs + k}])\n"
+                            for k, i in enumerate(updated))
+                  + f"        return {result}\n")
         filename = f"<tessera.torch generated {name}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         namespace = {"torch": torch, "Tuple": Tuple, "TesseraModule": TesseraModule, "__name__": __name__}
@@ -203,23 +233,67 @@ def _parameter_names(names):
     return parameters
 
 
+def _same_values(a, b):
+    """Whether two tensors of one dtype hold the same values (NaN where the other has NaN too)."""
+    if a.shape != b.shape:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all())
+    return torch.equal(a, b)
+
+
 def _outputs_structure(module, example_inputs):
-    """(number of outputs, returned as a tuple) from one eager run in eval mode, without gradients."""
+    """(number of outputs, returned as a tuple, indices of the inputs the forward updates in place) from
+    one eager run in eval mode, without gradients, on copies of the example inputs (left untouched)."""
+    with torch.no_grad():
+        copies = tuple(x.detach().clone() for x in example_inputs)
+    versions = [c._version for c in copies]
     was_training = getattr(module, "training", False)
     if was_training:
         module.eval()
     try:
         with torch.no_grad():
-            outputs = module(*example_inputs)
+            outputs = module(*copies)
     finally:
         if was_training:
             module.train()
     if isinstance(outputs, torch.Tensor):
-        return 1, False
-    if isinstance(outputs, (tuple, list)) and outputs and all(isinstance(o, torch.Tensor) for o in outputs):
-        return len(outputs), True
-    raise TypeError("tessera.torch.compile: the module must return a tensor or a tuple/list of tensors, "
-                    f"got {type(outputs).__name__}")
+        count, as_tuple = 1, False
+    elif isinstance(outputs, (tuple, list)) and outputs and all(isinstance(o, torch.Tensor) for o in outputs):
+        count, as_tuple = len(outputs), True
+    else:
+        raise TypeError("tessera.torch.compile: the module must return a tensor or a tuple/list of tensors, "
+                        f"got {type(outputs).__name__}")
+    # An in-place update (x.add_(1), x[0] = 0, ...) bumps the tensor's version, and torch.onnx.export traces
+    # it; one autograd does not see (through .data) changes the values only, and the trace would miss it.
+    updated = []
+    for i, (given, copy_, version) in enumerate(zip(example_inputs, copies, versions)):
+        if copy_.shape != given.shape:
+            raise ValueError(f"tessera.torch.compile: the module resizes input {i} in place "
+                             f"({tuple(given.shape)} -> {tuple(copy_.shape)}), which an ONNX model cannot express")
+        if copy_._version != version:
+            updated.append(i)
+        elif not _same_values(copy_, given):
+            raise ValueError(f"tessera.torch.compile: the module changes input {i} in place without autograd "
+                             "seeing it (through .data?), so torch.onnx.export cannot trace the change; update "
+                             "it with an in-place op on the tensor itself (x.add_(1)), or out of place")
+    return count, as_tuple, updated
+
+
+class _WithUpdatedInputs(torch.nn.Module):
+    """The module to export for one that updates inputs in place: its outputs, then those inputs' new values
+    (ONNX has no in-place update of a graph input; the compiled forward copies them back, as eager would)."""
+
+    def __init__(self, module, updated):
+        super().__init__()
+        self.module = module
+        self.updated = list(updated)
+
+    def forward(self, *inputs):
+        outputs = self.module(*inputs)
+        if isinstance(outputs, torch.Tensor):
+            outputs = (outputs,)
+        return tuple(outputs) + tuple(inputs[i] for i in self.updated)
 
 
 def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=None, *, place=None, deny=None,
@@ -242,6 +316,12 @@ def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=No
 
     The result returns a tensor when the module returns one, a tuple otherwise. Inference only:
     an input that requires grad while grad mode is on raises ValueError (see TesseraModule).
+
+    A forward that updates inputs in place (``x.add_(1)``, ``x[0] = 0``) works as in eager PyTorch: the
+    compiled module returns the same values and writes the inputs' new values into the caller's tensors
+    (with ``copy_``, after the run; an output is a new tensor, never the input itself). Compiling leaves
+    the example inputs untouched. Such a module is exported inside a wrapper, so its ONNX node names
+    (what ``place=`` and ``deny=`` may select) start with ``/module/``.
     """
     load_library()
     if isinstance(example_inputs, torch.Tensor):
@@ -253,10 +333,17 @@ def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=No
     input_names = list(input_names) if input_names is not None else [f"input_{i}" for i in range(len(example_inputs))]
     if len(input_names) != len(example_inputs):
         raise ValueError(f"tessera.torch.compile: {len(input_names)} input names for {len(example_inputs)} inputs")
-    num_outputs, as_tuple = _outputs_structure(module, example_inputs)
+    num_outputs, as_tuple, updated = _outputs_structure(module, example_inputs)
     output_names = list(output_names) if output_names is not None else [f"output_{i}" for i in range(num_outputs)]
     if len(output_names) != num_outputs:
         raise ValueError(f"tessera.torch.compile: {len(output_names)} output names for {num_outputs} outputs")
+    # Inputs the forward updates in place come back as extra outputs, named after them.
+    update_names = []
+    for i in updated:
+        name = f"{input_names[i]}_updated"
+        while name in input_names or name in output_names or name in update_names:
+            name += "_"
+        update_names.append(name)
 
     axes = None
     if dynamic_axes:
@@ -268,17 +355,28 @@ def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=No
                                      f"but there are {len(input_names)} inputs")
                 key = input_names[key]
             axes[key] = value
+        for i, name in zip(updated, update_names):
+            if input_names[i] in axes:
+                axes[name] = axes[input_names[i]]  # an updated input's new value has the input's shape
 
     # Traced with grad on and floating-point inputs requiring grad: otherwise torch 1.13's
     # TransformerEncoder(Layer) takes its fused inference fast path, which ONNX cannot export.
-    # Tracing computes no gradient, and the caller's tensors are left untouched (detached views).
-    export_inputs = tuple(x.detach().requires_grad_(True) if x.is_floating_point() else x for x in example_inputs)
+    # Tracing computes no gradient. The inputs are copies (the caller's tensors are left untouched even by
+    # a forward that updates its inputs), and not leaves (clone() of one that requires grad): autograd
+    # refuses an in-place update of a leaf that requires grad.
+    exported = _WithUpdatedInputs(module, updated) if updated else module
     buffer = io.BytesIO()
     failure = None
     try:
-        with torch.enable_grad():
-            torch.onnx.export(module, export_inputs, buffer, input_names=input_names, output_names=output_names,
-                              dynamic_axes=axes, opset_version=opset_version, do_constant_folding=True)
+        with torch.enable_grad(), warnings.catch_warnings():
+            # The updated inputs come back as outputs (_WithUpdatedInputs): the exporter's warning that it
+            # removes their in-place updates from the graph ("This changes graph semantics") is moot.
+            warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
+            export_inputs = tuple(x.detach().requires_grad_(True).clone() if x.is_floating_point()
+                                  else x.detach().clone() for x in example_inputs)
+            torch.onnx.export(exported, export_inputs, buffer, input_names=input_names,
+                              output_names=output_names + update_names, dynamic_axes=axes,
+                              opset_version=opset_version, do_constant_folding=True)
     except Exception as error:  # noqa: BLE001  (re-raised below, as ExportError)
         failure = f"{type(error).__name__}: {error}"
     if failure is not None:
@@ -294,10 +392,13 @@ def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=No
         raise ValueError(f"tessera.torch.compile: the exported model has {len(model.input_names())} inputs "
                          f"({model.input_names()}) for {len(example_inputs)} example inputs; "
                          "torch.onnx.export drops inputs the module does not use")
-    cls = _module_class(_parameter_names(input_names), num_outputs, as_tuple)
-    compiled = cls(model, model.input_names(), model.output_names())
+    cls = _module_class(_parameter_names(input_names), num_outputs, as_tuple, updated)
+    compiled = cls(model, model.input_names(), model.output_names()[:num_outputs])
+    compiled.updated_inputs = [model.input_names()[i] for i in updated]
     with torch.no_grad():
-        compiled(*example_inputs)  # compiles the example shape now, so errors show here rather than later
+        # Compiles the example shape now, so errors show here rather than later (on copies of inputs the
+        # forward updates: compiling leaves the caller's tensors as they were).
+        compiled(*(x.clone() if i in updated else x for i, x in enumerate(example_inputs)))
     return compiled
 
 

@@ -76,6 +76,11 @@ memory::desc collapsed(const memory::desc& desc) {
 
 }  // namespace
 
+namespace {
+/// Element-wise steps with fewer output elements run on one thread (DnnlRegion's constructor).
+constexpr int64_t kSingleThreadElements = 4096;
+}  // namespace
+
 DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads)
     : region_(region), program_(std::move(program)), engine_(engine), num_threads_(num_threads) {
   // oneDNN fixes a primitive's thread count when it is created: create them with the session's.
@@ -161,6 +166,18 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       if (step.any_roles & (1u << i)) requests[i] = memory::desc(roles[i].dims(), roles[i].data_type(), memory::format_tag::any);
     }
     CompiledStep compiled;
+    // A step of few elements whose layouts follow its inputs (element-wise, reorders, pooling,
+    // normalisation, softmax, concat; never convolutions or matmuls, whose work grows with their
+    // reduction and whose layouts oneDNN chooses for the thread count) is created and run on one
+    // thread: handing so little work to a second thread costs more than it saves, and far more when
+    // that thread has to be woken or waits for a busy core.
+    const memory::dims out_dims = out_desc.dims();
+    const bool small = step.kind != StepKind::kConvolution &&
+                       step.kind != StepKind::kDeconvolution && step.kind != StepKind::kMatMul &&
+                       step.kind != StepKind::kInnerProduct &&
+                       shape_numel(std::vector<int64_t>(out_dims.begin(), out_dims.end())) < kSingleThreadElements;
+    compiled.threads = small ? 1 : num_threads_;
+    omp_set_num_threads(compiled.threads);
     try {
       dnnl::primitive_desc_base pd = make_primitive_desc(step, requests, descs_, engine_);
       // Constants that take their reader's layout get it now, from the first reader.
@@ -192,6 +209,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     } catch (const dnnl::error& e) {
       throw_user_error("oneDNN payload: step ", steps_.size(), " cannot be created: ", e.what());
     }
+    omp_set_num_threads(num_threads_);
     steps_.push_back(std::move(compiled));
     defined[static_cast<size_t>(step.output)] = 1;
   }
@@ -398,7 +416,9 @@ void DnnlRegion::run(ValueStore& store) const {
         compiled.sum_copy.execute(context->stream, operand, output);
       }
     }
+    if (compiled.threads != num_threads_) omp_set_num_threads(compiled.threads);
     compiled.primitive.execute(context->stream, context->args[k]);
+    if (compiled.threads != num_threads_) omp_set_num_threads(num_threads_);
     if (profiling) {
       context->stream.wait();
       std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;

@@ -30,6 +30,7 @@ class DnnlRegion : public ExecutableRegion {
     int32_t sum_slot = -1;
     size_t sum_bytes = 0;  // when the operand already has the output's layout: a plain copy
     bool sum_in_place = false;  // the output shares the operand's memory: nothing to copy
+    int threads = 1;            // created and run with this many (1 for element-wise steps too small to share)
   };
   /// What one concurrent run needs: a stream, the workspace, memory objects.
   struct RunContext {
