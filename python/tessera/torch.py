@@ -280,20 +280,31 @@ def _outputs_structure(module, example_inputs):
     return count, as_tuple, updated
 
 
-class _WithUpdatedInputs(torch.nn.Module):
+def _with_updated_inputs(module, updated):
     """The module to export for one that updates inputs in place: its outputs, then those inputs' new values
-    (ONNX has no in-place update of a graph input; the compiled forward copies them back, as eager would)."""
+    (ONNX has no in-place update of a graph input; the compiled forward copies them back, as eager would).
 
-    def __init__(self, module, updated):
-        super().__init__()
-        self.module = module
-        self.updated = list(updated)
+    A shallow copy of the module (sharing its submodules, parameters and buffers) whose forward calls the
+    module's and appends the inputs: the exported node names stay what they are for the module itself
+    ("/fc1/Gemm", not "/module/fc1/Gemm"), which place=, deny= and tessera.torch.partition rely on. A
+    ScriptModule, which cannot be copied so, is wrapped instead (its node names get the prefix "/module/")."""
+    scripted = isinstance(module, torch.jit.ScriptModule) or not hasattr(module, "__dict__")
+    forward = module if scripted else module.forward  # a submodule is called, traced as one
 
-    def forward(self, *inputs):
-        outputs = self.module(*inputs)
+    def forward_and_updated(*inputs):
+        outputs = forward(*inputs)
         if isinstance(outputs, torch.Tensor):
             outputs = (outputs,)
-        return tuple(outputs) + tuple(inputs[i] for i in self.updated)
+        return tuple(outputs) + tuple(inputs[i] for i in updated)
+
+    if scripted:
+        wrapper = torch.nn.Module()
+        wrapper.module = module
+    else:
+        wrapper = type(module).__new__(type(module))
+        wrapper.__dict__.update(module.__dict__)
+    object.__setattr__(wrapper, "forward", forward_and_updated)
+    return wrapper
 
 
 def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=None, *, place=None, deny=None,
@@ -320,8 +331,7 @@ def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=No
     A forward that updates inputs in place (``x.add_(1)``, ``x[0] = 0``) works as in eager PyTorch: the
     compiled module returns the same values and writes the inputs' new values into the caller's tensors
     (with ``copy_``, after the run; an output is a new tensor, never the input itself). Compiling leaves
-    the example inputs untouched. Such a module is exported inside a wrapper, so its ONNX node names
-    (what ``place=`` and ``deny=`` may select) start with ``/module/``.
+    the example inputs untouched.
     """
     load_library()
     if isinstance(example_inputs, torch.Tensor):
@@ -364,12 +374,12 @@ def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=No
     # Tracing computes no gradient. The inputs are copies (the caller's tensors are left untouched even by
     # a forward that updates its inputs), and not leaves (clone() of one that requires grad): autograd
     # refuses an in-place update of a leaf that requires grad.
-    exported = _WithUpdatedInputs(module, updated) if updated else module
+    exported = _with_updated_inputs(module, updated) if updated else module
     buffer = io.BytesIO()
     failure = None
     try:
         with torch.enable_grad(), warnings.catch_warnings():
-            # The updated inputs come back as outputs (_WithUpdatedInputs): the exporter's warning that it
+            # The updated inputs come back as outputs (_with_updated_inputs): the exporter's warning that it
             # removes their in-place updates from the graph ("This changes graph semantics") is moot.
             warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
             export_inputs = tuple(x.detach().requires_grad_(True).clone() if x.is_floating_point()

@@ -20,7 +20,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/native/native_backend.h"
 #include "ir/error.h"
 #include "runtime/backend_registry.h"
 #include "runtime/region_plan.h"
