@@ -300,9 +300,14 @@ def _wrong_type(name, expected, value):
     return InvalidArgument("option %r must be %s, not %s" % (name, expected, _described(value)))
 
 
+def _is_bool(value):
+    """A Python or numpy bool (numpy.bool_, numpy 2's numpy.bool)."""
+    return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"))
+
+
 def _as_int(value):
     """value as an int when it is an integer (numpy's too), else None; bools are not integers here."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if _is_bool(value):
         return None
     try:
         return operator.index(value)
@@ -328,7 +333,7 @@ def _max_variants_option(name, value):
 
 
 def _bool_option(name, value):
-    if not (isinstance(value, bool) or type(value).__name__ == "bool_"):
+    if not _is_bool(value):
         raise _wrong_type(name, "a bool (True or False)", value)
     return bool(value)
 
@@ -533,7 +538,9 @@ class InferenceSession:
     (a SessionOptions or a dict of its fields) choose how it compiles; the keyword arguments ``place``,
     ``deny``, ``min_region_size``, ``strict``, ``input_shapes`` and ``max_variants`` override fields of
     ``options``. ``providers`` is accepted for ONNX Runtime code: "CPUExecutionProvider" means the
-    default backends, and Tessera backend names may be given instead."""
+    default backends, and Tessera backend names may be given instead. A .tsr artifact takes ``threads``
+    only: its placement, precision and input shapes were fixed when it was compiled, so any other
+    compile option (a value other than its default) raises InvalidArgument naming it."""
 
     def __init__(self, path_or_bytes, backends=None, threads=None, options=None, providers=None, **overrides):
         unknown = set(overrides) - {"place", "deny", "min_region_size", "strict", "input_shapes", "max_variants",

@@ -127,6 +127,8 @@ class TesseraModule(torch.nn.Module):
 
     Inference only: Tessera computes no gradients, so an input that requires grad while grad mode is
     on raises ValueError (run under ``torch.no_grad()`` / ``torch.inference_mode()``, or detach it).
+    Save it with ``torch.jit.save(torch.jit.script(module), path)``: ``torch.save`` and pickle refuse it
+    (pickle.PicklingError saying so), as its model is a TorchBind object only TorchScript serializes.
     The outputs never require grad. Errors (wrong number, dtype, shape or device of inputs) raise
     ValueError with Tessera's message; inside TorchScript they surface as ``torch.jit.Error``.
     """
@@ -286,10 +288,8 @@ def _with_updated_inputs(module, updated):
 
     A shallow copy of the module (sharing its submodules, parameters and buffers) whose forward calls the
     module's and appends the inputs: the exported node names stay what they are for the module itself
-    ("/fc1/Gemm", not "/module/fc1/Gemm"), which place=, deny= and tessera.torch.partition rely on. A
-    ScriptModule, which cannot be copied so, is wrapped instead (its node names get the prefix "/module/")."""
-    scripted = isinstance(module, torch.jit.ScriptModule) or not hasattr(module, "__dict__")
-    forward = module if scripted else module.forward  # a submodule is called, traced as one
+    ("/fc1/Gemm", not "/module/fc1/Gemm"), which place=, deny= and tessera.torch.partition rely on."""
+    forward = module.forward
 
     def forward_and_updated(*inputs):
         outputs = forward(*inputs)
@@ -297,12 +297,8 @@ def _with_updated_inputs(module, updated):
             outputs = (outputs,)
         return tuple(outputs) + tuple(inputs[i] for i in updated)
 
-    if scripted:
-        wrapper = torch.nn.Module()
-        wrapper.module = module
-    else:
-        wrapper = type(module).__new__(type(module))
-        wrapper.__dict__.update(module.__dict__)
+    wrapper = type(module).__new__(type(module))
+    wrapper.__dict__.update(module.__dict__)
     object.__setattr__(wrapper, "forward", forward_and_updated)
     return wrapper
 
@@ -369,21 +365,31 @@ def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=No
             if input_names[i] in axes:
                 axes[name] = axes[input_names[i]]  # an updated input's new value has the input's shape
 
-    # Traced with grad on and floating-point inputs requiring grad: otherwise torch 1.13's
-    # TransformerEncoder(Layer) takes its fused inference fast path, which ONNX cannot export.
-    # Tracing computes no gradient. The inputs are copies (the caller's tensors are left untouched even by
-    # a forward that updates its inputs), and not leaves (clone() of one that requires grad): autograd
-    # refuses an in-place update of a leaf that requires grad.
+    if updated and (isinstance(module, torch.jit.ScriptModule) or not hasattr(module, "__dict__")):
+        # torch.onnx.export takes a ScriptModule's graph as it is (no trace to add the new values to as
+        # outputs), and a traced wrapper cannot call one (torch 1.13: "not part of the active trace").
+        raise ValueError(f"tessera.torch.compile: the ScriptModule updates input(s) {updated} in place, which "
+                         "an ONNX model cannot express: compile the Python module (before torch.jit.script), "
+                         "or update out of place")
     exported = _with_updated_inputs(module, updated) if updated else module
     buffer = io.BytesIO()
     failure = None
     try:
         with torch.enable_grad(), warnings.catch_warnings():
+            # Traced with grad on and floating-point inputs requiring grad: otherwise torch 1.13's
+            # TransformerEncoder(Layer) takes its fused inference fast path, which ONNX cannot export.
+            # Tracing computes no gradient, and the caller's tensors are left untouched: detached views,
+            # or, for a forward that updates inputs in place, copies that are not leaves (clone() of one
+            # that requires grad: autograd refuses an in-place update of a leaf that requires grad).
+            if updated:
+                export_inputs = tuple(x.detach().requires_grad_(True).clone() if x.is_floating_point()
+                                      else x.detach().clone() for x in example_inputs)
+            else:
+                export_inputs = tuple(x.detach().requires_grad_(True) if x.is_floating_point() else x
+                                      for x in example_inputs)
             # The updated inputs come back as outputs (_with_updated_inputs): the exporter's warning that it
             # removes their in-place updates from the graph ("This changes graph semantics") is moot.
             warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
-            export_inputs = tuple(x.detach().requires_grad_(True).clone() if x.is_floating_point()
-                                  else x.detach().clone() for x in example_inputs)
             torch.onnx.export(exported, export_inputs, buffer, input_names=input_names,
                               output_names=output_names + update_names, dynamic_axes=axes,
                               opset_version=opset_version, do_constant_folding=True)

@@ -331,3 +331,160 @@ def test_a_raising_progress_callback_stops_quantize_and_nothing_is_written(tmp_p
     with pytest.raises(RuntimeError, match="progress callback raised"):
         tessera.quantize(str(path), str(out), calibration=[sample(k) for k in range(6)], progress=progress)
     assert out.read_bytes() == b"keep"
+
+
+# ---------------------------------------------------------------------- options of an artifact --
+
+def artifact(backends="dnnl,native"):
+    """conv_model compiled to .tsr bytes (conv on dnnl; with "test,dnnl,native" relu on test)."""
+    return tessera.InferenceSession(conv_model().SerializeToString(), backends=backends).to_bytes()
+
+
+@pytest.mark.parametrize("option, value", [
+    ("backends", "native"), ("backends", ["native"]), ("place", {"conv": "native"}), ("place", "conv=native"),
+    ("deny", "dnnl:conv"), ("min_region_size", 2), ("strict", True), ("input_shapes", {"x": [1, 3, 8, 8]}),
+    ("freeze_weights", False), ("precision", "bf16"), ("tuning", "record.json"),
+])
+def test_a_session_of_an_artifact_refuses_options_its_compile_fixed(option, value):
+    """They were once ignored without a word: the artifact ran as it was compiled (conv on dnnl after
+    backends="native"). Given as a keyword argument, in SessionOptions or in an options dict."""
+    data = artifact()
+    for kwargs in ({option: value}, {"options": tessera.SessionOptions(**{option: value})},
+                   {"options": {option: value}}):
+        with pytest.raises(tessera.InvalidArgument, match=r"option '%s' cannot apply to <bytes>: it is a compiled "
+                           r"\.tsr artifact, whose placement, precision and input shapes were fixed when it was "
+                           r"compiled" % option):
+            tessera.InferenceSession(data, **kwargs)
+
+
+def test_a_session_of_an_artifact_takes_threads_and_options_left_at_their_defaults(tmp_path):
+    data = artifact()
+    path = tmp_path / "m.tsr"
+    path.write_bytes(data)
+    expected = tessera.InferenceSession(data).run(None, sample())[0]
+    for source in (data, str(path)):
+        session = tessera.InferenceSession(source, threads=2, strict=False, freeze_weights=True, min_region_size=1,
+                                           precision="fp32", place=[], deny={}, input_shapes={}, max_variants=3,
+                                           providers=["CPUExecutionProvider"])
+        np.testing.assert_array_equal(session.run(None, sample())[0], expected)
+    # Several at once are named together; providers that name backends are backends.
+    with pytest.raises(tessera.InvalidArgument, match=r"options 'backends', 'strict' cannot apply to .*m\.tsr"):
+        tessera.InferenceSession(str(path), backends="native", strict=True)
+    with pytest.raises(tessera.InvalidArgument, match=r"option 'backends' \(given as providers\) cannot apply"):
+        tessera.InferenceSession(data, providers=["native", "CPUExecutionProvider"])
+    # precision="fp32" is refused only by an artifact that computes in bf16 (where a backend runs bf16 here).
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "no backend runs bf16", on CPUs without AVX512_BF16
+        bf16 = tessera.InferenceSession(conv_model().SerializeToString(), backends="dnnl,native", precision="bf16")
+    if any(p["precision"] == "bf16" for p in bf16.placement()):
+        with pytest.raises(tessera.InvalidArgument, match=r"option 'precision' cannot apply .*\(it computes in bf16\)"):
+            tessera.InferenceSession(bf16.to_bytes(), precision="fp32")
+    else:
+        tessera.InferenceSession(bf16.to_bytes(), precision="fp32")
+
+
+@pytest.mark.parametrize("backends, used", [("dnnl,native", ["dnnl"]), ("native", ["native"]),
+                                            ("test,dnnl,native", ["test", "dnnl"])])
+def test_get_backends_of_an_artifact_names_the_backends_its_placement_uses(backends, used):
+    """Once ['native'] (the default list of a session given no backends) while every node ran on dnnl.
+    Highest priority first: test (priority 1) runs relu, after dnnl's conv, and still comes first."""
+    session = tessera.InferenceSession(artifact(backends))
+    assert session.get_backends() == used
+    assert session.get_providers() == used
+    assert {p["backend"] for p in session.placement()} == set(used)
+
+
+# --------------------------------------------------------------------------------- option types --
+
+BAD_OPTIONS = [  # (option, value of a wrong type, the message after "option 'NAME' must be ": expected and given)
+    ("threads", "2", "an int, not str"), ("threads", 2.0, "an int, not float"), ("threads", True, "an int, not bool"),
+    ("backends", 3, "a str or a list of str, not int"), ("backends", b"dnnl", "a str or a list of str, not bytes"),
+    ("backends", ["dnnl", 3], "a str or a list of str; its item 1 is int"),
+    ("place", 3, "a str, a list of str or a dict {selector: backend}, not int"),
+    ("place", {"conv": 1}, "a str, a list of str or a dict {selector: backend}; it maps str .* to int"),
+    ("deny", [None], "a str, a list of str or a dict {backend: selector}; its item 0 is NoneType"),
+    ("min_region_size", 1.5, "an int, not float"), ("min_region_size", "2", "an int, not str"),
+    ("strict", "yes", "a bool .*, not str"), ("strict", 1, "a bool .*, not int"),
+    ("freeze_weights", "no", "a bool .*, not str"),
+    ("input_shapes", [1, 3, 8, 8], "a dict .*, not list"),
+    ("input_shapes", {"x": "1,3,8,8"}, "a dict .*'x' maps to str"),
+    ("input_shapes", {"x": [1, 3, 8.0, 8]}, "a dict .*dimension 2 of 'x' is float"),
+    ("input_shapes", {3: [1, 3, 8, 8]}, "a dict .*a key is int"),
+    ("max_variants", "3", "an int, not str"), ("precision", 16, "a str, not int"),
+    ("tuning", 3, r"a path \(str, bytes or os.PathLike\), not int"),
+]
+
+
+@pytest.mark.parametrize("option, value, expected", BAD_OPTIONS, ids=["%s=%r" % (o, v) for o, v, _ in BAD_OPTIONS])
+def test_an_option_of_the_wrong_type_is_named_in_the_error(option, value, expected, tmp_path):
+    """Once pybind11's "Unable to cast Python instance to C++ type" (or a bare TypeError, or 8.7 taken as 8)."""
+    model = conv_model().SerializeToString()
+    pattern = r"option '%s' must be %s" % (option, expected)
+    attempts = [
+        lambda: tessera.InferenceSession(model, **{option: value}),
+        lambda: tessera.InferenceSession(model, options={option: value}),
+        lambda: tessera.SessionOptions(**{option: value}),
+        lambda: setattr(tessera.SessionOptions(), option, value),
+    ]
+    if option != "max_variants":  # compile takes every other option
+        attempts.append(lambda: tessera.compile(model, str(tmp_path / "m.tsr"), **{option: value}))
+    for attempt in attempts:
+        with pytest.raises(tessera.InvalidArgument, match=pattern) as caught:
+            attempt()
+        assert "Unable to cast" not in str(caught.value)
+    assert not (tmp_path / "m.tsr").exists()
+
+
+def test_options_of_the_right_types_in_their_other_spellings_are_taken(tmp_path):
+    model = conv_model().SerializeToString()
+    options = tessera.SessionOptions(threads=np.int64(1), backends=("dnnl", "native"), strict=np.bool_(False),
+                                     input_shapes={"x": np.array([1, 3, 8, 8])}, min_region_size=np.int32(1),
+                                     place=("conv=dnnl",), deny={"native": "relu"}, precision="fp32",
+                                     max_variants=np.int16(2))
+    options.intra_op_num_threads = 2
+    session = tessera.InferenceSession(model, options=options)
+    assert session.run(None, sample())[0].shape == (1, 4, 8, 8)
+    assert [p["backend"] for p in session.placement()] == ["dnnl", "dnnl"]
+    assert tessera.compile(model, tmp_path / "m.tsr", input_shapes={"x": (1, 3, 8, 8)}) == tmp_path / "m.tsr"
+    # Out of a C int's range: the library's own range check, not a failed cast.
+    with pytest.raises(tessera.InvalidArgument, match="threads must be between 1 and"):
+        tessera.InferenceSession(model, threads=2 ** 40)
+    with pytest.raises(tessera.InvalidArgument, match="option 'input_shapes': dimension 2 of 'x' .* is out of range"):
+        tessera.InferenceSession(model, input_shapes={"x": [1, 3, 2 ** 70, 8]})
+    with pytest.raises(tessera.InvalidArgument, match="option 'providers' must be a list of str; its item 0 is int"):
+        tessera.InferenceSession(model, providers=[3])
+    with pytest.raises(tessera.InvalidArgument, match=r"the output path must be a path \(str, bytes or os.PathLike\)"):
+        tessera.compile(model, 3)
+
+
+# ------------------------------------------------------------------------------ bool and DLPack --
+
+def not_model():
+    graph = helper.make_graph([helper.make_node("Not", ["x"], ["y"], name="not")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.BOOL, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.BOOL, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_a_bool_output_as_dlpack_feeds_a_bool_input():
+    """The Tensor's __dlpack__ hands bools over as uint8 (DLPack 0.6 has no bool), which a bool input once
+    refused ("expected bool[2x3], got uint8[2x3]"): it is read as bool, in place."""
+    session = tessera.InferenceSession(not_model())
+    x = np.array([[True, False, True], [False, False, True]])
+    (y,) = session.run(None, {"x": x}, as_dlpack=True)
+    assert isinstance(y, tessera.Tensor) and y.dtype == "bool"
+    copies = tessera.copy_count()
+    (z,) = session.run(None, {"x": y})
+    np.testing.assert_array_equal(z, x)
+    assert tessera.copy_count() == copies  # no copy
+    (w,) = session.run(None, {"x": y}, as_dlpack=True)  # Tensor to Tensor, twice
+    (v,) = session.run(None, {"x": w})
+    np.testing.assert_array_equal(w.numpy(), x)
+    np.testing.assert_array_equal(v, ~x)
+    # A consumer's uint8 view of it is refused, saying why and what to do.
+    with pytest.raises(tessera.InvalidArgument, match=r"got uint8\[2x3\] \(a bool output of run\(\.\.\., "
+                                                      r"as_dlpack=True\) reaches .* as uint8"):
+        session.run(None, {"x": np.from_dlpack(y)})

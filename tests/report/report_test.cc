@@ -574,20 +574,41 @@ PlacementReport ladder_report(int node_count) {
   return report;
 }
 
-TEST(ReportHtml, TenThousandNodesRenderQuickly) {
+/// The best of three renderings of `report` by `render`, in seconds (the best, so that another process
+/// on the machine does not decide the result).
+template <typename Render>
+double best_seconds(const PlacementReport& report, Render render) {
+  double best = 1e9;
+  for (int k = 0; k < 3; ++k) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string text = render(report);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    EXPECT_FALSE(text.empty());
+  }
+  return best;
+}
+
+/// Every renderer scales linearly: 4x the nodes take less than 10x the time (quadratic work would take
+/// 16x). A ratio of two best-of-three timings on this machine, not a wall-clock limit that a slower or
+/// busier machine fails.
+TEST(ReportHtml, TenThousandNodesRenderInLinearTime) {
   const PlacementReport report = ladder_report(10000);
-  const auto start = std::chrono::steady_clock::now();
+  const PlacementReport quarter = ladder_report(2500);
   const std::string html = render_report_html(report);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, 2.0) << "rendering 10,000 nodes took " << seconds << " s";
   EXPECT_EQ(count_of(html, "class=\"item node\""), 10000u);
   EXPECT_NE(html.find("data-expected-node-count=\"10000\""), std::string::npos);
-  // The other renderers must scale too.
-  const auto others = std::chrono::steady_clock::now();
-  EXPECT_FALSE(render_report_json(report).empty());
-  EXPECT_FALSE(render_report_dot(report).empty());
+  const std::pair<const char*, std::string (*)(const PlacementReport&)> renderers[] = {
+      {"html", [](const PlacementReport& r) { return render_report_html(r); }},
+      {"json", [](const PlacementReport& r) { return render_report_json(r); }},
+      {"dot", [](const PlacementReport& r) { return render_report_dot(r); }},
+      {"table", [](const PlacementReport& r) { return render_report_table(r); }},
+  };
+  for (const auto& [name, render] : renderers) {
+    const double small = std::max(best_seconds(quarter, render), 1e-4);  // a floor: timer resolution
+    const double large = best_seconds(report, render);
+    EXPECT_LT(large / small, 10.0) << name << ": 2,500 nodes in " << small << " s, 10,000 in " << large << " s";
+  }
   const std::string table = render_report_table(report);
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - others).count(), 2.0);
   // Backend 'test' refuses the Adds and Muls of the odd (native) regions.
   size_t refused_adds = 0, refused_muls = 0;
   for (int index = 0; index < 10000; ++index) {

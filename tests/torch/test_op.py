@@ -1,6 +1,7 @@
 """torch.ops.tessera.run and torch.classes.tessera.Model: results, zero copy, dtypes, errors."""
 
 import gc
+import json
 
 import pytest
 import torch
@@ -302,3 +303,96 @@ def test_op_and_method_paths_agree_and_share_no_copies(add_module):
         assert torch.equal(outputs[1], a > b)
         assert [t.data_ptr() for t in outputs] == model.last_output_pointers()
         assert model.last_input_pointers() == [a.data_ptr(), b.data_ptr()]
+
+
+# ---------------------------------------------------------------------- inputs updated in place --
+
+class AddsOneInPlace(torch.nn.Module):
+    def forward(self, x):
+        x.add_(1)
+        return x * 2
+
+
+class UpdatesThree(torch.nn.Module):
+    """A float input updated through a view, an int one in place, one returned after its update."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x, y, k):
+        y[0] = 5.0
+        k.add_(2)
+        x.relu_()
+        return self.fc(x), y.sum() + k.float().sum(), x
+
+
+def eager_and_compiled(module, compiled, inputs):
+    """(eager outputs, compiled outputs, eager's inputs after, compiled's inputs after), on copies."""
+    eager_inputs = [x.clone() for x in inputs]
+    compiled_inputs = [x.clone() for x in inputs]
+    with torch.no_grad():
+        expected = module(*eager_inputs)
+        actual = compiled(*compiled_inputs)
+    return expected, actual, eager_inputs, compiled_inputs
+
+
+def test_a_forward_that_updates_its_input_in_place_runs_as_eager_does():
+    """Once an ExportError of Tessera's own making ("a leaf Variable that requires grad is being used in an
+    in-place operation": the export's inputs were made to require grad). The compiled module returns what
+    eager returns and updates the caller's tensors as eager does; compiling leaves the examples alone."""
+    torch.manual_seed(0)
+    example = torch.randn(3)
+    before = example.clone()
+    compiled = tt.compile(AddsOneInPlace(), example)
+    assert torch.equal(example, before)  # compile ran the forward on copies only
+    assert compiled.updated_inputs == ["input_0"] and compiled.output_names == ["output_0"]
+    for x in (torch.randn(3), torch.tensor([1.0, float("nan"), -2.0])):
+        expected, actual, eager_after, compiled_after = eager_and_compiled(AddsOneInPlace(), compiled, [x])
+        assert_close(actual, expected)
+        assert_close(compiled_after[0], eager_after[0])
+        assert_close(compiled_after[0], x + 1)  # updated, as eager updates it
+
+    module = UpdatesThree().eval()
+    examples = (torch.randn(2, 4), torch.randn(2, 2), torch.arange(3))
+    copies = [x.clone() for x in examples]
+    for dynamic in (None, {0: {0: "n"}}):
+        compiled = tt.compile(module, examples, dynamic_axes=dynamic)
+        assert all(torch.equal(a, b) for a, b in zip(examples, copies))
+        assert compiled.updated_inputs == ["input_0", "input_1", "input_2"]
+        for n in ((2, 5) if dynamic else (2,)):
+            inputs = [torch.randn(n, 4), torch.randn(2, 2), torch.arange(3)]
+            for run in (compiled, torch.jit.script(compiled)):
+                expected, actual, eager_after, compiled_after = eager_and_compiled(module, run, inputs)
+                for a, e in zip(actual, expected):
+                    assert_close(a, e)
+                for a, e in zip(compiled_after, eager_after):
+                    assert_close(a, e)
+    # The node names are the module's own, not a wrapper's (place= and deny= select by them).
+    names = [node["name"] for node in json.loads(compiled.report("json"))["nodes"]]
+    assert "/fc/Gemm" in names and not any(name.startswith("/module/") for name in names), names
+
+
+def test_a_forward_that_does_not_update_inputs_leaves_them_alone():
+    compiled = tt.compile(Mlp().eval(), torch.randn(2, 16))
+    assert compiled.updated_inputs == []
+    x = torch.randn(2, 16)
+    before = x.clone()
+    with torch.no_grad():
+        compiled(x)
+    assert torch.equal(x, before)
+
+
+def test_in_place_updates_that_cannot_be_exported_are_refused_saying_why():
+    class ThroughData(torch.nn.Module):
+        def forward(self, x):
+            x.data.add_(1)  # autograd (and so the ONNX trace) does not see it
+            return x * 2
+
+    x = torch.randn(3)
+    before = x.clone()
+    with pytest.raises(ValueError, match="changes input 0 in place without autograd seeing it"):
+        tt.compile(ThroughData(), x)
+    with pytest.raises(ValueError, match="the ScriptModule updates input.* in place.*compile the Python module"):
+        tt.compile(torch.jit.script(AddsOneInPlace()), x)
+    assert torch.equal(x, before)

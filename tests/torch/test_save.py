@@ -185,3 +185,43 @@ def test_the_shared_closeness_check_fails_where_it_must():
     # NaN and Inf where expected has the same may pass.
     same = torch.tensor([float("nan"), float("-inf"), 3.0])
     assert_close(same.clone(), same)
+
+
+def test_torch_save_of_a_compiled_module_says_how_to_save_it(tmp_path):
+    """torch.save pickles the module, which once failed on the generated class ("attribute lookup
+    TesseraModule0 on tessera.torch failed"), pointing nowhere useful; the message now says what works."""
+    import io
+    import pickle
+
+    compiled = tt.compile(torch.nn.Linear(4, 4), torch.randn(2, 4))
+    expected = (r"cannot be pickled.*torch\.jit\.save\(torch\.jit\.script\(module\), path\)"
+                r".*tessera\.torch\.load\(path\)")
+    for save in (lambda: torch.save(compiled, io.BytesIO()), lambda: pickle.dumps(compiled),
+                 lambda: torch.save(torch.nn.Sequential(compiled, torch.nn.ReLU()), str(tmp_path / "held.pt"))):
+        with pytest.raises(pickle.PicklingError, match=expected):
+            save()
+    # What the message says works (and copies, which nn.Module makes through the same protocol, still do).
+    import copy
+
+    x = torch.randn(2, 4)
+    path = str(tmp_path / "model.pt")
+    torch.jit.save(torch.jit.script(compiled), path)
+    for other in (tt.load(path), copy.copy(compiled), copy.deepcopy(compiled)):
+        assert_close(other(x), compiled(x), rtol=0, atol_scale=0)
+    torch.save(compiled.state_dict(), str(tmp_path / "state.pt"))  # an empty state dict: nothing to pickle
+
+
+def test_a_module_that_updates_its_input_round_trips(tmp_path):
+    """The copy back into the updated input is part of the scripted forward: it survives torch.jit.save."""
+    class AddsOne(torch.nn.Module):
+        def forward(self, x):
+            x.add_(1)
+            return x * 2
+
+    path = str(tmp_path / "model.pt")
+    torch.jit.save(torch.jit.script(tt.compile(AddsOne(), torch.randn(3))), path)
+    loaded = tt.load(path)
+    x = torch.tensor([1.0, 2.0, 3.0])
+    with torch.no_grad():
+        assert_close(loaded(x), torch.tensor([4.0, 6.0, 8.0]))
+    assert_close(x, torch.tensor([2.0, 3.0, 4.0]))
