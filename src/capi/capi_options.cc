@@ -1,0 +1,124 @@
+// The C API: tsr_status and tsr_options: every compile and load option, checked where it is set. Nothing here throws (guarded).
+#include "capi/capi_internal.h"
+
+using namespace tessera::capi;  // NOLINT: the shared helpers
+
+extern "C" {
+
+tsr_status_code tsr_status_code_of(const tsr_status* status) { return status ? status->code : TSR_OK; }
+
+const char* tsr_status_message(const tsr_status* status) { return status ? status->message.c_str() : ""; }
+
+void tsr_status_free(tsr_status* status) { delete status; }
+
+tsr_status* tsr_options_create(tsr_options** out_options) {
+  if (!out_options) return null_argument("out_options");
+  return guarded([&] { *out_options = new tsr_options(); });
+}
+
+void tsr_options_free(tsr_options* options) { delete options; }
+
+tsr_status* tsr_options_set_threads(tsr_options* options, int32_t num_threads) {
+  if (!options) return null_argument("options");
+  if (num_threads < 1 || num_threads > 1024) return make_status(TSR_INVALID_ARGUMENT, "threads must be between 1 and 1024");
+  options->compile.num_threads = num_threads;
+  return nullptr;
+}
+
+tsr_status* tsr_options_set_input_shape(tsr_options* options, const char* name, const int64_t* dims, size_t rank) {
+  if (!options) return null_argument("options");
+  if (!name) return null_argument("name");
+  if (rank && !dims) return null_argument("dims");
+  return guarded([&] { options->compile.input_shapes[name] = checked_shape(name, dims, rank); });
+}
+
+tsr_status* tsr_options_set_input_data_shape(tsr_options* options, const char* name, const int64_t* dims, size_t rank) {
+  if (!options) return null_argument("options");
+  if (!name) return null_argument("name");
+  if (rank && !dims) return null_argument("dims");
+  return guarded([&] { options->data_shapes[name] = checked_shape(name, dims, rank); });
+}
+
+tsr_status* tsr_options_set_freeze_weights(tsr_options* options, int32_t freeze) {
+  if (!options) return null_argument("options");
+  options->import.freeze_weights = freeze != 0;
+  return nullptr;
+}
+
+tsr_status* tsr_options_set_backends(tsr_options* options, const char* backend_list) {
+  if (!options) return null_argument("options");
+  if (!backend_list) return null_argument("backend_list");
+  return guarded([&] {
+    std::vector<std::string> names;
+    std::string list = backend_list;
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t comma = list.find(',', start);
+      if (comma == std::string::npos) comma = list.size();
+      std::string name = list.substr(start, comma - start);
+      if (name.empty()) tessera::throw_user_error("backend list '", list, "' has an empty name");
+      if (!tessera::find_backend(name)) {
+        tessera::throw_user_error("unknown backend '", name, "' (known: ", tessera::known_backend_names(),
+                                  "; a plug-in backend is loaded with --backend-plugin PATH or TESSERA_BACKEND_PLUGINS)");
+      }
+      names.push_back(name);
+      start = comma + 1;
+    }
+    options->compile.backends = std::move(names);
+  });
+}
+
+tsr_status* tsr_options_add_placement(tsr_options* options, const char* placement) {
+  if (!options) return null_argument("options");
+  if (!placement) return null_argument("placement");
+  return guarded([&] {
+    std::string text = placement;
+    const size_t eq = text.rfind('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+      tessera::throw_user_error("placement '", text, "' must be SELECTOR=BACKEND (e.g. conv_3=native or op:Softmax=native)");
+    }
+    options->compile.place.emplace_back(text.substr(0, eq), text.substr(eq + 1));
+  });
+}
+
+tsr_status* tsr_options_add_denial(tsr_options* options, const char* denial) {
+  if (!options) return null_argument("options");
+  if (!denial) return null_argument("denial");
+  return guarded([&] {
+    std::string text = denial;
+    const size_t colon = text.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+      tessera::throw_user_error("denial '", text, "' must be BACKEND:SELECTOR (e.g. test:Softmax or test:conv_3)");
+    }
+    options->compile.deny.emplace_back(text.substr(0, colon), text.substr(colon + 1));
+  });
+}
+
+tsr_status* tsr_options_set_min_region_size(tsr_options* options, int32_t min_nodes) {
+  if (!options) return null_argument("options");
+  if (min_nodes < 1) return make_status(TSR_INVALID_ARGUMENT, "the minimum region size must be at least 1");
+  options->compile.min_region_size = min_nodes;
+  return nullptr;
+}
+
+tsr_status* tsr_options_set_strict(tsr_options* options, int32_t strict) {
+  if (!options) return null_argument("options");
+  options->compile.strict = strict != 0;
+  return nullptr;
+}
+
+tsr_status* tsr_options_set_precision(tsr_options* options, const char* precision) {
+  if (!options) return null_argument("options");
+  if (!precision) return null_argument("precision");
+  return guarded([&] { options->compile.precision = tessera::parse_precision(precision); });
+}
+
+tsr_status* tsr_options_set_tuning(tsr_options* options, const char* record_path) {
+  if (!options) return null_argument("options");
+  if (!record_path) return null_argument("record_path");
+  return guarded([&] {
+    options->compile.tuning = std::make_shared<const tessera::TuningRecord>(tessera::read_tuning_record_file(record_path));
+  });
+}
+
+}  // extern "C"
