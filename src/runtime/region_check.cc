@@ -140,8 +140,11 @@ CheckReport CompiledModel::check(const std::vector<TensorView>& inputs, const Ch
     // dequantized product's), which brings it nearer float32 but away from the exact QDQ values. Such
     // steps compound over a region: a BERT-base region of 242 quantized nodes ends at cosine 0.9977 of
     // the exact QDQ values (and 0.9990 of float32, against 0.9983 for the exact QDQ values).
-    checked.tolerance = options.tolerance >= 0 ? options.tolerance : (int8 ? 0.1 : bf16 ? 3e-2 : 1e-4);
-    checked.min_cosine = options.min_cosine >= 0 ? options.min_cosine : (int8 ? 0.99 : bf16 ? 0.999 : 0.0);
+    checked.tolerance = options.tolerance >= 0 ? options.tolerance
+                        : int8                 ? kCheckToleranceInt8
+                        : bf16                 ? kCheckToleranceBf16
+                                               : kCheckToleranceFloat32;
+    checked.min_cosine = options.min_cosine >= 0 ? options.min_cosine : int8 ? kCheckCosineInt8 : bf16 ? kCheckCosineBf16 : 0.0;
     checked.compared = checked.backend != reference_entry.name || options.float64_reference;
 
     std::vector<Tensor> region_inputs;

@@ -92,12 +92,19 @@ struct RunProfile {
   int64_t copy_bytes = 0;
 };
 
+/// The accuracy check's defaults by a region's precision (the one home of these numbers; the CLI's
+/// --help and Python's check() docstring quote them): relative error and cosine similarity allowed.
+inline constexpr double kCheckToleranceFloat32 = 1e-4;
+inline constexpr double kCheckToleranceBf16 = 3e-2;   // with bf16 nodes
+inline constexpr double kCheckToleranceInt8 = 0.1;    // with quantized ops (see region_check.cc for why)
+inline constexpr double kCheckCosineBf16 = 0.999;
+inline constexpr double kCheckCosineInt8 = 0.99;
+
 /// What an accuracy check (CompiledModel::check) allows per region output.
 struct CheckOptions {
-  /// max |actual - reference| / max |reference|; negative: by precision
-  /// (1e-4 for float32 regions, 3e-2 for regions with bf16 nodes).
+  /// max |actual - reference| / max |reference|; negative: by precision (kCheckTolerance*).
   double tolerance = -1;
-  /// Cosine similarity required; negative: by precision (none for float32, 0.999 with bf16 nodes).
+  /// Cosine similarity required; negative: by precision (none for float32, kCheckCosine*).
   double min_cosine = -1;
   /// The reference computes in float64 (every float32 value, constant and
   /// Cast target of the region widened) instead of float32; native regions
