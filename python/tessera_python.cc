@@ -109,16 +109,8 @@ std::atomic<int64_t> g_input_copies{0};
 // ----------------------------------------------------------------- dtypes --
 
 std::string dtype_name(DLDataType t) {
-  if (t.code == TSR_DL_STRING_CODE) return "str";
-  if (t.lanes != 1) return "unknown";
-  switch (t.code) {
-    case kDLFloat: return t.bits == 16 ? "float16" : t.bits == 32 ? "float32" : t.bits == 64 ? "float64" : "unknown";
-    case kDLBfloat: return t.bits == 16 ? "bfloat16" : "unknown";
-    case kDLInt: return "int" + std::to_string(t.bits);
-    case kDLUInt: return "uint" + std::to_string(t.bits);
-    case TSR_DL_BOOL_CODE: return "bool";
-    default: return "unknown";
-  }
+  const char* name = tsr_dtype_name(t);  // the C API's one table of names
+  return name ? name : "unknown";
 }
 
 bool is_bool(DLDataType t) { return t.code == TSR_DL_BOOL_CODE; }

@@ -50,6 +50,11 @@ typedef struct tsr_model tsr_model;
 TSR_API tsr_status_code tsr_status_code_of(const tsr_status* status);
 /* The message lives as long as the status. */
 TSR_API const char* tsr_status_message(const tsr_status* status);
+
+/* The name Tessera gives a DLPack dtype ("float32", "bfloat16", "int64", "bool", "str" for
+ * TSR_DL_STRING_CODE), or NULL for one it has no tensors of. The one table of these names: the CLI,
+ * Python and PyTorch bridges print them. The string is static. */
+TSR_API const char* tsr_dtype_name(DLDataType dtype);
 TSR_API void tsr_status_free(tsr_status* status);
 
 /* Options for loading a model. Create, set, pass to tsr_model_load, free. */

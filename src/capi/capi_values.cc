@@ -5,6 +5,15 @@ using namespace tessera::capi;  // NOLINT: the shared helpers
 
 extern "C" {
 
+const char* tsr_dtype_name(DLDataType dtype) {
+  if (dtype.code == TSR_DL_STRING_CODE && dtype.lanes == 1) return "str";
+  try {
+    return tessera::dtype_name(from_dl(dtype, "dtype"));
+  } catch (...) {
+    return nullptr;
+  }
+}
+
 tsr_status* tsr_value_create_tensor(const DLTensor* tensor, tsr_value** out_value) {
   if (!out_value) return null_argument("out_value");
   *out_value = nullptr;

@@ -56,16 +56,7 @@ bool dl_dtype_of(at::ScalarType type, DLDataType* out) {
 }
 
 std::string dtype_name(DLDataType t) {
-  if (t.lanes == 1) {
-    switch (t.code) {
-      case kDLFloat: return "float" + std::to_string(t.bits);
-      case kDLBfloat: return "bfloat" + std::to_string(t.bits);
-      case kDLInt: return "int" + std::to_string(t.bits);
-      case kDLUInt: return "uint" + std::to_string(t.bits);
-      case TSR_DL_BOOL_CODE: return "bool";
-      default: break;
-    }
-  }
+  if (const char* name = tsr_dtype_name(t)) return name;  // the C API's one table of names
   return "dtype(code " + std::to_string(t.code) + ", bits " + std::to_string(t.bits) + ", lanes " +
          std::to_string(t.lanes) + ")";
 }
