@@ -69,8 +69,10 @@ def _strings(value, what):
         return []
     if isinstance(value, str):
         return [value]
-    if isinstance(value, dict) and what == "place":
-        return [f"{selector}={backend}" for selector, backend in value.items()]
+    if isinstance(value, dict):
+        # {selector: backend} for place, {backend: selector} for deny: the package's one reading of them.
+        from . import _strings as package_strings
+        return package_strings(value, what)
     try:
         items = list(value)
     except TypeError:

@@ -240,6 +240,19 @@ def test_options_threads_and_backends():
     assert "native" in compiled.report("table")
 
 
+def test_place_and_deny_as_dicts_read_as_the_package_reads_them():
+    """deny={backend: selector} (and place={selector: backend}) as tessera.InferenceSession takes them."""
+    x = torch.randn(8, 16)
+    mlp = Mlp().eval()
+    compiled = tt.compile(mlp, x, backends=["dnnl", "native"], deny={"dnnl": "op:Relu"}, place={"op:Gemm": "native"})
+    options = compiled.tessera_model().options()
+    assert options["deny"] == "dnnl:op:Relu" and options["place"] == "op:Gemm=native", options
+    report = compiled.report("table")
+    with torch.no_grad():
+        assert_close(compiled(x), mlp(x))
+    assert "denied by --deny dnnl:op:Relu" in report, report
+
+
 def test_load_library_is_idempotent():
     tt.load_library()
     tt.load_library()
