@@ -2,6 +2,8 @@
 
 #include "ir/error.h"
 #include "ir/op_schema.h"
+
+#include <set>
 #include "ir/shape_util.h"
 
 namespace tessera {
@@ -168,6 +170,17 @@ void run_shape_inference(const OpSchema& schema, InferContext& ctx) {
     const TensorType& t = ctx.output(i);
     if (t.rank_known) check_tensor_size(ctx.node().describe() + ": output " + std::to_string(i), t.dims, t.dtype);
   }
+}
+
+bool is_bf16_compute_op_type(const std::string& op_type) {
+  static const std::set<std::string> ops = [] {
+    std::set<std::string> names;
+    for (const OpSchema* schema : OpRegistry::instance().all()) {
+      if (schema->bf16_compute && schema->domain.empty()) names.insert(schema->op_type);
+    }
+    return names;
+  }();
+  return ops.count(op_type) != 0;
 }
 
 }  // namespace tessera

@@ -94,6 +94,10 @@ struct OpSchema {
   /// op refuses them (run_shape_inference checks), since kernels move
   /// elements bytewise.
   bool strings = false;
+  /// Under --precision bf16, its products may read bfloat16 operands and
+  /// accumulate in float32 (Conv, MatMul, Gemm): the one list of such ops,
+  /// read by passes/precision.cc and by backends that lower them.
+  bool bf16_compute = false;
 };
 
 class OpRegistry {
@@ -106,6 +110,10 @@ class OpRegistry {
  private:
   std::vector<OpSchema> schemas_;
 };
+
+/// Whether op `op_type` of the default domain computes products that may read bf16 (its schema's
+/// bf16_compute); a set made once from the registry, so callers may ask per node and value.
+bool is_bf16_compute_op_type(const std::string& op_type);
 
 /// For normalize hooks: turns attribute `attr` of a legacy op form into a
 /// constant 1-D input at `position` (int/ints as int64, float/floats as

@@ -1,6 +1,8 @@
 // Which nodes may compute in bfloat16 (see precision.h).
 #include "passes/precision.h"
 
+#include "ir/op_schema.h"
+
 #include "ir/error.h"
 
 namespace tessera {
@@ -27,7 +29,7 @@ std::string precision_text(const PrecisionPolicy& policy) {
 }
 
 bool is_bf16_compute_op(const Node& node) {
-  return node.domain.empty() && (node.op_type == "Conv" || node.op_type == "MatMul" || node.op_type == "Gemm");
+  return node.domain.empty() && is_bf16_compute_op_type(node.op_type);  // the op schema says (Conv, MatMul, Gemm)
 }
 
 std::vector<char> bf16_nodes(const Graph& graph, const PrecisionPolicy& policy, std::vector<char>* final_layer) {

@@ -7,6 +7,7 @@
 
 #include "backends/dnnl/dnnl_op_tables.h"
 #include "ir/error.h"
+#include "ir/op_schema.h"
 
 namespace tessera::dnnl_backend {
 
@@ -29,8 +30,9 @@ Lowering::Lowering(const Graph& region, const dnnl::engine& engine, const std::v
 
 namespace {
 
+/// An op whose products may read bf16 operands (the op schema's one list: Conv, MatMul, Gemm).
 bool is_compute_op(const std::string& op_type) {
-  return op_type == "Conv" || op_type == "MatMul" || op_type == "Gemm";
+  return is_bf16_compute_op_type(op_type);
 }
 
 }  // namespace

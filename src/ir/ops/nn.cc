@@ -80,13 +80,15 @@ void register_nn_ops(OpRegistry& registry) {
                                {"transA", Kind::kInt, Attribute::of_int(0)},
                                {"transB", Kind::kInt, Attribute::of_int(0)}},
                 .input_dtypes = kMatrixTypes,
-                .infer = infer_gemm});
+                .infer = infer_gemm,
+                .bf16_compute = true});
   registry.add({.op_type = "MatMul",
                 .min_opset = 1,
                 .min_inputs = 2,
                 .max_inputs = 2,
                 .input_dtypes = kMatrixTypes,
-                .infer = infer_matmul});
+                .infer = infer_matmul,
+                .bf16_compute = true});
   register_nn_conv_ops(registry);
   register_nn_pool_ops(registry);
   register_nn_norm_ops(registry);

@@ -96,7 +96,8 @@ void register_nn_conv_ops(OpRegistry& registry) {
                 .max_inputs = 3,
                 .attributes = conv_attrs,
                 .input_dtypes = kFloatTypes,
-                .infer = infer_conv});
+                .infer = infer_conv,
+                .bf16_compute = true});
   registry.add({.op_type = "ConvTranspose",
                 .min_opset = 1,
                 .min_inputs = 2,
