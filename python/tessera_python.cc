@@ -925,10 +925,13 @@ class Model {
     char* json = nullptr;
     char* html = nullptr;
     size_t flagged = 0;
-    check_without_gil([&] {
-      return tsr_model_check(model.get(), in.data(), in.size(), tolerance, min_cosine, float64_reference ? 1 : 0,
-                             c_text(name), &table, &json, &html, &flagged);
-    });
+    tsr_check_config config{};
+    config.struct_size = sizeof(config);
+    config.tolerance = tolerance;
+    config.min_cosine = min_cosine;
+    config.float64_reference = float64_reference ? 1 : 0;
+    config.model_name = c_text(name);  // with the GIL held: a NUL byte raises
+    check_without_gil([&] { return tsr_model_check(model.get(), in.data(), in.size(), &config, &table, &json, &html, &flagged); });
     const std::string table_text = table, json_text = json, html_text = html;
     tsr_string_free(table);
     tsr_string_free(json);

@@ -210,9 +210,14 @@ int command_check(const Args& args) {
   char* table = nullptr;
   char* json = nullptr;
   char* html = nullptr;
-  check(tsr_model_check(handle.model, inputs.data(), inputs.size(), args.tolerance, args.min_cosine,
-                        args.float64_reference ? 1 : 0, name.c_str(), &table, args.json_file.empty() ? nullptr : &json,
-                        args.html_file.empty() ? nullptr : &html, &flagged));
+  tsr_check_config config{};
+  config.struct_size = sizeof(config);
+  config.tolerance = args.tolerance;  // -1 unless given
+  config.min_cosine = args.min_cosine;
+  config.float64_reference = args.float64_reference ? 1 : 0;
+  config.model_name = name.c_str();
+  check(tsr_model_check(handle.model, inputs.data(), inputs.size(), &config, &table,
+                        args.json_file.empty() ? nullptr : &json, args.html_file.empty() ? nullptr : &html, &flagged));
   const std::string table_text = table, json_text = json ? json : "", html_text = html ? html : "";
   tsr_string_free(table);
   tsr_string_free(json);

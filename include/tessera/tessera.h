@@ -355,10 +355,17 @@ TSR_API void tsr_string_free(char* text);
  * Writes the report as a text table to *out_table, as JSON to *out_json and
  * as a self-contained HTML page to *out_html (each may be NULL; free each
  * with tsr_string_free), and the number of flagged regions to *out_flagged
- * (may be NULL). model_name labels the report. */
-TSR_API tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size_t num_inputs, double tolerance,
-                                    double min_cosine, int32_t float64_reference, const char* model_name,
-                                    char** out_table, char** out_json, char** out_html, size_t* out_flagged);
+ * (may be NULL). config may be NULL (every default). */
+typedef struct tsr_check_config {
+  size_t struct_size;         /* sizeof(tsr_check_config); members past it read as their defaults */
+  double tolerance;           /* relative error allowed; negative: by precision (set -1; 0 means exact) */
+  double min_cosine;          /* cosine similarity required; negative: by precision (set -1) */
+  int32_t float64_reference;  /* 1: the reference computes in float64 (default 0) */
+  const char* model_name;     /* labels the report (NULL: none) */
+} tsr_check_config;
+TSR_API tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
+                                    const tsr_check_config* config, char** out_table, char** out_json, char** out_html,
+                                    size_t* out_flagged);
 
 /* Static post-training quantization (`tessera quantize`): writes a QDQ ONNX
  * model (QuantizeLinear / DequantizeLinear around Conv, MatMul, Gemm, Add,

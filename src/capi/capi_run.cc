@@ -47,15 +47,24 @@ tsr_status* tsr_model_run_with_profile(const tsr_model* model, const DLTensor* i
   return run_alloc(model, inputs, num_inputs, out_outputs, num_outputs, profile);
 }
 
-tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size_t num_inputs, double tolerance,
-                            double min_cosine, int32_t float64_reference, const char* model_name, char** out_table,
-                            char** out_json, char** out_html, size_t* out_flagged) {
+tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
+                            const tsr_check_config* config, char** out_table, char** out_json, char** out_html,
+                            size_t* out_flagged) {
   if (!model) return null_argument("model");
   if (out_table) *out_table = nullptr;
   if (out_json) *out_json = nullptr;
   if (out_html) *out_html = nullptr;
   if (out_flagged) *out_flagged = 0;
   return guarded([&] {
+    // Members past the caller's struct_size keep their defaults.
+    auto has = [&](size_t end) { return config && config->struct_size >= end; };
+#define TSR_CHECK_HAS(member) has(offsetof(tsr_check_config, member) + sizeof(config->member))
+    if (config && config->struct_size < sizeof(size_t)) tessera::throw_user_error("tsr_check_config: struct_size is too small");
+    const double tolerance = TSR_CHECK_HAS(tolerance) ? config->tolerance : -1.0;
+    const double min_cosine = TSR_CHECK_HAS(min_cosine) ? config->min_cosine : -1.0;
+    const bool float64_reference = TSR_CHECK_HAS(float64_reference) && config->float64_reference != 0;
+    const char* model_name = TSR_CHECK_HAS(model_name) ? config->model_name : nullptr;
+#undef TSR_CHECK_HAS
     if (std::isnan(tolerance) || std::isnan(min_cosine) || min_cosine > 1) {
       tessera::throw_user_error("check: tolerance must be a number and min_cosine at most 1");
     }
@@ -63,7 +72,7 @@ tsr_status* tsr_model_check(const tsr_model* model, const DLTensor* inputs, size
     tessera::CheckOptions options;
     options.tolerance = tolerance;
     options.min_cosine = min_cosine;
-    options.float64_reference = float64_reference != 0;
+    options.float64_reference = float64_reference;
     const tessera::CheckReport report = model->compiled->check(in, options, model_name ? model_name : "");
     // All made before any is handed out: on a failure the caller owns nothing.
     auto rendered = [&](char** wanted, std::string (*render)(const tessera::CheckReport&)) {
