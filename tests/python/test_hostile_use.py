@@ -6,6 +6,7 @@ below a backend that refused it saying why."""
 
 import os
 import subprocess
+import time
 
 import numpy as np
 import onnx
@@ -167,6 +168,18 @@ def relu_model():
 RACE_RUNS = 300  # per thread
 
 
+def yield_after(session, method, seconds):
+    """Makes session.METHOD sleep (releasing the GIL) after it returns: a thread switch at that point."""
+    inner = getattr(session, method)
+
+    def then_yield(*args):
+        result = inner(*args)
+        time.sleep(seconds)
+        return result
+
+    setattr(session, method, then_yield)
+
+
 def test_the_variant_cache_never_closes_a_variant_another_thread_is_about_to_run():
     """Open dims, max_variants=1, 4 threads on shapes that keep evicting each other: every run succeeds
     (the cache once closed a variant another thread held, which then failed with 'the session is closed')."""
@@ -174,15 +187,7 @@ def test_the_variant_cache_never_closes_a_variant_another_thread_is_about_to_run
     session = tessera.InferenceSession(relu_model(), max_variants=1)
     errors, done = [], [0]
     # Widen the window between taking a variant and running it, as a thread switch there would.
-    import time
-    take = session._variant
-
-    def take_then_yield(inputs):
-        model = take(inputs)
-        time.sleep(0.0002)
-        return model
-
-    session._variant = take_then_yield
+    yield_after(session, "_variant", 0.0002)
 
     def work(seed):
         rng = np.random.default_rng(seed)
@@ -212,15 +217,7 @@ def test_close_during_runs_and_compiles_raises_only_the_closed_error():
         session = tessera.InferenceSession(relu_model(), max_variants=2)
         unexpected = []
         # Widen the window between run()'s open check and its use of the session, as a thread switch would.
-        import time
-        order = session._ordered_inputs
-
-        def order_then_yield(feed):
-            inputs = order(feed)
-            time.sleep(0.0005)
-            return inputs
-
-        session._ordered_inputs = order_then_yield
+        yield_after(session, "_ordered_inputs", 0.0005)
 
         def work(seed):
             rng = np.random.default_rng(seed)
