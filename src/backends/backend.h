@@ -66,6 +66,11 @@ class ValueStore {
   /// each node it ran through node_finished (index into the region graph's nodes).
   virtual bool profiling() const { return false; }
   virtual void node_finished(size_t node_index, double milliseconds) {}
+  /// Called by a region exact only for finite inputs that saw a NaN or ±Inf
+  /// made inside it from finite inputs (an overflow, Inf - Inf, 0 * Inf): a
+  /// later step may have dropped it. The runtime then runs the region again
+  /// on native, from the same inputs, before anything reads its outputs.
+  virtual void made_non_finite() {}
 };
 
 struct RegionOptions {
@@ -88,7 +93,9 @@ class ExecutableRegion {
   /// turns NaN into its other operand, an exp that turns NaN into +Inf, ...).
   /// Before running such a host region the runtime scans its floating-point
   /// inputs (its constants once, at compile or load) and runs the same region
-  /// graph on the native backend instead when one holds NaN or ±Inf.
+  /// graph on the native backend instead when one holds NaN or ±Inf. The
+  /// runtime keeps such a region's inputs intact until it has run, so that a
+  /// region that calls ValueStore::made_non_finite can be run again.
   virtual bool exact_only_for_finite_inputs() const { return false; }
   /// The reduced precision a region node computes in ("bf16"), or "" when it
   /// computes in its values' own types. Read by placement reports.

@@ -22,7 +22,8 @@ MemoryPlan plan_memory(const Graph& graph) {
   return plan_memory(graph, std::vector<char>(graph.values.size(), 1), steps);
 }
 
-MemoryPlan plan_memory(const Graph& graph, const std::vector<char>& in_host_memory, const std::vector<int64_t>& node_step) {
+MemoryPlan plan_memory(const Graph& graph, const std::vector<char>& in_host_memory, const std::vector<int64_t>& node_step,
+                       const std::vector<int64_t>& live_until) {
   MemoryPlan plan;
   const size_t n = graph.values.size();
   plan.offsets.assign(n, MemoryPlan::kNotPlanned);
@@ -40,6 +41,9 @@ MemoryPlan plan_memory(const Graph& graph, const std::vector<char>& in_host_memo
     for (ValueId id : node.inputs) {
       if (id != kNoValue) last[static_cast<size_t>(id)] = std::max<int64_t>(last[static_cast<size_t>(id)], step);
     }
+  }
+  for (size_t i = 0; i < live_until.size() && i < n; ++i) {
+    if (first[i] >= 0) last[i] = std::max(last[i], live_until[i]);
   }
   std::vector<Interval> intervals;
   for (size_t i = 0; i < n; ++i) {

@@ -24,6 +24,9 @@ MemoryPlan plan_memory(const Graph& graph);
 /// only in a device space, or only inside a fused composite, get no offset),
 /// and measuring lifetimes in `node_step[k]` for node k (nodes that run as one
 /// composite share a step, so its inputs and outputs never share memory).
-MemoryPlan plan_memory(const Graph& graph, const std::vector<char>& in_host_memory, const std::vector<int64_t>& node_step);
+/// `live_until` (per ValueId, or empty) extends a value's lifetime to at least
+/// that step (-1: not extended): the inputs of a region that may be run again.
+MemoryPlan plan_memory(const Graph& graph, const std::vector<char>& in_host_memory, const std::vector<int64_t>& node_step,
+                       const std::vector<int64_t>& live_until = {});
 
 }  // namespace tessera

@@ -31,7 +31,10 @@ struct RegionPlan {
   // The non-finite guard (host regions whose executable is exact only for
   // finite inputs, ExecutableRegion::exact_only_for_finite_inputs): before each
   // run the region's inputs are scanned, and when one holds NaN or ±Inf the
-  // same nodes run on native instead, compiled on first need.
+  // same nodes run on native instead, compiled on first need; when the region
+  // reports a NaN or ±Inf made inside it (ValueStore::made_non_finite), they
+  // run on native after it, from its inputs, which the memory plan keeps live
+  // until the region's last node.
   bool guarded = false;
   bool constants_not_finite = false;  // a constant of the region holds NaN or ±Inf: always native
   const Backend* fallback_backend = nullptr;

@@ -105,12 +105,16 @@ class HostRegionStore : public ValueStore {
   void node_finished(size_t node_index, double milliseconds) override {
     add_node_time(profile_, plan_, node_index, milliseconds);
   }
+  void made_non_finite() override { made_non_finite_ = true; }
+  /// True when the region reported a NaN or ±Inf made inside it.
+  bool needs_exact_rerun() const { return made_non_finite_; }
 
  private:
   ValueId global(ValueId local) const { return plan_.region.global_value[static_cast<size_t>(local)]; }
   const RegionPlan& plan_;
   RunStore& store_;
   RunProfile* profile_;
+  bool made_non_finite_ = false;
 };
 
 /// A device region's values: inputs copied into its space (or found
@@ -296,6 +300,12 @@ void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& residen
   } else if (!plan.space) {
     HostRegionStore region_store(plan, store, profile);
     plan.executable->run(region_store);
+    // A NaN or ±Inf made inside the region may have been dropped by a later
+    // step: the same inputs (kept intact by the memory plan) run on native.
+    if (plan.guarded && region_store.needs_exact_rerun()) {
+      run_on_native(plan, store, profile);
+      if (profile) ++profile->region_fallbacks[region_index];
+    }
   } else {
     DeviceRegionStore region_store(plan, store, resident, profile, standalone);
     plan.executable->run(region_store);

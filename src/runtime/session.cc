@@ -549,14 +549,27 @@ void CompiledModel::finish() {
     for (size_t node : partition_.regions[r].nodes) last = std::max(last, node);
     for (size_t node : partition_.regions[r].nodes) node_step[node] = static_cast<int64_t>(last);
   }
-  memory_plan_ = plan_memory(g, on_host, node_step);
-
   // The non-finite guard: host regions exact only for finite inputs get the
   // same nodes, without composites, to run on native when an input (scanned
-  // per run) or a constant (scanned here, once) holds NaN or ±Inf.
+  // per run) or a constant (scanned here, once) holds NaN or ±Inf, or when the
+  // region reports one made inside it; for that rerun its inputs stay live
+  // until its last node.
+  std::vector<int64_t> live_until(num_values, -1);
   for (size_t r = 0; r < regions_.size(); ++r) {
     RegionPlan& plan = *regions_[r];
     plan.guarded = !plan.space && plan.backend->name() != fallback_backend().name && plan.executable->exact_only_for_finite_inputs();
+    if (!plan.guarded || partition_.regions[r].nodes.empty()) continue;
+    int64_t last = 0;
+    for (size_t node : partition_.regions[r].nodes) last = std::max(last, node_step[node]);
+    for (ValueId in : partition_.regions[r].inputs) {
+      int64_t& until = live_until[static_cast<size_t>(in)];
+      until = std::max(until, last);
+    }
+  }
+  memory_plan_ = plan_memory(g, on_host, node_step, live_until);
+
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    RegionPlan& plan = *regions_[r];
     if (!plan.guarded) continue;
     if (!fallback_backend_) fallback_backend_ = fallback_backend().make(plan.fallback_options);
     plan.fallback_backend = fallback_backend_.get();

@@ -11,7 +11,8 @@
 // oneDNN's kernel drops or invents NaN/Inf (max-based relu, pooling, clip,
 // binary max/min, exp, softmax) the region is exact only for finite inputs,
 // and the runtime's guard runs it on native for these inputs (GuardTest below
-// shows both sides of the guard).
+// shows both sides of the guard), and again on native after a run that made
+// a NaN from finite inputs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -696,6 +697,92 @@ TEST(DnnlNanGuard, ConcurrentRunsCompileTheFallbackOnce) {
     ASSERT_EQ(outputs[t].size(), 1u);
     expect_same_values(outputs[t][0], expected[t], "thread " + std::to_string(t));
     EXPECT_EQ(profiles[t].region_fallbacks[0], t % 2 ? 0 : 3) << "thread " << t;
+  }
+}
+
+TEST(DnnlNanGuard, NanMadeInsideFromFiniteInputsRunsAgainOnNative) {
+  // Floor (native) -> Mul(10) -> Sub(itself) -> STEP (dnnl) -> Floor (native): a
+  // finite 3e38 overflows to Inf in the Mul, Inf - Inf is NaN, and oneDNN's
+  // relu, clip and max pooling would turn that NaN into 0. The region's input
+  // is an intermediate of the run, which the rerun on native reads again.
+  struct Case {
+    std::string op;
+    AttributeMap attrs;
+    bool clip;
+  };
+  const std::vector<Case> cases = {
+      {"Relu", {}, false},
+      {"Clip", {}, true},
+      {"MaxPool", attributes({{"kernel_shape", Attribute::of_ints({2, 2})}, {"strides", Attribute::of_ints({2, 2})}}), false},
+  };
+  const Shape xs = {1, 16, 64, 128};  // large enough that oneDNN shares each step between the threads
+  for (const Case& c : cases) {
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(c.op + " at " + std::to_string(threads) + " threads");
+      Builder b;
+      const ValueId t = b.node("Floor", {b.input(xs)});
+      const ValueId a = b.node("Mul", {t, b.scalar(10)});
+      const ValueId d = b.node("Sub", {a, a});
+      const ValueId f = c.clip ? b.node("Clip", {d, b.scalar(0), b.scalar(6)}) : b.node(c.op, {d}, c.attrs);
+      b.output(b.node("Floor", {f}));
+      CompileOptions options;
+      options.backends = {"dnnl", "native"};
+      options.num_threads = threads;
+      std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
+      for (const NodePlacement& p : model->placement()) {
+        EXPECT_EQ(p.backend, p.op_type == "Floor" ? "native" : "dnnl") << p.node_name;
+      }
+      size_t dnnl_region = model->regions().size();
+      for (size_t r = 0; r < model->regions().size(); ++r) {
+        if (model->regions()[r].backend == "dnnl") dnnl_region = r;
+      }
+      ASSERT_LT(dnnl_region, model->regions().size());
+
+      Tensor x = random_float(xs, 501);
+      for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] *= 1000;
+      // Overflowing values near the start, then near the end only (the
+      // second thread's share: a guard that read one thread's flags misses it).
+      const int64_t n = x.numel();
+      const std::vector<std::vector<std::pair<int64_t, float>>> trials = {
+          {}, {{5, 3e38f}, {161, -3e38f}}, {{n - 1, 2e38f}, {n - 200, 3e38f}}};
+      for (const auto& planted : trials) {
+        const bool plant = !planted.empty();
+        Tensor x_trial = x.clone();
+        // Large but finite values elsewhere: x * 10 stays finite, so no flag is raised.
+        x_trial.as<float>()[17] = 1e37f;
+        for (const auto& [at, value] : planted) x_trial.as<float>()[at] = value;
+        // The reference in float, as the model computes: floor, times 10 (3e38 * 10 is +Inf), minus itself.
+        std::vector<double> diff(static_cast<size_t>(n));
+        for (size_t i = 0; i < diff.size(); ++i) {
+          const float scaled = std::floor(x_trial.as<float>()[i]) * 10.0f;
+          diff[i] = static_cast<double>(scaled - scaled);
+        }
+        std::vector<double> expected;
+        if (c.op == "MaxPool") {
+          for (int64_t ch = 0; ch < xs[1]; ++ch) {
+            for (int64_t i = 0; i < xs[2] / 2; ++i) {
+              for (int64_t j = 0; j < xs[3] / 2; ++j) {
+                double m = -kInf;
+                for (int64_t di = 0; di < 2; ++di) {
+                  for (int64_t dj = 0; dj < 2; ++dj) {
+                    m = maximum(m, diff[static_cast<size_t>((ch * xs[2] + 2 * i + di) * xs[3] + 2 * j + dj)]);
+                  }
+                }
+                expected.push_back(std::floor(m));
+              }
+            }
+          }
+        } else {
+          expected = map(diff, [&](double v) { return std::floor(c.clip ? clip(v, 0, 6) : relu(v)); });
+        }
+        EXPECT_EQ(count_kind(expected, [](double v) { return std::isnan(v); }), static_cast<int64_t>(planted.size()));
+        RunProfile profile;
+        const std::vector<Tensor> outputs = model->run({x_trial.view()}, {}, &profile);
+        ASSERT_EQ(outputs.size(), 1u);
+        expect_same_values(outputs[0], expected, plant ? "with 3e38 planted" : "finite, no overflow");
+        EXPECT_EQ(profile.region_fallbacks[dnnl_region], plant ? 1 : 0);
+      }
+    }
   }
 }
 

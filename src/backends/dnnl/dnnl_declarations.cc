@@ -76,9 +76,9 @@ Declarations make_declarations() {
   // Exp, Clip, Relu, MaxPool, Softmax and LogSoftmax drop or invent NaN/Inf for
   // non-finite inputs: claimed all the same, the runtime runs their region on
   // native when an input is not finite (the tables' finite_only, read by
-  // finite_only_reason in dnnl_nan_semantics.cc). Not covered: a NaN or Inf made
-  // inside a region from finite inputs (an overflow to Inf, then Inf - Inf) and
-  // then met by such a step is still dropped.
+  // finite_only_reason in dnnl_nan_semantics.cc), and again on native after
+  // a run that made a NaN or Inf from finite inputs (an overflow to Inf, then
+  // Inf - Inf), seen by the CPU's floating-point flags.
   for (const StructuredOp& row : structured_ops()) d.op(row.op_type, row.check);
   for (const BinaryOp& row : binary_ops()) d.op(row.op_type, check_binary);
   for (const EltwiseOp& row : eltwise_ops()) {

@@ -185,6 +185,14 @@ std::string effective_isa_name();
 /// PyTorch do. The one table of oneDNN's NaN and Inf behaviour: a region
 /// holding such a step is exact only for finite inputs (DnnlRegion).
 std::optional<std::string> finite_only_reason(const Step& step);
+/// Clears the invalid-operation and overflow flags (MXCSR) of the calling
+/// thread and of the OpenMP team of `threads` it leads, the threads oneDNN's
+/// steps run on.
+void clear_fp_flags(int threads);
+/// True when the calling thread or a thread of its team of `threads` raised
+/// an invalid operation (Inf - Inf, 0 * Inf, 0 / 0) or an overflow since
+/// clear_fp_flags: a NaN or ±Inf was made from finite numbers.
+bool fp_flags_raised(int threads);
 
 // --- constants ---
 /// The bytes of a constant slot in plain layout, after its transform.

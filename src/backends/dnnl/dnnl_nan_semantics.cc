@@ -6,10 +6,15 @@
 // input holds NaN or ±Inf (ExecutableRegion::exact_only_for_finite_inputs).
 //
 // Measured on oneDNN's JIT kernels (tests/unit/dnnl_nan_test.cc feeds NaN and
-// ±Inf to every op family claimed, against a scalar reference). The limit
-// that remains: a NaN or Inf made inside a region from finite inputs (an
-// overflow to Inf, then Inf - Inf) can still be dropped by one of these steps
-// further on; the guard sees only what enters the region.
+// ±Inf to every op family claimed, against a scalar reference). A NaN or Inf
+// made inside a region from finite inputs (an overflow to Inf, then Inf - Inf)
+// raises the CPU's overflow or invalid-operation flag on the thread that made
+// it: such a region clears the flags of its threads before it runs and reads
+// them after (clear_fp_flags, fp_flags_raised), and when one is raised the
+// runtime runs it again on native (ValueStore::made_non_finite). A raised flag
+// whose NaN did not survive costs a native run, never a wrong answer.
+#include <cfenv>
+
 #include "backends/dnnl/dnnl_internal.h"
 #include "backends/dnnl/dnnl_op_tables.h"
 
@@ -65,6 +70,22 @@ std::optional<std::string> finite_only_reason(const Step& step) {
     if (why) return "a fused " + *why;
   }
   return std::nullopt;
+}
+
+void clear_fp_flags(int threads) {
+  std::feclearexcept(FE_INVALID | FE_OVERFLOW);
+  if (threads <= 1) return;
+#pragma omp parallel num_threads(threads)
+  std::feclearexcept(FE_INVALID | FE_OVERFLOW);
+}
+
+bool fp_flags_raised(int threads) {
+  int raised = std::fetestexcept(FE_INVALID | FE_OVERFLOW);
+  if (threads > 1) {
+#pragma omp parallel num_threads(threads) reduction(| : raised)
+    raised |= std::fetestexcept(FE_INVALID | FE_OVERFLOW);
+  }
+  return raised != 0;
 }
 
 }  // namespace tessera::dnnl_backend

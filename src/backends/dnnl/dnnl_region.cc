@@ -210,6 +210,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       throw_user_error("oneDNN payload: step ", steps_.size(), " cannot be created: ", e.what());
     }
     omp_set_num_threads(num_threads_);
+    team_threads_ = std::max(team_threads_, compiled.threads);
     steps_.push_back(std::move(compiled));
     defined[static_cast<size_t>(step.output)] = 1;
   }
@@ -403,6 +404,7 @@ void DnnlRegion::run(ValueStore& store) const {
     }
   }
   omp_set_num_threads(num_threads_);
+  if (finite_only_) clear_fp_flags(team_threads_);
   const bool profiling = store.profiling();
   for (size_t k = 0; k < steps_.size(); ++k) {
     const CompiledStep& compiled = steps_[k];
@@ -427,6 +429,7 @@ void DnnlRegion::run(ValueStore& store) const {
     }
   }
   context->stream.wait();
+  if (finite_only_ && fp_flags_raised(team_threads_)) store.made_non_finite();
   std::lock_guard<std::mutex> lock(mutex_);
   free_contexts_.push_back(std::move(context));
 }

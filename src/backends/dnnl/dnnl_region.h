@@ -17,7 +17,9 @@ class DnnlRegion : public ExecutableRegion {
   DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads);
   ~DnnlRegion() override;
   void run(ValueStore& store) const override;
-  /// True when a step of the program is in finite_only_reason's table.
+  /// True when a step of the program is in finite_only_reason's table. Such
+  /// a region watches its threads' overflow and invalid-operation flags while
+  /// it runs, and reports a NaN or ±Inf made inside it (made_non_finite).
   bool exact_only_for_finite_inputs() const override { return finite_only_; }
   /// "bf16" for a convolution or matmul node whose step reads bfloat16 sources.
   std::string node_precision(size_t node) const override;
@@ -46,6 +48,7 @@ class DnnlRegion : public ExecutableRegion {
   Program program_;
   dnnl::engine engine_;
   int num_threads_;
+  int team_threads_ = 1;  // the most threads a step runs on
   bool finite_only_ = false;
   std::vector<memory::desc> descs_;  // per slot
   std::vector<CompiledStep> steps_;
