@@ -219,27 +219,18 @@ struct PythonProgress {
   }
 };
 
-/// Options from the package's plain values (None = the default).
-std::unique_ptr<Options> make_options(py::object threads, py::object backends, const std::vector<std::string>& place,
-                                      const std::vector<std::string>& deny, py::object min_region_size,
-                                      py::object strict, const std::map<std::string, std::vector<int64_t>>& shapes,
-                                      const std::map<std::string, std::vector<int64_t>>& data_shapes,
-                                      py::object freeze_weights, py::object precision, py::object tuning) {
+/// Options from (name, text) settings, each set through tsr_options_set (the C API's one list of option
+/// names; the package turns its typed values into that text), and the shapes to bind.
+std::unique_ptr<Options> make_options(const std::vector<std::pair<std::string, std::string>>& settings,
+                                      const std::map<std::string, std::vector<int64_t>>& shapes,
+                                      const std::map<std::string, std::vector<int64_t>>& data_shapes) {
   auto options = std::make_unique<Options>();
   tsr_options* o = options->options;
-  if (!threads.is_none()) check(tsr_options_set_threads(o, threads.cast<int32_t>()));
-  if (!backends.is_none()) check(tsr_options_set_backends(o, c_text(backends.cast<std::string>())));
-  for (const std::string& p : place) check(tsr_options_add_placement(o, c_text(p)));
-  for (const std::string& d : deny) check(tsr_options_add_denial(o, c_text(d)));
-  if (!min_region_size.is_none()) check(tsr_options_set_min_region_size(o, min_region_size.cast<int32_t>()));
-  if (!strict.is_none()) check(tsr_options_set_strict(o, strict.cast<bool>() ? 1 : 0));
+  for (const auto& [name, value] : settings) check(tsr_options_set(o, c_text(name), c_text(value)));
   for (const auto& [name, dims] : shapes) check(tsr_options_set_input_shape(o, c_text(name), dims.data(), dims.size()));
   for (const auto& [name, dims] : data_shapes) {
     check(tsr_options_set_input_data_shape(o, c_text(name), dims.data(), dims.size()));
   }
-  if (!freeze_weights.is_none()) check(tsr_options_set_freeze_weights(o, freeze_weights.cast<bool>() ? 1 : 0));
-  if (!precision.is_none()) check(tsr_options_set_precision(o, c_text(precision.cast<std::string>())));
-  if (!tuning.is_none()) check(tsr_options_set_tuning(o, c_text(tuning.cast<std::string>())));
   return options;
 }
 
@@ -1168,12 +1159,19 @@ PYBIND11_MODULE(_tessera, m) {
   m.def("is_artifact_bytes", &is_artifact_bytes);
 
   py::class_<Options>(m, "Options")
-      .def(py::init(&make_options), py::arg("threads") = py::none(), py::arg("backends") = py::none(),
-           py::arg("place") = std::vector<std::string>{}, py::arg("deny") = std::vector<std::string>{},
-           py::arg("min_region_size") = py::none(), py::arg("strict") = py::none(),
+      .def(py::init(&make_options), py::arg("settings") = std::vector<std::pair<std::string, std::string>>{},
            py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{},
-           py::arg("data_shapes") = std::map<std::string, std::vector<int64_t>>{},
-           py::arg("freeze_weights") = py::none(), py::arg("precision") = py::none(), py::arg("tuning") = py::none());
+           py::arg("data_shapes") = std::map<std::string, std::vector<int64_t>>{});
+  m.def("option_names", [] {
+    std::vector<std::string> names;
+    std::string all = tsr_option_names();
+    for (size_t start = 0; start <= all.size();) {
+      const size_t comma = std::min(all.find(',', start), all.size());
+      names.push_back(all.substr(start, comma - start));
+      start = comma + 1;
+    }
+    return names;
+  }, "The compile options the C API takes by name (tsr_option_names).");
 
   py::class_<Tensor>(m, "Tensor", "An output Tessera allocated, shared without copies through DLPack")
       .def("__dlpack__", &Tensor::dlpack, py::arg("stream") = py::none())

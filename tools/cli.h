@@ -50,13 +50,10 @@ struct Args {
   bool random_inputs = false;  // fill inputs not given with --input
   bool bfloat16_bits = false;  // run: write bfloat16 outputs as uint16 bit patterns (default: float32)
   uint64_t seed = 0;
-  std::string backends;
   std::vector<std::string> plugins;  // --backend-plugin, in order
-  std::vector<std::string> place;
-  std::vector<std::string> deny;
-  int min_region_size = 1;
-  bool strict = false;
-  std::optional<std::string> precision;
+  /// The C API's options by name (tsr_option_names: --backends, --place, --deny, --min-region-size,
+  /// --strict, --precision, --tuning, ...), in the order given, as tsr_options_set takes them.
+  std::vector<std::pair<std::string, std::string>> settings;
   std::string output;       // compile -o
   std::string report_file;  // compile --report
   std::string json_file, dot_file, html_file;  // partition; check (json_file, html_file)
@@ -72,7 +69,6 @@ struct Args {
   std::string exclude;  // comma-separated; repeated --exclude options are joined
   // tune
   double budget = 0;       // --budget SECONDS (0: the library's default)
-  std::string tuning;      // --tuning FILE for compile, run, bench, partition, info, check
 };
 
 struct ModelHandle {
@@ -153,7 +149,7 @@ std::string shape_text(const int64_t* shape, int ndim);
 
 bool is_string_dtype(DLDataType t);
 
-/// "a sequence of float32[?]", "a string tensor [2x3]", ... for messages.
+/// "a sequence of float32[any rank]", "a string tensor [2x3]", ... for messages.
 std::string value_description(const tsr_value_info& info);
 
 /// The --input arrays, in model input order. Inputs without a file are

@@ -16,6 +16,7 @@
 #include <memory>
 #include <random>
 #include <stdexcept>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,21 @@ std::pair<std::string, std::string> split_assignment(const std::string& text, co
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
+/// The C API option a flag sets ("--min-region-size" -> "min_region_size"), or "" when it names none.
+std::string c_option_name(const std::string& flag) {
+  if (flag.size() < 3 || flag.compare(0, 2, "--") != 0) return "";
+  std::string name = flag.substr(2);
+  for (char& c : name) {
+    if (c == '-') c = '_';
+    else if (c == '_') return "";  // flags are spelled with '-'
+  }
+  std::istringstream names(tsr_option_names());
+  for (std::string known; std::getline(names, known, ',');) {
+    if (known == name) return name;
+  }
+  return "";
+}
+
 }  // namespace
 
 Args parse_args(int argc, char** argv) {
@@ -237,24 +253,19 @@ Args parse_args(int argc, char** argv) {
       args.output = value();
     } else if (a == "--report") {
       args.report_file = value();
-    } else if (a == "--backends") {
-      args.backends = value();
     } else if (a == "--backend-plugin") {
       args.plugins.push_back(value());
-    } else if (a == "--place") {
-      args.place.push_back(value());
-    } else if (a == "--deny") {
-      args.deny.push_back(value());
-    } else if (a == "--min-region-size") {
-      args.min_region_size = static_cast<int>(parse_int(value(), a, INT32_MIN, INT32_MAX));
     } else if (a == "--budget" && args.command == "tune") {
       args.budget = parse_number(value(), a, 0.001, 1e6);
-    } else if (a == "--tuning" && args.command != "tune" && args.command != "quantize") {
-      args.tuning = value();
-    } else if (a == "--precision") {
-      args.precision = value();
     } else if (a == "--strict") {
-      args.strict = true;
+      args.settings.emplace_back("strict", "1");
+    } else if (const std::string name = c_option_name(a);
+               !name.empty() && name != "threads" && name != "freeze_weights" &&
+               !(name == "tuning" && (args.command == "tune" || args.command == "quantize")) &&
+               !(name == "precision" && args.command == "quantize")) {
+      // --threads has its own parse (the CLI reads it too); freeze_weights is --keep-weights-as-inputs;
+      // tune measures placements itself, and quantize calibrates in float32.
+      args.settings.emplace_back(name, value());
     } else if (a == "--bfloat16-bits" && args.command == "run") {
       args.bfloat16_bits = true;
     } else if (a == "--placement") {

@@ -125,9 +125,7 @@ int command_quantize(const Args& args) {
   check(tsr_options_create(&options));
   std::unique_ptr<tsr_options, void (*)(tsr_options*)> guard(options, tsr_options_free);
   check(tsr_options_set_threads(options, args.threads));
-  if (!args.backends.empty()) check(tsr_options_set_backends(options, args.backends.c_str()));
-  for (const std::string& p : args.place) check(tsr_options_add_placement(options, p.c_str()));
-  for (const std::string& d : args.deny) check(tsr_options_add_denial(options, d.c_str()));
+  for (const auto& [name, value] : args.settings) check(tsr_options_set(options, name.c_str(), value.c_str()));
   for (const auto& [name, dims] : args.shapes) check(tsr_options_set_input_shape(options, name.c_str(), dims.data(), dims.size()));
   std::string last_phase;
   tsr_quantize_config config{};

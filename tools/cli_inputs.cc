@@ -57,13 +57,7 @@ OptionsHandle placement_options(const Args& args) {
   check(tsr_options_create(&options));
   OptionsHandle guard(options, tsr_options_free);
   check(tsr_options_set_threads(options, args.threads));
-  if (!args.backends.empty()) check(tsr_options_set_backends(options, args.backends.c_str()));
-  for (const std::string& p : args.place) check(tsr_options_add_placement(options, p.c_str()));
-  for (const std::string& d : args.deny) check(tsr_options_add_denial(options, d.c_str()));
-  if (args.min_region_size != 1) check(tsr_options_set_min_region_size(options, args.min_region_size));
-  if (args.strict) check(tsr_options_set_strict(options, 1));
-  if (args.precision) check(tsr_options_set_precision(options, args.precision->c_str()));
-  if (!args.tuning.empty()) check(tsr_options_set_tuning(options, args.tuning.c_str()));
+  for (const auto& [name, value] : args.settings) check(tsr_options_set(options, name.c_str(), value.c_str()));
   for (const auto& [name, dims] : args.shapes) check(tsr_options_set_input_shape(options, name.c_str(), dims.data(), dims.size()));
   return guard;
 }
@@ -114,6 +108,7 @@ bool same_dtype(DLDataType a, DLDataType b) { return a.code == b.code && a.bits 
 }  // namespace
 
 std::string shape_text(const int64_t* shape, int ndim) {
+  if (ndim < 0) return "any rank";  // not even the rank is known before running
   if (ndim == 0) return "scalar";
   std::string out;
   for (int i = 0; i < ndim; ++i) out += (i ? "x" : "") + (shape[i] < 0 ? std::string("?") : std::to_string(shape[i]));
@@ -122,10 +117,10 @@ std::string shape_text(const int64_t* shape, int ndim) {
 
 bool is_string_dtype(DLDataType t) { return t.code == TSR_DL_STRING_CODE; }
 
-/// "a sequence of float32[?]", "a string tensor [2x3]", ... for messages.
+/// "a sequence of float32[any rank]", "a string tensor [2x3]", ... for messages.
 std::string value_description(const tsr_value_info& info) {
   const std::string element = (is_string_dtype(info.dtype) ? std::string("str") : tessera::tools::dl_dtype_name(info.dtype)) +
-                              "[" + (info.ndim < 0 ? std::string("?") : shape_text(info.shape, info.ndim)) + "]";
+                              "[" + shape_text(info.shape, info.ndim) + "]";
   switch (info.kind) {
     case TSR_VALUE_SEQUENCE: return "a sequence of " + element;
     case TSR_VALUE_OPTIONAL_TENSOR: return "an optional " + element;

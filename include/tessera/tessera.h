@@ -426,6 +426,17 @@ TSR_API tsr_status* tsr_tune(const char* model_path, const tsr_options* options,
  * a record from another CPU, ISA, thread count or precision is applied with a
  * warning naming what differs. A malformed record is an error here. */
 TSR_API tsr_status* tsr_options_set_tuning(tsr_options* options, const char* record_path);
+/* Sets an option by name from its text: the one list of option names, which
+ * the CLI (--NAME, '_' written '-'), Python (keyword arguments) and the torch
+ * op (its option dict) all take. "threads" (1..1024), "backends",
+ * "place" and "deny" (each call adds one), "min_region_size" (>= 1),
+ * "strict" and "freeze_weights" (1/0/true/false), "precision", "tuning" (a
+ * record's path), as the setters above take them. An unknown name or a bad
+ * value is TSR_INVALID_ARGUMENT naming the option. */
+TSR_API tsr_status* tsr_options_set(tsr_options* options, const char* name, const char* value);
+/* The names tsr_options_set takes, comma-separated ("threads,backends,...").
+ * The string is static. */
+TSR_API const char* tsr_option_names(void);
 
 #ifdef __cplusplus
 }

@@ -174,7 +174,7 @@ def tune(model, output, backends=None, threads=None, options=None, budget=None, 
     ``InferenceSession(model, tuning=output)`` or ``compile(..., tuning=output)``. Options as for
     InferenceSession (open dims must be bound with input_shapes); progress(phase, done, total) is called
     before each candidate."""
-    unknown = set(overrides) - {"place", "deny", "min_region_size", "strict", "input_shapes", "precision"}
+    unknown = set(overrides) - (set(SessionOptions._FIELDS) - {"threads", "backends", "max_variants", "tuning"})
     if unknown:
         raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))
     if not isinstance(model, (str, os.PathLike)):
@@ -230,8 +230,9 @@ class SessionOptions:
     input shapes were fixed when it was compiled, so the other options raise InvalidArgument for it.
     """
 
-    _FIELDS = ("threads", "backends", "place", "deny", "min_region_size", "strict", "input_shapes",
-               "freeze_weights", "max_variants", "precision", "tuning")
+    # The C API's options by name (tsr_option_names: the one list, which the CLI and the torch op read
+    # too), then the package's own: shapes to bind up front and the variant cache's size.
+    _FIELDS = tuple(_tessera.option_names()) + ("input_shapes", "max_variants")
 
     def __init__(self, **fields):
         for name in self._FIELDS:
@@ -258,28 +259,38 @@ class SessionOptions:
         return merged
 
     def _native(self, data_shapes=None, for_artifact=False):
-        """The _tessera.Options for a compile (or, for_artifact, a .tsr load: threads only)."""
+        """The _tessera.Options for a compile (or, for_artifact, a .tsr load: threads only): each C option
+        set as the text tsr_options_set takes."""
+        settings = []
+        for name in _tessera.option_names():
+            value = getattr(self, name)
+            if value is None or (for_artifact and name != "threads"):
+                continue
+            if name in ("place", "deny"):
+                settings += [(name, rule) for rule in _strings(value, name)]
+            elif name == "backends":
+                settings.append((name, value if isinstance(value, str) else ",".join(value)))
+            elif name == "tuning":
+                settings.append((name, _path(value, "tuning")))
+            elif isinstance(value, bool):
+                settings.append((name, "1" if value else "0"))
+            else:
+                settings.append((name, str(value)))
         if for_artifact:
-            return _tessera.Options(threads=self.threads)
-        backends = self.backends
-        if backends is not None and not isinstance(backends, str):
-            backends = ",".join(backends)
+            return _tessera.Options(settings)
         shapes = {}
         for name, dims in (self.input_shapes or {}).items():
             shapes[name] = [dims] if isinstance(dims, int) else list(dims)
-        return _tessera.Options(
-            threads=self.threads, backends=backends, place=_strings(self.place, "place"),
-            deny=_strings(self.deny, "deny"), min_region_size=self.min_region_size, strict=self.strict,
-            input_shapes=shapes, data_shapes=data_shapes or {}, freeze_weights=self.freeze_weights,
-            precision=self.precision, tuning=None if self.tuning is None else _path(self.tuning, "tuning"))
+        return _tessera.Options(settings, shapes, data_shapes or {})
 
     def _fixed_in_artifact(self):
         """The options set here that a compiled artifact cannot apply (its placement, precision and shapes
         were fixed when it was compiled): [(name, value)], leaving out values that ask for the default."""
         defaults = {"strict": False, "freeze_weights": True, "min_region_size": 1, "precision": "fp32"}
         given = []
-        for name in ("backends", "place", "deny", "min_region_size", "strict", "input_shapes", "freeze_weights",
-                     "precision", "tuning"):
+        for name in self._FIELDS:
+            if name in ("threads", "max_variants"):
+                continue
             value = getattr(self, name)
             if value is None or (name in ("place", "deny", "input_shapes") and not value):
                 continue
@@ -319,8 +330,7 @@ def _int_option(name, value):
     number = _as_int(value)
     if number is None:
         raise _wrong_type(name, "an int", value)
-    # Out of a C int's range: saturated, so that the library's own range check names the valid range.
-    return min(max(number, _INT32[0]), _INT32[1])
+    return number  # passed as text: the library's own range check names the valid range
 
 
 def _max_variants_option(name, value):
@@ -416,6 +426,8 @@ _OPTION_CHECKS = {
     "freeze_weights": _bool_option, "max_variants": _max_variants_option, "precision": _str_option,
     "tuning": _path_option,
 }
+# Every option has its type check: an option the C API gains fails here until it has one.
+assert set(_OPTION_CHECKS) == set(SessionOptions._FIELDS), set(_OPTION_CHECKS) ^ set(SessionOptions._FIELDS)
 
 
 def _warn(model):
@@ -543,8 +555,8 @@ class InferenceSession:
     compile option (a value other than its default) raises InvalidArgument naming it."""
 
     def __init__(self, path_or_bytes, backends=None, threads=None, options=None, providers=None, **overrides):
-        unknown = set(overrides) - {"place", "deny", "min_region_size", "strict", "input_shapes", "max_variants",
-                                    "freeze_weights", "precision", "tuning", "sess_options", "provider_options"}
+        unknown = set(overrides) - (set(SessionOptions._FIELDS) - {"threads", "backends"}) - {"sess_options",
+                                                                                            "provider_options"}
         if unknown:
             raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))
         if options is None and overrides.get("sess_options") is not None:
@@ -585,7 +597,8 @@ class InferenceSession:
             self._inputs = [NodeArg(*i) for i in self._fixed.inputs()]
             self._outputs = [NodeArg(*o) for o in self._fixed.outputs()]
             return
-        import_options = _tessera.Options(freeze_weights=self._options.freeze_weights)
+        freeze = self._options.freeze_weights
+        import_options = _tessera.Options([] if freeze is None else [("freeze_weights", "1" if freeze else "0")])
         source = (_tessera.Source.load_bytes(data, self._label, import_options) if data is not None
                   else _tessera.Source.load_path(path, import_options))
         self._inputs = [NodeArg(*i) for i in source.inputs()]
@@ -851,8 +864,7 @@ def compile(model, path, backends=None, threads=None, options=None, **overrides)
     """Compiles ``model`` (an ONNX path, bytes or onnx.ModelProto) and writes it to ``path`` as one .tsr
     artifact (plan, constants and every backend's payload), for ``InferenceSession``, ``tessera run`` and
     the C API. Options as for InferenceSession; open dims must be bound with input_shapes. Returns path."""
-    unknown = set(overrides) - {"place", "deny", "min_region_size", "strict", "input_shapes", "freeze_weights",
-                                "precision", "tuning"}
+    unknown = set(overrides) - (set(SessionOptions._FIELDS) - {"threads", "backends", "max_variants"})
     if unknown:
         raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))
     opts = _options_from(backends, threads, options, overrides)

@@ -84,7 +84,9 @@ def _strings(value, what):
 
 
 def _options(backends=None, threads=None, place=None, deny=None, min_region_size=None, strict=False,
-             cache_size=None, precision=None):
+             cache_size=None, precision=None, tuning=None):
+    """The torch op's option dict (strings; the op sets each through the C API's tsr_options_set, whose
+    names these are, plus cache_size)."""
     options = {}
     if backends is not None:
         options["backends"] = ",".join(_strings(backends, "backends"))
@@ -102,6 +104,11 @@ def _options(backends=None, threads=None, place=None, deny=None, min_region_size
         options["cache_size"] = str(int(cache_size))
     if precision is not None:
         options["precision"] = str(precision)
+    if tuning is not None:
+        tuning = os.fspath(tuning)
+        if not isinstance(tuning, str) or "\0" in tuning:
+            raise ValueError(f"tuning must be a path without NUL characters, got {tuning!r}")
+        options["tuning"] = tuning
     return options
 
 
@@ -111,7 +118,8 @@ def make_model(data, kind="tsr", **options):
     kind="tsr": data is a .tsr artifact, or an ONNX model compiled now for its fixed shapes.
     kind="onnx": data is an ONNX model compiled per input shape at run time (for dynamic axes).
     options: backends, threads, place, deny, min_region_size, strict, cache_size (compiled shapes kept),
-    precision ("fp32", "bf16" or "bf16-all", as the CLI's --precision).
+    precision ("fp32", "bf16" or "bf16-all", as the CLI's --precision), tuning (a tuning record's path, as
+    ``tessera.tune`` writes it).
     """
     load_library()
     if isinstance(data, (str, os.PathLike)):
@@ -307,7 +315,7 @@ def _with_updated_inputs(module, updated):
 
 def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=None, *, place=None, deny=None,
             min_region_size=None, strict=False, cache_size=8, input_names=None, output_names=None,
-            opset_version=14, precision=None):
+            opset_version=14, precision=None, tuning=None):
     """Compiles `module` with Tessera and returns a :class:`TesseraModule` that runs it.
 
     module: an ``nn.Module`` (or ScriptModule) that ``torch.onnx.export`` can export; it is exported
@@ -321,6 +329,7 @@ def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=No
     threads: Tessera's intra-op threads (default 1).
     place, deny, min_region_size, strict: Tessera's placement options (see the CLI's --place ...).
     precision: "fp32" (default), "bf16" or "bf16-all" (see the CLI's --precision).
+    tuning: the path of a tuning record (``tessera.tune`` on the exported model) whose placement to apply.
     input_names, output_names: names in the exported ONNX model (default input_0..., output_0...).
 
     The result returns a tensor when the module returns one, a tuple otherwise. Inference only:
@@ -404,7 +413,7 @@ def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=No
         raise ExportError(f"tessera.torch.compile: torch.onnx.export failed: {failure}")
     options = _options(backends=backends, threads=threads, place=place, deny=deny,
                        min_region_size=min_region_size, strict=strict, cache_size=cache_size,
-                       precision=precision)
+                       precision=precision, tuning=tuning)
     model = torch.classes.tessera.Model("onnx" if axes else "tsr", buffer.getvalue(), options)
     if len(model.input_names()) != len(example_inputs):
         raise ValueError(f"tessera.torch.compile: the exported model has {len(model.input_names())} inputs "

@@ -110,7 +110,7 @@ tsr_status* tsr_source_input_info(const tsr_source* source, size_t index, tsr_va
   if (!source) return null_argument("source");
   if (index >= source->inputs.size()) return make_status(TSR_INVALID_ARGUMENT, "input index out of range");
   const tessera::ValueDesc& desc = source->inputs[index];
-  return fill_info(desc, source->dim_names.inputs[index], desc.kind == tessera::ValueKind::kTensor || desc.rank_known, out_info);
+  return fill_info(desc, source->dim_names.inputs[index], desc.rank_known, out_info);
 }
 
 tsr_status* tsr_source_output_info(const tsr_source* source, size_t index, tsr_value_info* out_info) {
@@ -146,14 +146,14 @@ tsr_status* tsr_model_input_info(const tsr_model* model, size_t index, tsr_value
   if (!model) return null_argument("model");
   if (index >= model->compiled->inputs().size()) return make_status(TSR_INVALID_ARGUMENT, "input index out of range");
   const tessera::ValueDesc& desc = model->compiled->inputs()[index];
-  return fill_info(desc, model->dim_names.inputs[index], desc.kind == tessera::ValueKind::kTensor || desc.rank_known, out_info);
+  return fill_info(desc, model->dim_names.inputs[index], desc.rank_known, out_info);
 }
 
 tsr_status* tsr_model_output_info(const tsr_model* model, size_t index, tsr_value_info* out_info) {
   if (!model) return null_argument("model");
   if (index >= model->compiled->outputs().size()) return make_status(TSR_INVALID_ARGUMENT, "output index out of range");
   const tessera::ValueDesc& desc = model->compiled->outputs()[index];
-  return fill_info(desc, model->dim_names.outputs[index], desc.kind == tessera::ValueKind::kTensor || desc.rank_known, out_info);
+  return fill_info(desc, model->dim_names.outputs[index], desc.rank_known, out_info);
 }
 
 size_t tsr_model_node_count(const tsr_model* model) { return model ? model->compiled->placement().size() : 0; }

@@ -1,7 +1,41 @@
 // The C API: tsr_status and tsr_options: every compile and load option, checked where it is set. Nothing here throws (guarded).
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
 #include "capi/capi_internal.h"
 
 using namespace tessera::capi;  // NOLINT: the shared helpers
+
+namespace {
+
+/// The options tsr_options_set takes by name, in tsr_option_names' order: the
+/// one list of them (the CLI's flags, Python's keyword arguments and the torch
+/// op's option dict all read it).
+constexpr const char* kOptionNames = "threads,backends,place,deny,min_region_size,strict,precision,tuning,freeze_weights";
+
+/// A whole decimal integer in [low, high], or a status naming the option.
+tsr_status* parse_int(const char* name, const char* text, long long low, long long high, int32_t& out) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  if (!*text || *end || errno || v < low || v > high) {
+    return make_status(TSR_INVALID_ARGUMENT, std::string("option '") + name + "': '" + text + "' is not an integer from " +
+                                                 std::to_string(low) + " to " + std::to_string(high));
+  }
+  out = static_cast<int32_t>(v);
+  return nullptr;
+}
+
+tsr_status* parse_bool(const char* name, const char* text, int32_t& out) {
+  const std::string t = text;
+  if (t == "1" || t == "true" || t == "True") return out = 1, nullptr;
+  if (t == "0" || t == "false" || t == "False") return out = 0, nullptr;
+  return make_status(TSR_INVALID_ARGUMENT, std::string("option '") + name + "': '" + t + "' is not 1, 0, true or false");
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -119,6 +153,38 @@ tsr_status* tsr_options_set_tuning(tsr_options* options, const char* record_path
   return guarded([&] {
     options->compile.tuning = std::make_shared<const tessera::TuningRecord>(tessera::read_tuning_record_file(record_path));
   });
+}
+
+const char* tsr_option_names(void) { return kOptionNames; }
+
+tsr_status* tsr_options_set(tsr_options* options, const char* name, const char* value) {
+  if (!options) return null_argument("options");
+  if (!name) return null_argument("name");
+  if (!value) return null_argument("value");
+  const std::string n = name;
+  int32_t number = 0;
+  if (n == "threads") {
+    if (tsr_status* bad = parse_int(name, value, 1, 1024, number)) return bad;
+    return tsr_options_set_threads(options, number);
+  }
+  if (n == "backends") return tsr_options_set_backends(options, value);
+  if (n == "place") return tsr_options_add_placement(options, value);
+  if (n == "deny") return tsr_options_add_denial(options, value);
+  if (n == "min_region_size") {
+    if (tsr_status* bad = parse_int(name, value, 1, 1 << 30, number)) return bad;
+    return tsr_options_set_min_region_size(options, number);
+  }
+  if (n == "strict") {
+    if (tsr_status* bad = parse_bool(name, value, number)) return bad;
+    return tsr_options_set_strict(options, number);
+  }
+  if (n == "precision") return tsr_options_set_precision(options, value);
+  if (n == "tuning") return tsr_options_set_tuning(options, value);
+  if (n == "freeze_weights") {
+    if (tsr_status* bad = parse_bool(name, value, number)) return bad;
+    return tsr_options_set_freeze_weights(options, number);
+  }
+  return make_status(TSR_INVALID_ARGUMENT, "unknown option '" + n + "' (known: " + kOptionNames + ")");
 }
 
 }  // extern "C"

@@ -140,10 +140,17 @@ std::vector<std::string> split_lines(const std::string& text) {
   return lines;
 }
 
-const std::set<std::string>& known_options() {
-  static const std::set<std::string> keys = {"threads", "backends", "place", "deny", "min_region_size", "strict",
-                                             "cache_size", "precision"};
-  return keys;
+/// The torch op's own option (how many compiled shapes to keep); every other
+/// key is one of the C API's (tsr_option_names), set through tsr_options_set.
+constexpr const char* kCacheSize = "cache_size";
+
+bool is_known_option(const std::string& key) {
+  if (key == kCacheSize) return true;
+  std::istringstream names(tsr_option_names());
+  for (std::string name; std::getline(names, name, ',');) {
+    if (name == key) return true;
+  }
+  return false;
 }
 
 /// Frees the outputs Tessera allocated that were not yet handed to torch.
@@ -162,10 +169,10 @@ struct OutputsGuard {
 Model::Model(std::string kind, std::string bytes, OptionDict options)
     : kind_(std::move(kind)), bytes_(std::move(bytes)), options_(options.copy()) {
   for (const auto& entry : options_) {
-    TORCH_CHECK_VALUE(known_options().count(entry.key()), "Tessera: unknown option '", entry.key(),
-                      "' (known: threads, backends, place, deny, min_region_size, strict, cache_size, precision)");
+    TORCH_CHECK_VALUE(is_known_option(entry.key()), "Tessera: unknown option '", entry.key(), "' (known: ", tsr_option_names(),
+                      ",", kCacheSize, ")");
   }
-  if (options_.contains("cache_size")) cache_capacity_ = parse_int("cache_size", options_.at("cache_size"), 1, 1 << 20);
+  if (options_.contains(kCacheSize)) cache_capacity_ = parse_int(kCacheSize, options_.at(kCacheSize), 1, 1 << 20);
   OptionsPtr load_options = make_options();  // checks every option now, not at the first run
   if (kind_ == "tsr") {
     tsr_model* raw = nullptr;
@@ -252,24 +259,14 @@ OptionsPtr Model::make_options() const {
   tsr_options* raw = nullptr;
   check(tsr_options_create(&raw));
   OptionsPtr options(raw);
-  if (options_.contains("threads")) {
-    check(tsr_options_set_threads(options.get(), static_cast<int32_t>(parse_int("threads", options_.at("threads"), 1, 1024))));
+  for (const auto& entry : options_) {
+    if (entry.key() == kCacheSize) continue;
+    // place and deny hold one rule per line; each line is one call.
+    const bool rules = entry.key() == "place" || entry.key() == "deny";
+    for (const std::string& value : rules ? split_lines(entry.value()) : std::vector<std::string>{entry.value()}) {
+      check(tsr_options_set(options.get(), entry.key().c_str(), value.c_str()));
+    }
   }
-  if (options_.contains("backends")) check(tsr_options_set_backends(options.get(), options_.at("backends").c_str()));
-  if (options_.contains("place")) {
-    for (const std::string& line : split_lines(options_.at("place"))) check(tsr_options_add_placement(options.get(), line.c_str()));
-  }
-  if (options_.contains("deny")) {
-    for (const std::string& line : split_lines(options_.at("deny"))) check(tsr_options_add_denial(options.get(), line.c_str()));
-  }
-  if (options_.contains("min_region_size")) {
-    check(tsr_options_set_min_region_size(
-        options.get(), static_cast<int32_t>(parse_int("min_region_size", options_.at("min_region_size"), 1, 1 << 30))));
-  }
-  if (options_.contains("strict")) {
-    check(tsr_options_set_strict(options.get(), static_cast<int32_t>(parse_int("strict", options_.at("strict"), 0, 1))));
-  }
-  if (options_.contains("precision")) check(tsr_options_set_precision(options.get(), options_.at("precision").c_str()));
   return options;
 }
 

@@ -409,3 +409,35 @@ def test_in_place_updates_that_cannot_be_exported_are_refused_saying_why():
     with pytest.raises(ValueError, match="the ScriptModule updates input.* in place.*compile the Python module"):
         tt.compile(torch.jit.script(AddsOneInPlace()), x)
     assert torch.equal(x, before)
+
+
+def test_a_tuning_record_is_applied(tmp_path):
+    """tuning= takes a record made by tessera.tune on the model as tessera.torch.compile exports it."""
+    import json
+    import tessera
+
+    x = torch.randn(4, 16)
+    mlp = Mlp().eval()
+    path = str(tmp_path / "mlp.onnx")
+    with torch.enable_grad():
+        torch.onnx.export(mlp, (x.detach().requires_grad_(True),), path, input_names=["input_0"],
+                          output_names=["output_0"], opset_version=14, do_constant_folding=True)
+    record_path = str(tmp_path / "tuning.json")
+    tessera.tune(path, record_path, backends="test,native", budget=5)
+    # Whatever the measurement chose, the record is made to say: every node on native.
+    record = json.load(open(record_path))
+    for entry in record["placement"]:
+        entry["backend"] = "native"
+    json.dump(record, open(record_path, "w"))
+
+    def backends(compiled):
+        return {n["backend"] for n in json.loads(compiled.report("json"))["nodes"] if n["backend"] != "folded"}
+
+    assert "test" in backends(tt.compile(mlp, x, backends="test,native"))  # the priority order
+    compiled = tt.compile(mlp, x, backends="test,native", tuning=record_path)
+    assert backends(compiled) == {"native"}
+    assert compiled.tessera_model().options()["tuning"] == record_path
+    with torch.no_grad():
+        assert_close(compiled(x), mlp(x))
+    with pytest.raises(ValueError, match="no_such.json"):
+        tt.compile(mlp, x, tuning=str(tmp_path / "no_such.json"))
