@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "npy.h"
+#include "ir/utf8.h"
 #include "safe_file.h"
 #include "tessera/tessera.h"
 
@@ -163,7 +164,7 @@ void emit_value_tensor(const Args& args, const tsr_value* value, size_t index, i
   if (n > 4) std::cout << ", ...";
   if (folder_fd >= 0) {
     size_t invalid = 0;
-    for (const std::string& s : strings) invalid += !tessera::tools::is_valid_utf8(s);
+    for (const std::string& s : strings) invalid += !tessera::is_valid_utf8(s);
     NpyArray array = tessera::tools::make_string_array(std::vector<int64_t>(t->shape, t->shape + t->ndim), std::move(strings));
     // A model may make any bytes; numpy's str holds code points. Kept exactly, as Python keeps such bytes.
     array.escape_invalid_utf8 = true;

@@ -14,7 +14,11 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "ir/utf8.h"
+
 namespace tessera::tools {
+using tessera::append_utf8;
+using tessera::next_code_point;
 namespace {
 
 struct DescrEntry {
@@ -107,61 +111,6 @@ std::string code_point_text(uint32_t cp) {
   return buffer;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-/// Decodes the code point at `pos` of strict UTF-8 (no overlong forms, surrogates or values above
-/// U+10FFFF) and moves `pos` past it; false, with `pos` unchanged, where the bytes are not UTF-8.
-bool next_code_point(std::string_view s, size_t& pos, uint32_t& cp) {
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char lead = byte(pos);
-  if (lead < 0x80) {
-    cp = lead;
-    ++pos;
-    return true;
-  }
-  size_t length = 0;
-  unsigned char low = 0x80, high = 0xBF;  // the range of the second byte
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-    cp = lead & 0x1F;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    cp = lead & 0x0F;
-    if (lead == 0xE0) low = 0xA0;   // overlong
-    if (lead == 0xED) high = 0x9F;  // surrogates
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    cp = lead & 0x07;
-    if (lead == 0xF0) low = 0x90;   // overlong
-    if (lead == 0xF4) high = 0x8F;  // above U+10FFFF
-  } else {
-    return false;
-  }
-  if (s.size() - pos < length) return false;
-  for (size_t i = 1; i < length; ++i) {
-    const unsigned char c = byte(pos + i);
-    if (c < (i == 1 ? low : 0x80) || c > (i == 1 ? high : 0xBF)) return false;
-    cp = (cp << 6) | (c & 0x3F);
-  }
-  pos += length;
-  return true;
-}
 
 /// A recursive-descent reader of the header's one-line Python dict literal.
 class HeaderParser {
@@ -549,13 +498,6 @@ std::string encode_string_npy(const NpyArray& array, const std::string& path) {
 
 }  // namespace
 
-bool is_valid_utf8(std::string_view text) {
-  uint32_t cp = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    if (!next_code_point(text, pos, cp)) return false;
-  }
-  return true;
-}
 
 NpyArray make_string_array(std::vector<int64_t> shape, std::vector<std::string> strings) {
   const std::string what = "make_string_array";

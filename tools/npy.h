@@ -43,9 +43,6 @@ struct NpyArray {
   bool escape_invalid_utf8 = false;
 };
 
-/// True when `text` is valid UTF-8 (no overlong forms, surrogates or values above U+10FFFF).
-bool is_valid_utf8(std::string_view text);
-
 /// A string array; throws std::runtime_error when `strings` does not hold one string per element of
 /// `shape` (negative sizes included). The strings are checked as UTF-8 only when encoded.
 NpyArray make_string_array(std::vector<int64_t> shape, std::vector<std::string> strings);

@@ -72,6 +72,23 @@ int64_t WindowGeometry::output_size() const { return shape_numel(output); }
 int64_t WindowGeometry::input_size() const { return shape_numel(input); }
 int64_t WindowGeometry::kernel_size() const { return shape_numel(kernel); }
 
+WindowGeometry3 as_three_dims(const WindowGeometry& g) {
+  WindowGeometry3 s;
+  s.rank = g.rank();
+  if (s.rank > 3) throw_internal_error("as_three_dims: ", s.rank, " spatial dims");
+  const size_t lead = 3 - s.rank;
+  for (size_t d = 0; d < s.rank; ++d) {
+    s.in[lead + d] = g.input[d];
+    s.out[lead + d] = g.output[d];
+    s.kernel[lead + d] = g.kernel[d];
+    s.stride[lead + d] = g.stride[d];
+    s.dilation[lead + d] = g.dilation[d];
+    s.pad[lead + d] = g.pad_begin[d];
+    s.pad_end[lead + d] = g.pad_end[d];
+  }
+  return s;
+}
+
 WindowGeometry window_geometry(const Node& node, const std::vector<int64_t>& input_spatial,
                                const std::vector<int64_t>& kernel_spatial, bool allow_ceil_mode) {
   WindowGeometry g;

@@ -59,6 +59,22 @@ struct WindowGeometry {
   int64_t kernel_size() const;     // product of kernel
 };
 
+/// A geometry of at most three spatial dims as exactly three (D, H, W): the
+/// missing leading dims have size 1, stride and dilation 1 and no padding.
+/// The form the native convolution and pooling kernels walk.
+struct WindowGeometry3 {
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, pad_end[3] = {0, 0, 0};
+  size_t rank = 0;  // spatial dims of the geometry it was made from
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+  int64_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }
+};
+
+/// `g` as three spatial dims; `g.rank()` must be at most 3 (callers refuse
+/// more with a message naming the node).
+WindowGeometry3 as_three_dims(const WindowGeometry& g);
+
 /// Geometry of Conv / MaxPool / AveragePool / LpPool (and the integer
 /// convolutions) from the node's attributes (auto_pad, pads, strides,
 /// dilations, ceil_mode when `allow_ceil_mode`) and the spatial input and

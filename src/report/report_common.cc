@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "ir/utf8.h"
 #include "report/report_internal.h"
 
 namespace tessera::report_detail {
@@ -39,37 +40,6 @@ void check_index(int64_t index, size_t limit, const char* what, const std::strin
     throw_internal_error("placement report: ", owner, " refers to ", what, " ", index, ", but the report has ",
                          limit, " ", what, "s");
   }
-}
-
-// Length of the valid UTF-8 sequence starting at text[position], 0 if invalid.
-size_t utf8_sequence_length(std::string_view text, size_t position) {
-  const auto byte = [&](size_t offset) { return static_cast<unsigned char>(text[position + offset]); };
-  const unsigned char lead = byte(0);
-  if (lead < 0x80) return 1;
-  size_t length = 0;
-  uint32_t code_point = 0;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-    code_point = lead & 0x1F;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    code_point = lead & 0x0F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    code_point = lead & 0x07;
-  } else {
-    return 0;
-  }
-  if (position + length > text.size()) return 0;
-  for (size_t offset = 1; offset < length; ++offset) {
-    if ((byte(offset) & 0xC0) != 0x80) return 0;
-    code_point = (code_point << 6) | (byte(offset) & 0x3F);
-  }
-  // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not valid UTF-8.
-  if ((length == 3 && code_point < 0x800) || (length == 4 && code_point < 0x10000)) return 0;
-  if (code_point >= 0xD800 && code_point <= 0xDFFF) return 0;
-  if (code_point > 0x10FFFF) return 0;
-  return length;
 }
 
 std::string format_double(const char* format, double value) {
@@ -130,15 +100,14 @@ std::string backend_border_colour(const PlacementReport& report, std::string_vie
 std::string valid_utf8(std::string_view text) {
   std::string result;
   result.reserve(text.size());
-  size_t position = 0;
-  while (position < text.size()) {
-    const size_t length = utf8_sequence_length(text, position);
-    if (length == 0) {
+  for (size_t position = 0; position < text.size();) {
+    const size_t start = position;
+    uint32_t code_point = 0;
+    if (next_code_point(text, position, code_point)) {
+      result.append(text.substr(start, position - start));
+    } else {
       result += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
       ++position;
-    } else {
-      result.append(text.substr(position, length));
-      position += length;
     }
   }
   return result;

@@ -44,15 +44,10 @@ DepthwisePlaneFn best_depthwise_plane() {
 namespace {
 
 /// Conv geometry with the spatial dims padded to three (D, H, W).
-struct ConvShape {
+struct ConvShape : WindowGeometry3 {
   int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
-  int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1}, pad[3] = {0, 0, 0};
   WindowGeometry geometry;
 
-  int64_t in_size() const { return in[0] * in[1] * in[2]; }
-  int64_t out_size() const { return out[0] * out[1] * out[2]; }
-  int64_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }
   int64_t in_per_group() const { return in_channels / group; }
   int64_t out_per_group() const { return out_channels / group; }
   bool pointwise() const {
@@ -74,15 +69,7 @@ ConvShape conv_shape(const Node& node, const Shape& x, const Shape& w, bool tran
   s.out_channels = transpose ? w[1] * s.group : w[0];
   std::vector<int64_t> in(x.begin() + 2, x.end()), kernel(w.begin() + 2, w.end());
   s.geometry = transpose ? conv_transpose_geometry(node, in, kernel) : window_geometry(node, in, kernel, false);
-  const size_t lead = 3 - r;
-  for (size_t d = 0; d < r; ++d) {
-    s.in[lead + d] = in[d];
-    s.kernel[lead + d] = kernel[d];
-    s.out[lead + d] = s.geometry.output[d];
-    s.stride[lead + d] = s.geometry.stride[d];
-    s.dilation[lead + d] = s.geometry.dilation[d];
-    s.pad[lead + d] = s.geometry.pad_begin[d];
-  }
+  static_cast<WindowGeometry3&>(s) = as_three_dims(s.geometry);
   return s;
 }
 

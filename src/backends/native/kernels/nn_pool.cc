@@ -11,34 +11,19 @@
 namespace tessera::native {
 namespace {
 
-/// Pool geometry with spatial dims padded to three (D, H, W).
-struct PoolShape {
+/// Pool geometry with the spatial dims padded to three (D, H, W).
+struct PoolShape : WindowGeometry3 {
   int64_t planes = 0;
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
-  int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, pad_end[3] = {0, 0, 0};
-  size_t rank = 0;
-  int64_t in_size() const { return in[0] * in[1] * in[2]; }
-  int64_t out_size() const { return out[0] * out[1] * out[2]; }
 };
 
 PoolShape pool_shape(const KernelContext& ctx) {
   const Shape& x = ctx.input(0).shape;
+  const size_t rank = x.size() - 2;
+  if (rank > 3) throw_unsupported(ctx.node().describe(), ": pooling over ", rank, " spatial dims (at most 3 are supported)");
+  const std::vector<int64_t> in(x.begin() + 2, x.end());
   PoolShape s;
-  s.rank = x.size() - 2;
-  if (s.rank > 3) throw_unsupported(ctx.node().describe(), ": pooling over ", s.rank, " spatial dims (at most 3 are supported)");
+  static_cast<WindowGeometry3&>(s) = as_three_dims(window_geometry(ctx.node(), in, ctx.attrs().get_ints_or("kernel_shape", {}), true));
   s.planes = x[0] * x[1];
-  std::vector<int64_t> in(x.begin() + 2, x.end());
-  WindowGeometry g = window_geometry(ctx.node(), in, ctx.attrs().get_ints_or("kernel_shape", {}), true);
-  const size_t lead = 3 - s.rank;
-  for (size_t d = 0; d < s.rank; ++d) {
-    s.in[lead + d] = in[d];
-    s.out[lead + d] = g.output[d];
-    s.kernel[lead + d] = g.kernel[d];
-    s.stride[lead + d] = g.stride[d];
-    s.dilation[lead + d] = g.dilation[d];
-    s.pad[lead + d] = g.pad_begin[d];
-    s.pad_end[lead + d] = g.pad_end[d];
-  }
   return s;
 }
 

@@ -12,14 +12,9 @@ namespace tessera::native {
 namespace {
 
 /// Conv geometry with the spatial dims padded to three (D, H, W).
-struct IntegerConvShape {
+struct IntegerConvShape : WindowGeometry3 {
   int64_t batch = 0, in_channels = 0, out_channels = 0, group = 1;
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
-  int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1}, pad[3] = {0, 0, 0};
 
-  int64_t in_size() const { return in[0] * in[1] * in[2]; }
-  int64_t out_size() const { return out[0] * out[1] * out[2]; }
-  int64_t kernel_size() const { return kernel[0] * kernel[1] * kernel[2]; }
   int64_t in_per_group() const { return in_channels / group; }
   int64_t out_per_group() const { return out_channels / group; }
   int64_t depth() const { return in_per_group() * kernel_size(); }
@@ -44,16 +39,7 @@ IntegerConvShape integer_conv_shape(const KernelContext& ctx, const Shape& x, co
     ctx.fail("X ", shape_to_string(x), " and W ", shape_to_string(w), " do not match with group ", s.group);
   }
   std::vector<int64_t> in(x.begin() + 2, x.end()), kernel(w.begin() + 2, w.end());
-  const WindowGeometry g = window_geometry(ctx.node(), in, kernel, false);
-  const size_t lead = 3 - r;
-  for (size_t d = 0; d < r; ++d) {
-    s.in[lead + d] = in[d];
-    s.kernel[lead + d] = kernel[d];
-    s.out[lead + d] = g.output[d];
-    s.stride[lead + d] = g.stride[d];
-    s.dilation[lead + d] = g.dilation[d];
-    s.pad[lead + d] = g.pad_begin[d];
-  }
+  static_cast<WindowGeometry3&>(s) = as_three_dims(window_geometry(ctx.node(), in, kernel, false));
   return s;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "backends/native/kernel.h"
+#include "ir/utf8.h"
 
 namespace tessera::native {
 namespace {
@@ -32,52 +33,13 @@ locale_t case_locale(const std::string& name) {
   return l;
 }
 
-/// The code point of the UTF-8 sequence at s[i] and its length, or -1 when it is not valid UTF-8.
-int32_t decode(const std::string& s, size_t i, size_t& length) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char b = byte(i);
-  int32_t cp;
-  if (b < 0x80) { length = 1; return b; }
-  if ((b & 0xE0) == 0xC0) { length = 2; cp = b & 0x1F; }
-  else if ((b & 0xF0) == 0xE0) { length = 3; cp = b & 0x0F; }
-  else if ((b & 0xF8) == 0xF0) { length = 4; cp = b & 0x07; }
-  else return -1;
-  if (i + length > s.size()) return -1;
-  for (size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return -1;
-    cp = (cp << 6) | (byte(i + k) & 0x3F);
-  }
-  const int32_t smallest[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < smallest[length] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
-  return cp;
-}
-
-void encode(int32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 /// `s` with every character mapped to upper (or lower) case.
 std::string change_case(const std::string& s, bool upper, locale_t l) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
-    size_t length = 1;
-    const int32_t cp = decode(s, i, length);
-    if (cp < 0) {
+    uint32_t cp = 0;
+    if (!next_code_point(s, i, cp)) {
       out += s[i++];  // not UTF-8: kept
       continue;
     }
@@ -87,9 +49,8 @@ std::string change_case(const std::string& s, bool upper, locale_t l) {
     } else if (cp < 0x80) {
       mapped = upper ? (cp >= 'a' && cp <= 'z' ? cp - 32 : cp) : (cp >= 'A' && cp <= 'Z' ? cp + 32 : cp);
     }
-    const int32_t result = static_cast<int32_t>(mapped);
-    encode(result >= 0 && result <= 0x10FFFF && !(result >= 0xD800 && result <= 0xDFFF) ? result : cp, out);
-    i += length;
+    const uint32_t result = static_cast<uint32_t>(mapped);
+    append_utf8(out, result <= 0x10FFFF && !(result >= 0xD800 && result <= 0xDFFF) ? result : cp);
   }
   return out;
 }
