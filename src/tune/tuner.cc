@@ -104,6 +104,13 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
     const Clock::time_point t0 = Clock::now();
     TuningCandidate c;
     c.name = name;
+    // Names are unique in a record: a move tried again from a later best gets a number.
+    for (int k = 2;; ++k) {
+      bool taken = false;
+      for (const TuningCandidate& earlier : record.candidates) taken |= earlier.name == c.name;
+      if (!taken) break;
+      c.name = name + " #" + std::to_string(k);
+    }
     c.description = description;
     bool repeated = false;
     try {
@@ -136,7 +143,7 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
       c.accepted = true;
       best.model = std::move(compiled);
       best.milliseconds = c.milliseconds;
-      best.name = name;
+      best.name = c.name;
     }
     record.candidates.push_back(c);
     return c.milliseconds;
@@ -165,7 +172,7 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
 
   // 2. Moves from the best placement so far: each region, then each op type on one backend, to each
   // other backend; slowest first (by a profiled run). The first move that helps is kept and the moves are
-  // made again from the new best; a move tried once is not tried again.
+  // made again from the new best; a move tried once from a placement is not tried again from it.
   std::set<std::string> tried;
   while (true) {
     RunProfile profile;
@@ -196,7 +203,10 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
       Move& m = regions[r];
       m.milliseconds = r < profile.region_milliseconds.size() ? profile.region_milliseconds[r] : 0.0;
       char label[160];
-      std::snprintf(label, sizeof label, "region %zu (%s, %zu nodes, %.3f ms)", r, m.from.c_str(), m.nodes.size(), m.milliseconds);
+      // Named by its first node too: "region 1" is another region in another placement.
+      std::snprintf(label, sizeof label, "region %zu (%s: %.60s%s, %.3f ms)", r, m.from.c_str(),
+                    m.nodes.empty() ? "" : m.nodes.front().c_str(),
+                    m.nodes.size() > 1 ? str_cat(" and ", m.nodes.size() - 1, " more").c_str() : "", m.milliseconds);
       m.label = label;
       if (!m.nodes.empty()) moves.push_back(m);
     }
@@ -217,7 +227,9 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
     for (const Move& m : moves) {
       for (const std::string& target : record.backends) {
         if (target == m.from) continue;
-        std::string key = target;
+        // Keyed by the placement it starts from too: a move that did not help from one best (or
+        // lost to noise on a busy machine) is tried again from the next.
+        std::string key = best.name + "\n" + target;
         for (const std::string& n : m.nodes) key += "\n" + n;
         if (!tried.insert(key).second) continue;
         if (seconds_since(start) + last_cost > options.budget_seconds) {
