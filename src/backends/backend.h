@@ -100,6 +100,12 @@ class ExecutableRegion {
   /// The reduced precision a region node computes in ("bf16"), or "" when it
   /// computes in its values' own types. Read by placement reports.
   virtual std::string node_precision(size_t node) const { return ""; }
+  /// Why this backend should not run region node `node` after all, found when
+  /// compiling it, or "": e.g. its library has only a slow reference kernel
+  /// for it in every layout tried. The core partitions again without the node
+  /// here (the placement report gives this reason); where --place or a
+  /// tuning record put it here it stays, and the reason becomes a warning.
+  virtual std::string node_refusal(size_t node) const { return ""; }
 };
 
 struct CompiledRegion {

@@ -115,6 +115,11 @@ class Partitioner {
           reason = "denied by --deny " + backends[b].name + ":" + s->text;
           continue;
         }
+        // A placement (--place, a tuning record) keeps the node there all the same (the refusal is then a warning).
+        if (const CompileRefusal* r = forced_[i] == static_cast<int>(b) ? nullptr : refused_when_compiled(b, graph.nodes[i])) {
+          reason = backends[b].name + " refused it when compiling it: " + r->reason;
+          continue;
+        }
         SupportDecision d = backends[b].declarations->supports(graph, graph.nodes[i]);
         if (!d.supported) reason = d.reason.empty() ? "refused" : d.reason;
       }
@@ -124,6 +129,13 @@ class Partitioner {
   const Selector* denied(size_t backend, const Node& node) const {
     for (const auto& [b, selector] : resolved_.deny) {
       if (b == backend && selector.matches(node)) return &selector;
+    }
+    return nullptr;
+  }
+
+  const CompileRefusal* refused_when_compiled(size_t backend, const Node& node) const {
+    for (const CompileRefusal& r : policy_.compile_refusals) {
+      if (r.backend == backends_[backend].name && r.node == node.name) return &r;
     }
     return nullptr;
   }

@@ -40,6 +40,13 @@ struct PartitionBackend {
   const Declarations* declarations = nullptr;
 };
 
+/// A node a backend refused once it compiled it, and why (e.g. "oneDNN has only its reference kernel ...").
+struct CompileRefusal {
+  std::string backend;
+  std::string node;  // node name
+  std::string reason;
+};
+
 struct PartitionPolicy {
   /// Manual placement: selector → backend name. A selector names a node, or an
   /// op type as "op:Softmax"; a bare word that is no node's name but is an op
@@ -54,6 +61,10 @@ struct PartitionPolicy {
   /// Index into the backend list of the backend that takes what nobody else
   /// claims (the native backend); -1 for none (then every node must be claimed).
   int fallback = -1;
+  /// Nodes a backend claimed and then refused when it compiled them (the
+  /// runtime partitions again with these): that backend does not get them,
+  /// unless `place` puts them there.
+  std::vector<CompileRefusal> compile_refusals;
 };
 
 struct Composite {

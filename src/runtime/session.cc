@@ -18,6 +18,7 @@
 #include "partition/declarations.h"
 #include "passes/bind_input_shapes.h"
 #include "passes/check_inferred_types.h"
+#include "passes/float16_compute.h"
 #include "passes/fold_qdq.h"
 #include "passes/infer_and_fold.h"
 #include "runtime/backend_registry.h"
@@ -141,6 +142,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   }
   bind_input_shapes(graph, given_options.input_shapes);
   after_pass(graph, "bind_input_shapes");
+  if (compute_float16_in_float32(graph) > 0) after_pass(graph, "compute_float16_in_float32");
   model->fingerprint_ = graph_fingerprint(graph);
   CompileOptions options = given_options;
   if (given_options.tuning) {
@@ -175,33 +177,56 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   policy.deny = options.deny;
   policy.min_region_size = options.min_region_size;
   policy.strict = options.strict;
-  model->partition_ = partition_graph(graph, partition_backends, policy);
-  order_nodes_by_region(graph, model->partition_);
-  after_pass(graph, "partition");
   model->graph_ = std::move(graph);
   std::vector<char> final_layer;
-  const std::vector<char> bf16 = bf16_nodes(model->graph_, options.precision, &final_layer);
   RegionOptions region_options;
   region_options.num_threads = options.num_threads;
-  for (const Region& region : model->partition_.regions) {
-    auto plan = std::make_unique<RegionPlan>();
-    plan->backend_index = region.backend;
-    plan->backend = model->backends_[region.backend].get();
-    plan->region = extract_region(model->graph_, region);
-    plan->fallback_options = region_options;
-    RegionOptions options_here = region_options;
-    if (options.precision.bf16) {
-      options_here.bf16_nodes.assign(plan->region.graph.nodes.size(), 0);
+  // Partition, then compile each region. A backend may refuse a node it
+  // claimed once it compiles it (ExecutableRegion::node_refusal: e.g. its
+  // library has only a slow reference kernel there): the graph is partitioned
+  // again without it, and compiled again, until no new refusal comes (a node
+  // that --place or a tuning record puts there stays, with a warning).
+  for (;;) {
+    model->regions_.clear();
+    model->partition_ = partition_graph(model->graph_, partition_backends, policy);
+    order_nodes_by_region(model->graph_, model->partition_);
+    after_pass(model->graph_, "partition");
+    const std::vector<char> bf16 = bf16_nodes(model->graph_, options.precision, &final_layer);
+    for (const Region& region : model->partition_.regions) {
+      auto plan = std::make_unique<RegionPlan>();
+      plan->backend_index = region.backend;
+      plan->backend = model->backends_[region.backend].get();
+      plan->region = extract_region(model->graph_, region);
+      plan->fallback_options = region_options;
+      RegionOptions options_here = region_options;
+      if (options.precision.bf16) {
+        options_here.bf16_nodes.assign(plan->region.graph.nodes.size(), 0);
+        for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
+          for (size_t node : plan->region.global_nodes[i]) options_here.bf16_nodes[i] |= bf16[node];
+        }
+      }
+      CompiledRegion compiled = plan->backend->compile(plan->region.graph, options_here);
+      plan->payload_owned = std::move(compiled.payload);
+      plan->payload = plan->payload_owned;
+      plan->executable = std::move(compiled.executable);
+      model->regions_.push_back(std::move(plan));
+    }
+    const size_t known = policy.compile_refusals.size();
+    for (const std::unique_ptr<RegionPlan>& plan : model->regions_) {
       for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
-        for (size_t node : plan->region.global_nodes[i]) options_here.bf16_nodes[i] |= bf16[node];
+        const std::string why = plan->executable->node_refusal(i);
+        if (why.empty()) continue;
+        for (size_t node : plan->region.global_nodes[i]) {
+          const std::string& name = model->graph_.nodes[node].name;
+          bool seen = false;
+          for (const CompileRefusal& r : policy.compile_refusals) seen |= r.backend == plan->backend->name() && r.node == name;
+          if (!seen) policy.compile_refusals.push_back({plan->backend->name(), name, why});
+        }
       }
     }
-    CompiledRegion compiled = plan->backend->compile(plan->region.graph, options_here);
-    plan->payload_owned = std::move(compiled.payload);
-    plan->payload = plan->payload_owned;
-    plan->executable = std::move(compiled.executable);
-    model->regions_.push_back(std::move(plan));
+    if (policy.compile_refusals.size() == known) break;
   }
+  const std::vector<char> bf16 = bf16_nodes(model->graph_, options.precision, nullptr);
 
   // Placement: every executed node (graph order, as profiles use), then the folded ones.
   const Graph& g = model->graph_;
@@ -264,6 +289,14 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
 void CompiledModel::read_node_precisions() {
   for (const std::unique_ptr<RegionPlan>& plan : regions_) {
     for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
+      // A refusal the backend made when compiling, for a node it runs all the same (placed there by
+      // --place or a tuning record, or loaded from an artifact): in its note and the warnings.
+      if (const std::string refusal = plan->executable->node_refusal(i); !refusal.empty()) {
+        const size_t node = plan->region.global_nodes[i].back();
+        NodePlacement& row = placement_[node];
+        row.note += (row.note.empty() ? "" : "; ") + refusal;
+        warnings_.push_back(str_cat("node '", row.node_name, "' (", row.op_type, ") runs on ", row.backend, ", which refused it: ", refusal));
+      }
       const std::string precision = plan->executable->node_precision(i);
       if (precision.empty()) continue;
       for (size_t node : plan->region.global_nodes[i]) {

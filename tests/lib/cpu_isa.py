@@ -56,6 +56,11 @@ def dnnl_bf16():
     return dnnl_avx512() and "avx512_bf16" in cpu_flags() and _dnnl_allows("AVX512_CORE_BF16")
 
 
+def dnnl_avx2():
+    """oneDNN may use AVX2 (the CPU has it and no cap forbids it)."""
+    return "avx2" in cpu_flags() and _dnnl_allows("AVX2")
+
+
 def dnnl_isa_name():
     """The name Tessera's messages use for oneDNN's effective ISA."""
     f = cpu_flags()

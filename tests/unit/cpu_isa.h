@@ -47,6 +47,9 @@ inline uint32_t dnnl_cap() {
 
 inline bool dnnl_allows(uint32_t isa) { return (dnnl_cap() & isa) == isa; }
 
+/// oneDNN may use AVX2 (the CPU has it and no cap forbids it).
+inline bool dnnl_avx2() { return dnnl_allows(0x7) && cpu_flags().count("avx2"); }
+
 inline bool dnnl_avx512() {
   const auto f = cpu_flags();
   return dnnl_allows(0x27) && f.count("avx512f") && f.count("avx512bw") && f.count("avx512vl") && f.count("avx512dq");

@@ -24,6 +24,7 @@
 #include "partition/declarations.h"
 #include "runtime/backend_registry.h"
 #include "runtime/session.h"
+#include "cpu_isa.h"
 #include "graph_builder.h"
 #include "test_util.h"
 
@@ -107,8 +108,13 @@ void expect_dnnl_matches_native(const Graph& graph, const std::vector<Tensor>& f
     if (p.region < 0) continue;
     if (on_dnnl.count(p.op_type)) {
       seen.insert(p.op_type);
-      EXPECT_EQ(p.backend, "dnnl") << p.node_name << " (" << p.op_type << ") ran on " << p.backend << ": "
-                                   << dnnl_refusal(*model, p.node_name);
+      // Below AVX2 (the capped SSE4.1 run) oneDNN has only reference kernels for some of these (LogSoftmax):
+      // its slow-kernel guard refuses them when compiling, and native runs them.
+      const bool refused_as_slow = p.why.find("dnnl refused it when compiling it: oneDNN has only its reference kernel") != std::string::npos;
+      if (!(refused_as_slow && !cpu_isa::dnnl_avx2() && p.backend == "native")) {
+        EXPECT_EQ(p.backend, "dnnl") << p.node_name << " (" << p.op_type << ") ran on " << p.backend << ": "
+                                     << dnnl_refusal(*model, p.node_name) << p.why;
+      }
     }
     if (on_native.count(p.op_type)) {
       seen.insert(p.op_type);

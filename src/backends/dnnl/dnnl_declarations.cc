@@ -6,6 +6,8 @@
 // activation, Add + activation, GELU's erf form and the decomposed LayerNorm.
 #include "backends/dnnl/dnnl_declarations.h"
 
+#include <cmath>
+
 #include "backends/dnnl/dnnl_lowering.h"
 #include "backends/dnnl/dnnl_op_tables.h"
 #include "partition/common_patterns.h"
@@ -257,6 +259,11 @@ SupportDecision check_binary(const Graph& graph, const Node& node) {
   const BinaryOp* row = node.domain.empty() ? find_binary_op(node.op_type) : nullptr;
   const bool commutative = row && row->commutative;
   ValueId broadcast = node.inputs[1];
+  // c - x with a constant scalar c: one eltwise_linear (-x + c), as lower_elementwise's scalar_linear makes it.
+  if (node.op_type == "Sub" && b == y && graph.is_constant(node.inputs[0])) {
+    const Tensor& c = *graph.value(node.inputs[0]).constant;
+    if (c.dtype() == DType::kFloat32 && c.numel() == 1 && std::isfinite(c.as<float>()[0])) return kYes;
+  }
   if (a != y) {
     if (!commutative || b != y) return refuse("the first operand broadcasts (oneDNN broadcasts only the second)");
     broadcast = node.inputs[0];

@@ -128,6 +128,13 @@ struct Program {
   std::vector<Step> steps;
 };
 
+// --- the slow-kernel guard ---
+/// Steps with fewer output elements are not guarded: their reference kernel costs little.
+constexpr int64_t kReferenceGuardElements = 1024;
+/// True when oneDNN chose its reference implementation ("ref:any", "ref:..."),
+/// 100-400x slower than its JIT kernels.
+bool is_reference(const dnnl::primitive_desc_base& pd);
+
 // --- layouts ---
 memory::desc plain_desc(const std::vector<int64_t>& dims, memory::data_type type = memory::data_type::f32);
 memory::desc desc_of(const Slot& slot);
@@ -136,6 +143,9 @@ memory::desc desc_of(const Slot& slot);
 int32_t format_tag_of(const memory::desc& desc);
 /// Plain row-major, of any data type.
 bool is_plain(const memory::desc& desc);
+/// `dims` (same rank) laid out as `like` is (its format tag: the same blocking
+/// and axis order), in `like`'s data type; plain when `like` has no tag.
+memory::desc layout_like(const memory::desc& like, const std::vector<int64_t>& dims);
 /// The slot type of a layout's data type; throws an unsupported error for others.
 SlotType slot_type_of(const memory::desc& desc);
 

@@ -102,4 +102,12 @@ int32_t format_tag_of(const memory::desc& desc) {
   return -1;
 }
 
+bool is_reference(const dnnl::primitive_desc_base& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; }
+
+memory::desc layout_like(const memory::desc& like, const std::vector<int64_t>& dims) {
+  const int32_t tag = format_tag_of(like);
+  if (tag <= 0 || static_cast<size_t>(like.dims().size()) != dims.size()) return plain_desc(dims, like.data_type());
+  return memory::desc(memory::dims(dims.begin(), dims.end()), like.data_type(), static_cast<memory::format_tag>(tag));
+}
+
 }  // namespace tessera::dnnl_backend

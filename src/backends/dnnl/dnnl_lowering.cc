@@ -228,6 +228,40 @@ int32_t Lowering::add_step(Step step, const std::vector<memory::desc>& requests,
     if (reduced) return add_step(original, f32_requests, as_f32(output_request), value, output_dims);
     throw_unsupported("oneDNN backend: no primitive for step kind ", static_cast<int>(step.kind), " with these layouts");
   }
+  // The slow-kernel guard: oneDNN answers some requests with its reference
+  // implementation (impl "ref:any"), 100-400x slower than its JIT kernels (a
+  // blocked eltwise with a fused clip: 2.6 ms for 32x56x56, 0.03 ms without
+  // the post-op). Fused eltwise post-ops that cost the step its JIT kernel run
+  // as steps of their own; otherwise plain layouts, where the JIT kernels
+  // cover more broadcasts, are tried. What still has only the reference
+  // kernel is kept (nothing faster was found here) and named in the placement
+  // report and the model's warnings (DnnlRegion::node_warning).
+  if (is_reference(*pd) && shape_numel(output_dims) >= kReferenceGuardElements) {
+    bool eltwise_post_ops = !original.post_ops.empty();
+    for (const PostOp& p : original.post_ops) eltwise_post_ops &= p.kind == PostOpKind::kEltwise;
+    if (eltwise_post_ops) {
+      Step bare = original;
+      bare.post_ops.clear();
+      int32_t slot = add_step(std::move(bare), requests, output_request, kNoValue, output_dims);
+      for (const PostOp& p : original.post_ops) {
+        Step e;
+        e.kind = StepKind::kEltwise;
+        e.node = original.node;
+        e.algorithm = p.algorithm;
+        e.floats = {p.alpha, p.beta};
+        e.inputs = {slot};
+        slot = add_step(std::move(e), {memory::desc()}, descs_[static_cast<size_t>(slot)], kNoValue, output_dims);
+      }
+      if (value != kNoValue) slot_of_value_[static_cast<size_t>(value)] = slot;
+      return slot;
+    }
+    std::vector<memory::desc> plain_roles = roles_for(true);
+    std::optional<dnnl::primitive_desc_base> plain_pd = try_desc(step, plain_roles);
+    if (plain_pd && representable(*plain_pd) && !is_reference(*plain_pd)) {
+      roles = std::move(plain_roles);
+      pd = std::move(plain_pd);
+    }
+  }
   step.any_roles = any_roles_of(roles);
   for (size_t i = 0; i < n; ++i) {
     if (collapse && i == 0) continue;  // the plain source, viewed as 2-D

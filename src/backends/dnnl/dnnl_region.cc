@@ -194,6 +194,10 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       }
       scratchpad = std::max<int64_t>(scratchpad, static_cast<int64_t>(pd.scratchpad_desc().get_size()));
       compiled.primitive = dnnl::primitive(pd.get());
+      if (step.node >= 0 && is_reference(pd) &&
+          shape_numel(std::vector<int64_t>(out_dims.begin(), out_dims.end())) >= kReferenceGuardElements) {
+        reference_kernels_[step.node] = pd.impl_info_str();
+      }
       compiled.roles = roles;
       for (const PostOp& p : step.post_ops) {
         if (p.kind == PostOpKind::kSum && p.slot != step.output) {
@@ -330,6 +334,13 @@ std::string DnnlRegion::node_precision(size_t node) const {
     if (compute && program_.slots[static_cast<size_t>(step.inputs[0])].type == SlotType::kBFloat16) return "bf16";
   }
   return "";
+}
+
+std::string DnnlRegion::node_refusal(size_t node) const {
+  const auto found = reference_kernels_.find(static_cast<int32_t>(node));
+  if (found == reference_kernels_.end()) return "";
+  return "oneDNN has only its reference kernel (" + found->second + ") for it, typically 100x slower than its JIT "
+         "kernels, and no layout tried had another";
 }
 
 std::unique_ptr<DnnlRegion::RunContext> DnnlRegion::make_context() const {

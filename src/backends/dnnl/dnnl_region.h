@@ -23,6 +23,8 @@ class DnnlRegion : public ExecutableRegion {
   bool exact_only_for_finite_inputs() const override { return finite_only_; }
   /// "bf16" for a convolution or matmul node whose step reads bfloat16 sources.
   std::string node_precision(size_t node) const override;
+  /// "oneDNN has only its reference kernel (ref:any) for it ..." for a node a large step of which runs on it.
+  std::string node_refusal(size_t node) const override;
 
  private:
   struct CompiledStep {
@@ -49,6 +51,7 @@ class DnnlRegion : public ExecutableRegion {
   dnnl::engine engine_;
   int num_threads_;
   int team_threads_ = 1;  // the most threads a step runs on
+  std::unordered_map<int32_t, std::string> reference_kernels_;  // region node -> oneDNN implementation name
   bool finite_only_ = false;
   std::vector<memory::desc> descs_;  // per slot
   std::vector<CompiledStep> steps_;

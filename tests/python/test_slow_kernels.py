@@ -1,0 +1,207 @@
+"""Never a slow kernel by accident (issue 23, section 1): the idioms that sent oneDNN to its reference
+kernels (impl "ref:any", 100-400x slower than its JIT ones) on blocked layouts, each checked three ways:
+oneDNN's own verbose log of what it executed (ONEDNN_VERBOSE=1, read from the CLI's stderr: no kernel
+runs as "ref:" on a large tensor), where the node ran and why, and the numbers against numpy.
+
+- squeeze-excite: Mul(x[1,C,H,W], s[1,C,1,1]) with x blocked (EfficientNet, RegNetY, MobileNetV3);
+- HardSwish written with scalar constants, as paddle2onnx writes it: Add(x, 3) -> Clip(0, 6) -> Div(6)
+  -> Mul(x);
+- a broadcast oneDNN 2.6 has no JIT kernel for in any layout (x[1,C,H,W] * m[1,C,H,1]): the guard finds
+  only "ref:any" when compiling, the node goes to native with that reason, and --place can still force
+  it onto dnnl (with a warning);
+- scalar arithmetic on either side (c - x, c * x, x / c, x / 0), computed as oneDNN eltwise_linear.
+"""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tessera
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+import cpu_isa  # noqa: E402
+
+CLI = os.environ.get("TESSERA_CLI")
+C, H, W = 32, 28, 28
+RNG = np.random.default_rng(23)
+W0 = (RNG.standard_normal((C, C, 3, 3)) * 0.1).astype(np.float32)
+
+
+def conv3x3(x, w):
+    """An independent reference: a 3x3 convolution with padding 1, in float64."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+    return np.einsum("nchwij,ocij->nohw", windows, w.astype(np.float64))
+
+
+def save(tmp_path, name, nodes, inputs, inits):
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    path = str(tmp_path / (name + ".onnx"))
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), path)
+    return path
+
+
+def scalar(name, value):
+    return numpy_helper.from_array(np.array(value, np.float32), name)
+
+
+def executed(path, *args):
+    """What oneDNN executed in the CLI's run (ONEDNN_VERBOSE=1): dicts of primitive, impl, layouts (the
+    format tag of each memory descriptor, in order) and problem; and the run's stderr."""
+    env = dict(os.environ, ONEDNN_VERBOSE="1")
+    run = subprocess.run([CLI, "run", path, "--random-inputs", *args], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    steps = []
+    for line in (run.stdout + run.stderr).splitlines():
+        fields = line.split(",")
+        # onednn_verbose,exec,cpu,PRIMITIVE,IMPLEMENTATION,PROP,MEMORY DESCRIPTORS,ATTRIBUTES,AUX,PROBLEM,TIME
+        if len(fields) < 10 or fields[1] != "exec":
+            continue
+        layouts = [d.split(":")[3] for d in fields[6].split() if d.count(":") >= 4]
+        steps.append({"primitive": fields[3], "impl": fields[4], "layouts": layouts, "problem": fields[-2]})
+    return steps, run.stderr
+
+
+def reference_kernels(path, *args):
+    """The large oneDNN primitives the CLI's run executed on a reference kernel: (primitive, problem)."""
+    steps, stderr = executed(path, *args)
+    slow = []
+    for step in steps:
+        if step["impl"].startswith("ref"):
+            dims = [int(d) for d in re.findall(r"\d+", step["problem"].split(":")[0])]
+            if np.prod(dims) >= 1024:
+                slow.append((step["primitive"], step["problem"]))
+    return slow, stderr
+
+
+def placement_of(session):
+    return {p["node"]: (p["backend"], p["reason"], p["note"]) for p in session.placement()}
+
+
+def test_squeeze_excite_multiply_runs_on_a_jit_kernel(tmp_path):
+    w1 = (RNG.standard_normal((8, C, 1, 1)) * 0.1).astype(np.float32)
+    w2 = (RNG.standard_normal((C, 8, 1, 1)) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("GlobalAveragePool", ["a"], ["g"], name="pool"),
+             helper.make_node("Conv", ["g", "w1"], ["g1"], name="squeeze"),
+             helper.make_node("Relu", ["g1"], ["g2"], name="relu"),
+             helper.make_node("Conv", ["g2", "w2"], ["g3"], name="excite"),
+             helper.make_node("Sigmoid", ["g3"], ["s"], name="gate"),
+             helper.make_node("Mul", ["a", "s"], ["y"], name="scale")]
+    path = save(tmp_path, "se", nodes, [("x", [1, C, H, W])],
+                [numpy_helper.from_array(W0, "w0"), numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    slow, _ = reference_kernels(path)
+    assert slow == [], slow
+    # The multiply reads the convolution's output in the layout the convolution wrote (blocked where
+    # oneDNN chose so), with the per-channel scale laid out alike: no reorder to plain and back around it.
+    steps, _ = executed(path)
+    # (The run's own primitives are the last ones logged: compiling times candidate convolutions first.)
+    conv = [s for s in steps if s["primitive"] == "convolution" and s["problem"].startswith("mb1_ic32oc32")][-1]
+    muls = [s for s in steps if s["primitive"] == "binary"]
+    if muls:  # none below AVX2 if oneDNN has only its reference kernel there (the guard sent it to native)
+        assert muls[-1]["layouts"][0] == muls[-1]["layouts"][1] == conv["layouts"][-1], (muls[-1], conv)
+    session = tessera.InferenceSession(path)
+    x = RNG.standard_normal((1, C, H, W)).astype(np.float32)
+    y = session.run(None, {"x": x})[0]
+    a = conv3x3(x, W0)
+    g = a.mean(axis=(2, 3), keepdims=True)
+    g2 = np.maximum(np.einsum("nchw,oc->nohw", g, w1[:, :, 0, 0]), 0)
+    s = 1 / (1 + np.exp(-np.einsum("nchw,oc->nohw", g2, w2[:, :, 0, 0])))
+    np.testing.assert_allclose(y, a * s, rtol=1e-4, atol=1e-4 * np.abs(a).max())
+    if cpu_isa.dnnl_avx2():  # below AVX2, which kernels oneDNN has is its own business; the guard covers it
+        assert placement_of(session)["scale"][0] == "dnnl", placement_of(session)["scale"]
+
+
+def test_hardswish_written_with_scalar_constants_runs_on_jit_kernels(tmp_path):
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Add", ["a", "three"], ["b"], name="add3"),
+             helper.make_node("Clip", ["b", "zero", "six"], ["c"], name="relu6"),
+             helper.make_node("Div", ["c", "six"], ["d"], name="div6"),
+             helper.make_node("Mul", ["a", "d"], ["y"], name="mul")]
+    path = save(tmp_path, "hardswish", nodes, [("x", [1, C, H, W])],
+                [numpy_helper.from_array(W0, "w0"), scalar("three", 3.0), scalar("zero", 0.0), scalar("six", 6.0)])
+    slow, _ = reference_kernels(path)
+    assert slow == [], slow
+    session = tessera.InferenceSession(path)
+    x = (RNG.standard_normal((1, C, H, W)) * 8).astype(np.float32)  # across the -3 and 3 knees
+    y = session.run(None, {"x": x})[0]
+    a = conv3x3(x, W0)
+    np.testing.assert_allclose(y, a * np.clip(a + 3, 0, 6) / 6, rtol=1e-4, atol=1e-4 * np.abs(a).max())
+    if cpu_isa.dnnl_avx2():
+        where = placement_of(session)
+        assert {where[n][0] for n in ("add3", "relu6", "div6", "mul")} == {"dnnl"}, where
+
+
+def row_broadcast_model(tmp_path):
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Mul", ["a", "m"], ["y"], name="rows")]
+    return save(tmp_path, "rows", nodes, [("x", [1, C, H, W]), ("m", [1, C, H, 1])], [numpy_helper.from_array(W0, "w0")])
+
+
+def test_a_node_with_only_a_reference_kernel_goes_to_native_with_the_reason(tmp_path):
+    path = row_broadcast_model(tmp_path)
+    slow, _ = reference_kernels(path)
+    assert slow == [], slow
+    session = tessera.InferenceSession(path)
+    backend, reason, _ = placement_of(session)["rows"]
+    assert backend == "native", (backend, reason)
+    assert "dnnl refused it when compiling it: oneDNN has only its reference kernel (ref:" in reason, reason
+    assert placement_of(session)["conv"][0] == "dnnl"
+    x = RNG.standard_normal((1, C, H, W)).astype(np.float32)
+    m = RNG.standard_normal((1, C, H, 1)).astype(np.float32)
+    y = session.run(None, {"x": x, "m": m})[0]
+    a = conv3x3(x, W0)
+    np.testing.assert_allclose(y, a * m, rtol=1e-4, atol=1e-4 * np.abs(a * m).max())
+
+
+def test_a_placement_that_forces_the_slow_kernel_is_kept_and_warned_about(tmp_path):
+    path = row_broadcast_model(tmp_path)
+    slow, stderr = reference_kernels(path, "--place", "rows=dnnl")
+    assert slow and slow[0][0] == "binary", slow  # what the user asked for
+    assert "node 'rows' (Mul) runs on dnnl, which refused it: oneDNN has only its reference kernel" in stderr, stderr
+    with pytest.warns(RuntimeWarning, match="runs on dnnl, which refused it"):
+        session = tessera.InferenceSession(path, place={"rows": "dnnl"})
+    backend, _, note = placement_of(session)["rows"]
+    assert backend == "dnnl" and "oneDNN has only its reference kernel" in note, (backend, note)
+
+
+@pytest.mark.parametrize("op, scalar_first, c", [
+    ("Sub", True, 1.5), ("Sub", False, 1.5), ("Add", True, -2.0), ("Mul", True, 3.0), ("Div", False, 6.0),
+    ("Div", False, 0.0), ("Div", False, -0.0), ("Div", True, 2.0), ("Mul", False, 0.0)])
+def test_scalar_arithmetic_on_either_side(tmp_path, op, scalar_first, c):
+    """The convolution's output `a` (blocked inside the region) is an output too: the op is checked against
+    numpy on exactly the `a` it read, and `a` against the float64 convolution."""
+    operands = ["c", "a"] if scalar_first else ["a", "c"]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node(op, operands, ["y"], name="op")]
+    graph = helper.make_graph(nodes, "scalar", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, W])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("a", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(W0, "w0"), scalar("c", c)])
+    path = str(tmp_path / "scalar.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)]), path)
+    session = tessera.InferenceSession(path)
+    x = RNG.standard_normal((1, C, H, W)).astype(np.float32)
+    x[0, 0, 0, :4] = [np.nan, np.inf, -np.inf, 0.0]  # through the conv: NaN and Inf spread over a corner
+    y, a = session.run(None, {"x": x})
+    reference = conv3x3(x, W0)
+    both = np.isfinite(reference)
+    assert np.array_equal(np.isfinite(a), both)
+    np.testing.assert_allclose(a[both], reference[both], rtol=1e-4, atol=1e-4 * np.abs(reference[both]).max())
+    with np.errstate(all="ignore"):
+        lhs, rhs = (np.float32(c), a) if scalar_first else (a, np.float32(c))
+        expected = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}[op](lhs, rhs)
+    assert expected.dtype == np.float32 and y.dtype == np.float32
+    assert np.array_equal(np.isnan(y), np.isnan(expected)), (op, c, np.isnan(y).sum(), np.isnan(expected).sum())
+    assert np.array_equal(np.isposinf(y), np.isposinf(expected)) and np.array_equal(np.isneginf(y), np.isneginf(expected))
+    finite = np.isfinite(expected)
+    # x / c is computed as x * (1 / c): within two float32 roundings of the quotient.
+    np.testing.assert_allclose(y[finite], expected[finite], rtol=3e-7, atol=0)
+    if cpu_isa.dnnl_avx2() and not (op == "Div" and scalar_first):  # c / x is no eltwise: a blocked binary
+        assert placement_of(session)["op"][0] == "dnnl", placement_of(session)["op"]
