@@ -64,7 +64,8 @@ def executed(path, *args):
         if len(fields) < 10 or fields[1] != "exec":
             continue
         layouts = [d.split(":")[3] for d in fields[6].split() if d.count(":") >= 4]
-        steps.append({"primitive": fields[3], "impl": fields[4], "layouts": layouts, "problem": fields[-2]})
+        steps.append({"primitive": fields[3], "impl": fields[4], "layouts": layouts, "aux": fields[-3],
+                      "attributes": fields[7], "problem": fields[-2]})
     return steps, run.stderr
 
 
@@ -205,3 +206,45 @@ def test_scalar_arithmetic_on_either_side(tmp_path, op, scalar_first, c):
     np.testing.assert_allclose(y[finite], expected[finite], rtol=3e-7, atol=0)
     if cpu_isa.dnnl_avx2() and not (op == "Div" and scalar_first):  # c / x is no eltwise: a blocked binary
         assert placement_of(session)["op"][0] == "dnnl", placement_of(session)["op"]
+
+
+@pytest.mark.parametrize("order", ["x_first", "sigmoid_first"])
+def test_silu_written_as_x_times_sigmoid_is_one_swish(tmp_path, order):
+    """SiLU as exporters write it (EfficientNet, RegNetY, YOLO): Conv -> Sigmoid -> Mul(conv, sigmoid), and
+    the same after an Add of two inputs. Each fuses into one oneDNN swish (a post-op of the convolution,
+    an eltwise step after the Add): no Sigmoid or binary multiply runs on its own. NaN and -Inf inputs give
+    numpy's answers (-Inf * sigmoid(-Inf) is NaN)."""
+    def silu(v, name):
+        operands = ["%s_in" % name, "%s_sig" % name]
+        return [helper.make_node("Sigmoid", ["%s_in" % name], ["%s_sig" % name], name=name + "_sigmoid"),
+                helper.make_node("Mul", operands if order == "x_first" else operands[::-1], ["%s_out" % name],
+                                 name=name + "_mul")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a_in"], pads=[1, 1, 1, 1], name="conv")] + silu(None, "a")
+    nodes += [helper.make_node("Add", ["a_out", "x"], ["b_in"], name="add")] + silu(None, "b")
+    nodes += [helper.make_node("Identity", ["b_out"], ["y"], name="out")]
+    path = save(tmp_path, "silu", nodes, [("x", [1, C, H, W])], [numpy_helper.from_array(W0, "w0")])
+    steps, _ = executed(path)
+    assert not [s for s in steps if "binary_mul" in s["aux"]], steps  # the multiplies are fused
+    assert not [s for s in steps if "logistic" in s["aux"] + s["attributes"]], steps
+    assert len([s for s in steps if "swish" in s["aux"] + s["attributes"]]) >= 2, steps
+    session = tessera.InferenceSession(path)
+    if cpu_isa.dnnl_avx2():
+        where = placement_of(session)
+        assert where["a_mul"][0] == "dnnl" and "fused into 'conv'" in where["a_mul"][2], where["a_mul"]
+        assert where["b_mul"][0] == "dnnl" and "pattern" in where["b_sigmoid"][2] + where["b_mul"][2], where
+    x = RNG.standard_normal((1, C, H, W)).astype(np.float32) * 3
+    a = conv3x3(x, W0)
+    a = a / (1 + np.exp(-a))
+    b = a + x
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], b / (1 + np.exp(-b)), rtol=1e-4, atol=1e-5)
+    x[0, 3, 4, 5] = np.nan
+    x[0, 7, 0, 0] = -np.inf
+    y = session.run(None, {"x": x})[0]
+    with np.errstate(all="ignore"):
+        a = conv3x3(x, W0)
+        a = a * (1 / (1 + np.exp(-a)))
+        b = a + x
+        expected = b * (1 / (1 + np.exp(-b)))
+    assert np.array_equal(np.isnan(y), np.isnan(expected)), (np.isnan(y).sum(), np.isnan(expected).sum())
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(y[finite], expected[finite], rtol=1e-4, atol=1e-5)

@@ -69,6 +69,13 @@ Pattern activation_of(Pattern x) {
   }
   forms.insert(forms.begin(), op_in(unary, {x}));
   for (Pattern& p : forms) p.where(is_activation);
+  // SiLU as exporters write it, x * Sigmoid(x) (either order): one eltwise_swish (chain_swish).
+  Pattern sigmoid = op("Sigmoid", {x});
+  sigmoid.where(is_activation);
+  for (Pattern product : {op("Mul", {x, sigmoid}), op("Mul", {sigmoid, x})}) {
+    product.where(float32_static_node);
+    forms.push_back(product);
+  }
   return either(forms);
 }
 
@@ -195,6 +202,15 @@ Declarations make_declarations() {
   binary.where([](const Graph& g, const Node& n) { return check_binary(g, n).supported; });
   d.pattern("BinaryActivation", activation_of(binary));
   d.pattern("Gelu", gelu_erf_pattern(any(), float32_static_node));
+  {
+    Pattern x = any();
+    Pattern sigmoid = op("Sigmoid", {x});
+    sigmoid.where(is_activation);
+    for (Pattern product : {op("Mul", {x, sigmoid}), op("Mul", {sigmoid, x})}) {
+      product.where(float32_static_node);
+      d.pattern("Swish", product);
+    }
+  }
   // (ReduceMean's axes are an int64 input: only its data must be float32.)
   d.pattern("LayerNorm", layer_norm_pattern(any(), [](const Graph& g, const Node& n) {
               return float32_static(g, n, n.op_type == "ReduceMean" ? 1 : SIZE_MAX).supported;

@@ -72,7 +72,15 @@ void lower_elementwise(Lowering& lowering, const FusedNode& fused) {
   std::vector<memory::desc> requests;
   size_t tail_start = 0;
 
-  if (fused.pattern == "Gelu") {
+  if (fused.pattern == "Swish") {
+    // Body: Sigmoid(x) -> Mul(x, ·) (either order): one eltwise_swish on x.
+    step.kind = StepKind::kEltwise;
+    step.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_swish);
+    step.floats = {1.0f, 0.0f};
+    step.inputs = {lowering.slot_of(fused.region_value(node.inputs[0]))};
+    requests = {memory::desc()};
+    tail_start = fused.tail.size();
+  } else if (fused.pattern == "Gelu") {
     // Body: Div(x, √2) → Erf → Add(1) → Mul(x, ·) → Mul(·, 0.5); x is the Div's first input.
     step.kind = StepKind::kEltwise;
     step.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_gelu_erf);
@@ -127,7 +135,14 @@ void lower_elementwise(Lowering& lowering, const FusedNode& fused) {
   } else {
     lowering.unsupported(node, node.op_type + " is not lowered by the oneDNN backend");
   }
+  ValueId chain = node.outputs[0];
   for (size_t t = tail_start; t < fused.tail.size(); ++t) {
+    if (std::optional<PostOp> swish = chain_swish(fused, t, chain)) {
+      step.post_ops.push_back(*swish);
+      chain = fused.tail[++t]->outputs[0];
+      continue;
+    }
+    chain = fused.tail[t]->outputs[0];
     std::optional<PostOp> activation = chain_activation(lowering, fused, *fused.tail[t]);
     if (!activation) lowering.unsupported(*fused.tail[t], "cannot fuse " + fused.tail[t]->op_type);
     step.post_ops.push_back(*activation);

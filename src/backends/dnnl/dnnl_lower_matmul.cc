@@ -97,6 +97,11 @@ void lower_matmul(Lowering& lowering, const FusedNode& fused) {
 
   ValueId chain = node.outputs[0];
   for (size_t t = 0; t < fused.tail.size(); ++t) {
+    if (std::optional<PostOp> swish = chain_swish(fused, t, chain)) {
+      step.post_ops.push_back(*swish);
+      chain = fused.tail[++t]->outputs[0];
+      continue;
+    }
     const Node& next = *fused.tail[t];
     if (next.op_type == "Add" && step.post_ops.empty() && bias_slot < 0) {
       const ValueId other = fused.region_value(next.inputs[0] == chain ? next.inputs[1] : next.inputs[0]);

@@ -405,6 +405,25 @@ std::optional<PostOp> chain_activation(const Lowering& lowering, const FusedNode
   return activation_post_op(lowering.graph(), in_region);
 }
 
+std::optional<PostOp> chain_swish(const FusedNode& fused, size_t t, ValueId chain) {
+  if (t + 1 >= fused.tail.size()) return std::nullopt;
+  const Node& sigmoid = *fused.tail[t];
+  const Node& product = *fused.tail[t + 1];
+  if (sigmoid.op_type != "Sigmoid" || !sigmoid.domain.empty() || sigmoid.inputs.size() != 1 || sigmoid.inputs[0] != chain) {
+    return std::nullopt;
+  }
+  if (product.op_type != "Mul" || !product.domain.empty() || product.inputs.size() != 2) return std::nullopt;
+  const ValueId s = sigmoid.outputs[0];
+  if (!((product.inputs[0] == chain && product.inputs[1] == s) || (product.inputs[0] == s && product.inputs[1] == chain))) {
+    return std::nullopt;
+  }
+  PostOp swish;
+  swish.kind = PostOpKind::kEltwise;
+  swish.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_swish);
+  swish.alpha = 1.0f;  // x * sigmoid(alpha * x)
+  return swish;
+}
+
 Program lower_region(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes) {
   Lowering lowering(region, engine, bf16_nodes);
   for (size_t i = 0; i < region.nodes.size(); ++i) {

@@ -99,6 +99,10 @@ std::optional<PostOp> activation_post_op(const Graph& graph, const Node& node);
 /// operands (Clip's bounds) are read from the region graph.
 std::optional<PostOp> chain_activation(const Lowering& lowering, const FusedNode& fused, const Node& node);
 
+/// The eltwise_swish post-op (x * sigmoid(x)) when the fused chain's tail nodes t and t + 1 are
+/// Sigmoid(chain) and Mul of chain and that sigmoid (either order), the SiLU exporters write.
+std::optional<PostOp> chain_swish(const FusedNode& fused, size_t t, ValueId chain);
+
 /// Tuning by measurement (dnnl_tuning.cc): times the convolution step with
 /// the direct and the Winograd algorithm (where oneDNN has it), each with the
 /// reorders its layouts would add around it, and returns the faster one's

@@ -46,6 +46,9 @@ const EltwiseOp kEltwiseOps[] = {
     {"HardSwish", algorithm::eltwise_hardswish, P::kFixed, nullptr, 0.0f, 0.0f, true, true, nullptr, false},
     {"Mish", algorithm::eltwise_mish, P::kFixed, nullptr, 0.0f, 0.0f, true, true, nullptr, false},
     {"Clip", algorithm::eltwise_clip_v2, P::kClipBounds, nullptr, 0.0f, 0.0f, true, true, kClip, false},
+    // SiLU, x * sigmoid(x): made by the Swish pattern and activation_of's product forms. Marked like
+    // exp: its kernel computes through exp, which turns a NaN or -Inf input into what numpy does not.
+    {"", algorithm::eltwise_swish, P::kFixed, nullptr, 1.0f, 0.0f, false, false, kExp, false},
     // The erf form of GELU: made by the Gelu, MatMulGelu and MatMulBiasGelu patterns.
     {"", algorithm::eltwise_gelu_erf, P::kFixed, nullptr, 0.0f, 0.0f, false, false, nullptr, false},
     // oneDNN's first clip: no op lowers to it, but a payload holding it is still marked.
