@@ -21,6 +21,7 @@
 #include "passes/float16_compute.h"
 #include "passes/fold_qdq.h"
 #include "passes/infer_and_fold.h"
+#include "passes/remove_no_ops.h"
 #include "runtime/backend_registry.h"
 #include "runtime/finite_scan.h"
 #include "runtime/region_plan.h"
@@ -164,6 +165,8 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   after_pass(graph, "infer_and_fold", /*verify=*/false);
   eliminate_dead_nodes(graph);
   after_pass(graph, "eliminate_dead_nodes");
+  const std::vector<RemovedNode> no_ops = remove_no_ops(graph);
+  if (!no_ops.empty()) after_pass(graph, "remove_no_ops");
 
   // Partition among the chosen backends, then compile each region.
   model->backends_ = choose_backends(options);
@@ -245,6 +248,10 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
         model->placement_[composite.nodes[k]].note = "fused into '" + first + "' (pattern " + composite.pattern + ")";
       }
     }
+  }
+  for (const RemovedNode& removed : no_ops) {
+    model->placement_.push_back({removed.node, removed.op_type, "folded", removed.why, -1, ""});
+    executed.insert(removed.node);
   }
   for (const auto& [name, op_type] : nodes_before) {
     if (!executed.count(name)) model->placement_.push_back({name, op_type, "folded", "computed at compile time", -1, ""});

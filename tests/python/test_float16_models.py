@@ -123,3 +123,34 @@ def test_a_float16_sequence_input_is_refused_clearly(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
     with pytest.raises(tessera.Unsupported, match="input 's' is a .*float16 sequences and optionals are not supported"):
         tessera.InferenceSession(path).run(None, {"s": [np.ones(2, np.float16)]})
+
+
+def test_float16_conversions_are_exact_both_ways(tmp_path):
+    """Every float16 widens to its float32 exactly, and float32 rounds to the nearest float16 (ties to even,
+    overflow to Inf, subnormals kept) as numpy rounds it: all 65,536 bit patterns, and float32 values at and
+    between float16 neighbours. (Native converts with F16C where the CPU has AVX2; the capped runs check the
+    portable conversion.)"""
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["h"], ["wide"], to=TensorProto.FLOAT, name="widen"),
+         helper.make_node("Cast", ["f"], ["narrow"], to=TensorProto.FLOAT16, name="narrow")], "casts",
+        [helper.make_tensor_value_info("h", TensorProto.FLOAT16, ["n"]),
+         helper.make_tensor_value_info("f", TensorProto.FLOAT, ["m"])],
+        [helper.make_tensor_value_info("wide", TensorProto.FLOAT, ["n"]),
+         helper.make_tensor_value_info("narrow", TensorProto.FLOAT16, ["m"])])
+    path = str(tmp_path / "casts.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    session = tessera.InferenceSession(path)
+    halves = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    lo = halves[np.isfinite(halves)].astype(np.float32)
+    # float32s between and at float16 neighbours: exact ties, just off ties, beyond the largest float16.
+    mids = ((np.sort(lo)[:-1].astype(np.float64) + np.sort(lo)[1:]) / 2).astype(np.float32)
+    near = np.concatenate([mids, np.nextafter(mids, np.float32(np.inf)), np.nextafter(mids, np.float32(-np.inf)),
+                           lo, np.float32([65504, 65519.99, 65520, 1e6, -1e6, 1e-8, -1e-8, np.inf, -np.inf])])
+    wide, narrow = session.run(None, {"h": halves, "f": near})
+    expected_wide = halves.astype(np.float32)
+    same = np.isnan(expected_wide) == np.isnan(wide)
+    assert same.all() and np.array_equal(wide[~np.isnan(wide)].view(np.uint32),
+                                          expected_wide[~np.isnan(expected_wide)].view(np.uint32))
+    expected_narrow = near.astype(np.float16)
+    assert np.array_equal(narrow.view(np.uint16), expected_narrow.view(np.uint16)), \
+        np.flatnonzero(narrow.view(np.uint16) != expected_narrow.view(np.uint16))[:5]

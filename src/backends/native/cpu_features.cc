@@ -9,7 +9,7 @@ const CpuFeatures& cpu_features() {
   static const CpuFeatures features = [] {
     __builtin_cpu_init();
     CpuFeatures f;
-    f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     f.avx512 = f.avx2_fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
     if (const char* cap = std::getenv("TESSERA_ISA")) {

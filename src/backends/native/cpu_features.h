@@ -7,7 +7,7 @@
 namespace tessera::native {
 
 struct CpuFeatures {
-  bool avx2_fma = false;  // AVX2 and FMA3: the *_avx2.cc files
+  bool avx2_fma = false;  // AVX2, FMA3 and F16C (every AVX2 CPU has it): the *_avx2.cc files
   bool avx512 = false;    // AVX-512 F, BW, DQ and VL: the *_avx512.cc files
 };
 
