@@ -285,3 +285,50 @@ def test_no_op_nodes_cost_nothing(tmp_path):
     if cpu_isa.dnnl_avx2():
         assert where["mm1"][0] == where["mm2"][0] == "dnnl"
         assert len([r for r in session.regions() if r["backend"] == "dnnl"]) == 1, session.regions()
+
+
+def test_hardsigmoid_runs_on_onednn_without_splitting_its_region(tmp_path):
+    """torchvision's MobileNetV3 exports HardSwish as x * HardSigmoid(x) and its squeeze-excite gates as
+    HardSigmoid, which oneDNN 2.6 has no eltwise for: it is an eltwise_linear and a clip there now. On
+    native, its 29 HardSigmoid nodes cut the model into 59 regions."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("HardSigmoid", ["a"], ["h"], alpha=1 / 6, beta=0.5, name="hardsigmoid"),
+             helper.make_node("Mul", ["a", "h"], ["b"], name="hardswish"),
+             helper.make_node("HardSigmoid", ["b"], ["g"], alpha=0.2, beta=0.4, name="gate"),
+             helper.make_node("Conv", ["g", "w0"], ["y"], pads=[1, 1, 1, 1], name="conv2")]
+    path = save(tmp_path, "hardsigmoid", nodes, [("x", [1, C, H, W])], [numpy_helper.from_array(W0, "w0")])
+    slow, _ = reference_kernels(path)
+    assert slow == [], slow
+    session = tessera.InferenceSession(path)
+    if cpu_isa.dnnl_avx2():
+        where = placement_of(session)
+        assert where["hardsigmoid"][0] == where["gate"][0] == "dnnl", where
+        assert len(session.regions()) == 1, session.regions()
+    x = (RNG.standard_normal((1, C, H, W)) * 4).astype(np.float32)
+    x[0, 2, 3, 4] = np.nan
+    for feed in (x, np.nan_to_num(x)):
+        with np.errstate(invalid="ignore"):
+            a = conv3x3(feed, W0)
+            b = a * np.clip(a / 6 + 0.5, 0, 1)
+            expected = conv3x3(np.clip(0.2 * b + 0.4, 0, 1), W0)
+        y = session.run(None, {"x": feed})[0]
+        assert np.array_equal(np.isnan(y), np.isnan(expected)), (np.isnan(y).sum(), np.isnan(expected).sum())
+        finite = np.isfinite(expected)
+        np.testing.assert_allclose(y[finite], expected[finite], rtol=1e-4, atol=1e-4 * np.abs(expected[finite]).max())
+
+
+@pytest.mark.parametrize("shape", [[1, 4, 2, 2], [2, 3], [7]])
+def test_scalar_arithmetic_with_a_fused_clip_on_small_tensors(tmp_path, shape):
+    """Add(x, 3) -> Clip(0, 6) -> Div(6) -> Mul(x) and HardSigmoid on tensors too small for the slow-kernel
+    guard: oneDNN 2.6 ran an eltwise with a clip post-op on its reference kernel, which wrote zeros (HardSigmoid
+    of [-1, 0, 1] came out [0, 0, 0]); eltwise steps now never keep post-ops."""
+    nodes = [helper.make_node("Add", ["x", "three"], ["b"], name="add3"),
+             helper.make_node("Clip", ["b", "zero", "six"], ["c"], name="relu6"),
+             helper.make_node("Div", ["c", "six"], ["d"], name="div6"),
+             helper.make_node("Mul", ["x", "d"], ["e"], name="mul"),
+             helper.make_node("HardSigmoid", ["e"], ["y"], alpha=0.5, beta=0.6, name="hardsigmoid")]
+    path = save(tmp_path, "small", nodes, [("x", shape)], [scalar("three", 3.0), scalar("zero", 0.0), scalar("six", 6.0)])
+    session = tessera.InferenceSession(path)
+    x = np.linspace(-5, 5, int(np.prod(shape))).astype(np.float32).reshape(shape)
+    e = x * np.clip(x + 3, 0, 6) / 6
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], np.clip(0.5 * e + 0.6, 0, 1), rtol=1e-6, atol=1e-6)

@@ -94,6 +94,10 @@ Declarations make_declarations() {
     if (row.claimed) d.op(row.op_type, check_activation);
   }
   for (const PoolingOp& row : pooling_ops()) d.op(row.op_type, check_pooling);
+  // HardSigmoid (max(0, min(1, alpha x + beta))), which oneDNN 2.6 has no eltwise for: an eltwise_linear
+  // and an eltwise_clip (lower_elementwise). torchvision's MobileNetV3 has 29 of them; on native each cut
+  // the oneDNN region around it.
+  d.op("HardSigmoid", [](const Graph& g, const Node& n) { return float32_static(g, n); });
 
   auto conv = [] {
     Pattern c = op("Conv");

@@ -72,7 +72,21 @@ void lower_elementwise(Lowering& lowering, const FusedNode& fused) {
   std::vector<memory::desc> requests;
   size_t tail_start = 0;
 
-  if (fused.pattern == "Swish") {
+  if (fused.pattern.empty() && node.op_type == "HardSigmoid" && node.domain.empty()) {
+    // max(0, min(1, alpha x + beta)): a linear step whose clip post-op the slow-kernel guard runs as a
+    // step of its own where oneDNN has no JIT kernel with it (blocked layouts).
+    step.kind = StepKind::kEltwise;
+    step.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_linear);
+    step.floats = {node.attrs.get_float_or("alpha", 0.2f), node.attrs.get_float_or("beta", 0.5f)};
+    step.inputs = {lowering.slot_of(fused.region_value(node.inputs[0]))};
+    requests = {memory::desc()};
+    PostOp clip;
+    clip.kind = PostOpKind::kEltwise;
+    clip.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_clip_v2);
+    clip.alpha = 0.0f;
+    clip.beta = 1.0f;
+    step.post_ops.push_back(clip);
+  } else if (fused.pattern == "Swish") {
     // Body: Sigmoid(x) -> Mul(x, ·) (either order): one eltwise_swish on x.
     step.kind = StepKind::kEltwise;
     step.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_swish);

@@ -236,7 +236,10 @@ int32_t Lowering::add_step(Step step, const std::vector<memory::desc>& requests,
   // cover more broadcasts, are tried. What still has only the reference
   // kernel is kept (nothing faster was found here) and named in the placement
   // report and the model's warnings (DnnlRegion::node_warning).
-  if (is_reference(*pd) && shape_numel(output_dims) >= kReferenceGuardElements) {
+  // An eltwise step never keeps post-ops: oneDNN 2.6 runs eltwise with post-ops on its reference
+  // kernel only, and that kernel wrote zeros for HardSigmoid's linear + clip on a 3-element tensor.
+  const bool eltwise_with_post_ops = original.kind == StepKind::kEltwise && !original.post_ops.empty();
+  if (eltwise_with_post_ops || (is_reference(*pd) && shape_numel(output_dims) >= kReferenceGuardElements)) {
     bool eltwise_post_ops = !original.post_ops.empty();
     for (const PostOp& p : original.post_ops) eltwise_post_ops &= p.kind == PostOpKind::kEltwise;
     if (eltwise_post_ops) {
