@@ -182,6 +182,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   policy.strict = options.strict;
   model->graph_ = std::move(graph);
   std::vector<char> final_layer;
+  std::vector<char> bf16;  // per node of the last partitioning's order
   RegionOptions region_options;
   region_options.num_threads = options.num_threads;
   // Partition, then compile each region. A backend may refuse a node it
@@ -194,7 +195,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
     model->partition_ = partition_graph(model->graph_, partition_backends, policy);
     order_nodes_by_region(model->graph_, model->partition_);
     after_pass(model->graph_, "partition");
-    const std::vector<char> bf16 = bf16_nodes(model->graph_, options.precision, &final_layer);
+    bf16 = bf16_nodes(model->graph_, options.precision, &final_layer);
     for (const Region& region : model->partition_.regions) {
       auto plan = std::make_unique<RegionPlan>();
       plan->backend_index = region.backend;
@@ -229,7 +230,6 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
     }
     if (policy.compile_refusals.size() == known) break;
   }
-  const std::vector<char> bf16 = bf16_nodes(model->graph_, options.precision, nullptr);
 
   // Placement: every executed node (graph order, as profiles use), then the folded ones.
   const Graph& g = model->graph_;

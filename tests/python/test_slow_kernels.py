@@ -216,13 +216,13 @@ def test_silu_written_as_x_times_sigmoid_is_one_swish(tmp_path, order):
     the same after an Add of two inputs. Each fuses into one oneDNN swish (a post-op of the convolution,
     an eltwise step after the Add): no Sigmoid or binary multiply runs on its own. NaN and -Inf inputs give
     numpy's answers (-Inf * sigmoid(-Inf) is NaN)."""
-    def silu(v, name):
+    def silu(name):
         operands = ["%s_in" % name, "%s_sig" % name]
         return [helper.make_node("Sigmoid", ["%s_in" % name], ["%s_sig" % name], name=name + "_sigmoid"),
                 helper.make_node("Mul", operands if order == "x_first" else operands[::-1], ["%s_out" % name],
                                  name=name + "_mul")]
-    nodes = [helper.make_node("Conv", ["x", "w0"], ["a_in"], pads=[1, 1, 1, 1], name="conv")] + silu(None, "a")
-    nodes += [helper.make_node("Add", ["a_out", "x"], ["b_in"], name="add")] + silu(None, "b")
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a_in"], pads=[1, 1, 1, 1], name="conv")] + silu("a")
+    nodes += [helper.make_node("Add", ["a_out", "x"], ["b_in"], name="add")] + silu("b")
     nodes += [helper.make_node("Identity", ["b_out"], ["y"], name="out")]
     path = save(tmp_path, "silu", nodes, [("x", [1, C, H, W])], [numpy_helper.from_array(W0, "w0")])
     steps, _ = executed(path)

@@ -168,4 +168,11 @@ std::vector<float> constant_plain_data(const Graph& region, const Slot& slot) {
   throw_user_error("oneDNN payload: unknown constant transform");
 }
 
+std::optional<float> finite_scalar_constant(const Graph& graph, ValueId id) {
+  if (!graph.is_constant(id)) return std::nullopt;
+  const Tensor& t = *graph.value(id).constant;
+  if (t.dtype() != DType::kFloat32 || t.numel() != 1 || !std::isfinite(t.as<float>()[0])) return std::nullopt;
+  return t.as<float>()[0];
+}
+
 }  // namespace tessera::dnnl_backend

@@ -6,8 +6,6 @@
 // activation, Add + activation, GELU's erf form and the decomposed LayerNorm.
 #include "backends/dnnl/dnnl_declarations.h"
 
-#include <cmath>
-
 #include "backends/dnnl/dnnl_lowering.h"
 #include "backends/dnnl/dnnl_op_tables.h"
 #include "partition/common_patterns.h"
@@ -51,6 +49,15 @@ bool matmul_bias_fuses(const Graph& graph, const Node& add) {
   return false;
 }
 
+/// x * Sigmoid(x), either operand order: SiLU as exporters write it.
+std::vector<Pattern> silu_forms(Pattern x) {
+  Pattern sigmoid = op("Sigmoid", {x});
+  sigmoid.where(is_activation);
+  std::vector<Pattern> forms = {op("Mul", {x, sigmoid}), op("Mul", {sigmoid, x})};
+  for (Pattern& product : forms) product.where(float32_static_node);
+  return forms;
+}
+
 /// `x` followed by an activation that fuses (eltwise_ops() rows marked `fuses`;
 /// Clip with its bounds as constant or absent inputs).
 Pattern activation_of(Pattern x) {
@@ -69,13 +76,8 @@ Pattern activation_of(Pattern x) {
   }
   forms.insert(forms.begin(), op_in(unary, {x}));
   for (Pattern& p : forms) p.where(is_activation);
-  // SiLU as exporters write it, x * Sigmoid(x) (either order): one eltwise_swish (chain_swish).
-  Pattern sigmoid = op("Sigmoid", {x});
-  sigmoid.where(is_activation);
-  for (Pattern product : {op("Mul", {x, sigmoid}), op("Mul", {sigmoid, x})}) {
-    product.where(float32_static_node);
-    forms.push_back(product);
-  }
+  // SiLU as exporters write it: one eltwise_swish post-op (chain_swish).
+  for (Pattern& product : silu_forms(x)) forms.push_back(std::move(product));
   return either(forms);
 }
 
@@ -206,15 +208,7 @@ Declarations make_declarations() {
   binary.where([](const Graph& g, const Node& n) { return check_binary(g, n).supported; });
   d.pattern("BinaryActivation", activation_of(binary));
   d.pattern("Gelu", gelu_erf_pattern(any(), float32_static_node));
-  {
-    Pattern x = any();
-    Pattern sigmoid = op("Sigmoid", {x});
-    sigmoid.where(is_activation);
-    for (Pattern product : {op("Mul", {x, sigmoid}), op("Mul", {sigmoid, x})}) {
-      product.where(float32_static_node);
-      d.pattern("Swish", product);
-    }
-  }
+  for (Pattern& product : silu_forms(any())) d.pattern("Swish", std::move(product));
   // (ReduceMean's axes are an int64 input: only its data must be float32.)
   d.pattern("LayerNorm", layer_norm_pattern(any(), [](const Graph& g, const Node& n) {
               return float32_static(g, n, n.op_type == "ReduceMean" ? 1 : SIZE_MAX).supported;
@@ -280,10 +274,7 @@ SupportDecision check_binary(const Graph& graph, const Node& node) {
   const bool commutative = row && row->commutative;
   ValueId broadcast = node.inputs[1];
   // c - x with a constant scalar c: one eltwise_linear (-x + c), as lower_elementwise's scalar_linear makes it.
-  if (node.op_type == "Sub" && b == y && graph.is_constant(node.inputs[0])) {
-    const Tensor& c = *graph.value(node.inputs[0]).constant;
-    if (c.dtype() == DType::kFloat32 && c.numel() == 1 && std::isfinite(c.as<float>()[0])) return kYes;
-  }
+  if (node.op_type == "Sub" && b == y && finite_scalar_constant(graph, node.inputs[0])) return kYes;
   if (a != y) {
     if (!commutative || b != y) return refuse("the first operand broadcasts (oneDNN broadcasts only the second)");
     broadcast = node.inputs[0];

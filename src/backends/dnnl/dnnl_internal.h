@@ -207,6 +207,10 @@ bool fp_flags_raised(int threads);
 // --- constants ---
 /// The bytes of a constant slot in plain layout, after its transform.
 std::vector<float> constant_plain_data(const Graph& region, const Slot& slot);
+/// The value of `id` when it is a one-element float32 constant holding a
+/// finite number (what an Add/Sub/Mul/Div with it becomes an eltwise_linear
+/// for), else nullopt.
+std::optional<float> finite_scalar_constant(const Graph& graph, ValueId id);
 
 
 }  // namespace tessera::dnnl_backend

@@ -15,48 +15,46 @@
 namespace tessera::dnnl_backend {
 namespace {
 
-/// The finite float of a one-element float32 constant operand, or nullopt.
-std::optional<float> scalar_constant(const Lowering& lowering, const FusedNode& fused, ValueId id) {
-  const ValueId value = fused.region_value(id);
-  if (value == kNoValue || !lowering.is_constant_value(value)) return std::nullopt;
-  const Tensor& t = *lowering.graph().value(value).constant;
-  if (t.dtype() != DType::kFloat32 || t.numel() != 1) return std::nullopt;
-  const float c = t.as<float>()[0];
-  if (!std::isfinite(c)) return std::nullopt;
-  return c;
-}
+/// alpha x + beta, the eltwise_linear an Add/Sub/Mul/Div of x and a scalar constant is.
+struct ScalarLinear {
+  float alpha = 1, beta = 0;
+  ValueId x = kNoValue;  // the tensor operand, a region value
+};
 
-/// The operand of Add/Sub/Mul/Div that is not the scalar constant (the one scalar_linear reads).
-ValueId scalar_linear_input(const Lowering& lowering, const FusedNode& fused, const Node& node) {
-  return scalar_constant(lowering, fused, node.inputs[1]) ? node.inputs[0] : node.inputs[1];
-}
-
-/// (alpha, beta) of the eltwise_linear that computes Add/Sub/Mul/Div of a tensor and a finite scalar
-/// constant (either side, as ONNX broadcasts it), or nullopt. The tensor operand must have the
-/// output's dims (the scalar is what broadcasts).
-std::optional<std::pair<float, float>> scalar_linear(const Lowering& lowering, const FusedNode& fused, const Node& node) {
+/// The eltwise_linear that computes Add/Sub/Mul/Div of a tensor and a finite scalar constant (either
+/// side, as ONNX broadcasts it), or nullopt. The tensor operand must have the output's dims (the
+/// scalar is what broadcasts).
+std::optional<ScalarLinear> scalar_linear(const Lowering& lowering, const FusedNode& fused, const Node& node) {
   if (!node.domain.empty() || node.inputs.size() != 2 || node.outputs.empty()) return std::nullopt;
   const std::string& op = node.op_type;
   if (op != "Add" && op != "Sub" && op != "Mul" && op != "Div") return std::nullopt;
-  const std::optional<float> right = scalar_constant(lowering, fused, node.inputs[1]);
-  const std::optional<float> left = right ? std::nullopt : scalar_constant(lowering, fused, node.inputs[0]);
+  auto constant = [&](ValueId id) {
+    const ValueId value = fused.region_value(id);
+    return value == kNoValue ? std::nullopt : finite_scalar_constant(lowering.graph(), value);
+  };
+  const std::optional<float> right = constant(node.inputs[1]);
+  const std::optional<float> left = right ? std::nullopt : constant(node.inputs[0]);
   if (!right && !left) return std::nullopt;
-  const ValueId x = fused.region_value(right ? node.inputs[0] : node.inputs[1]);
-  if (x == kNoValue || dims_of(lowering.graph(), x) != fused.graph->value(node.outputs[0]).type.dims) return std::nullopt;
-  if (lowering.graph().value(x).type.dtype != DType::kFloat32) return std::nullopt;
-  if (right) {
-    const float c = *right;
-    if (op == "Add") return std::make_pair(1.0f, c);
-    if (op == "Sub") return std::make_pair(1.0f, -c);
-    if (op == "Mul") return std::make_pair(c, 0.0f);
-    // x / ±0 as x * ±Inf: ±Inf for x != 0 and NaN for 0 and NaN, as the quotient.
-    return std::make_pair(1.0f / c, 0.0f);
+  ScalarLinear linear;
+  linear.x = fused.region_value(right ? node.inputs[0] : node.inputs[1]);
+  if (linear.x == kNoValue || dims_of(lowering.graph(), linear.x) != fused.graph->value(node.outputs[0]).type.dims) {
+    return std::nullopt;
   }
-  const float c = *left;
-  if (op == "Add") return std::make_pair(1.0f, c);
-  if (op == "Sub") return std::make_pair(-1.0f, c);
-  if (op == "Mul") return std::make_pair(c, 0.0f);
-  return std::nullopt;  // c / x is no linear function of x
+  if (lowering.graph().value(linear.x).type.dtype != DType::kFloat32) return std::nullopt;
+  const float c = right ? *right : *left;
+  if (op == "Add") {
+    linear.beta = c;
+  } else if (op == "Sub") {
+    linear.alpha = right ? 1.0f : -1.0f;
+    linear.beta = right ? -c : c;
+  } else if (op == "Mul") {
+    linear.alpha = c;
+  } else if (right) {
+    linear.alpha = 1.0f / c;  // x / ±0 as x * ±Inf: ±Inf for x != 0 and NaN for 0 and NaN, as the quotient
+  } else {
+    return std::nullopt;  // c / x is no linear function of x
+  }
+  return linear;
 }
 
 }  // namespace
@@ -107,14 +105,14 @@ void lower_elementwise(Lowering& lowering, const FusedNode& fused) {
     step.floats = {activation->alpha, activation->beta};
     step.inputs = {lowering.slot_of(fused.region_value(node.inputs[0]))};
     requests = {memory::desc()};
-  } else if (std::optional<std::pair<float, float>> linear = scalar_linear(lowering, fused, node)) {
+  } else if (std::optional<ScalarLinear> linear = scalar_linear(lowering, fused, node)) {
     // x + c, x - c, c - x, x * c, x / c with a constant scalar c: one eltwise_linear (alpha x + beta)
     // in x's layout. oneDNN 2.6 runs a blocked binary_div by a scalar on its reference kernel (10 ms
     // for 32x56x56, paddle2onnx's HardSwish); x / c becomes x * (1/c), within an ulp of the quotient.
     step.kind = StepKind::kEltwise;
     step.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_linear);
-    step.floats = {linear->first, linear->second};
-    step.inputs = {lowering.slot_of(fused.region_value(scalar_linear_input(lowering, fused, node)))};
+    step.floats = {linear->alpha, linear->beta};
+    step.inputs = {lowering.slot_of(linear->x)};
     requests = {memory::desc()};
   } else if (const BinaryOp* binary = node.domain.empty() ? find_binary_op(node.op_type) : nullptr) {
     if (node.inputs.size() != 2) lowering.unsupported(node, "only two operands");
