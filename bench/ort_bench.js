@@ -2,6 +2,8 @@
 // on inputs read from .npy files, and prints one JSON line:
 //   {"median_ms": ..., "p10_ms": ..., "p90_ms": ...}
 // Usage: node ort_bench.js MODEL THREADS WARMUP ITERATIONS NAME=FILE.npy ...
+// With ORT_OUTPUTS=DIR it also writes each output of the last run as DIR/NAME.npy
+// (the reference outputs of the scripts that compare Tessera with ONNX Runtime).
 'use strict';
 const fs = require('fs');
 const ort = require('onnxruntime-node');
@@ -28,6 +30,20 @@ function readNpy(path) {
   return new ort.Tensor(type, type === 'bool' ? Uint8Array.from(data).map((v) => v !== 0) : data, shape);
 }
 
+function writeNpy(path, tensor) {
+  const descr = Object.keys(kTypes).find((d) => kTypes[d][0] === tensor.type);
+  if (!descr) throw new Error(path + ': cannot write dtype ' + tensor.type);
+  const shape = tensor.dims.length === 1 ? tensor.dims[0] + ',' : tensor.dims.join(', ');
+  let header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + shape + '), }';
+  header += ' '.repeat(63 - ((header.length + 10) % 64)) + '\n';
+  const prefix = Buffer.alloc(10);
+  prefix.write('\x93NUMPY', 0, 'latin1');
+  prefix[6] = 1;
+  prefix.writeUInt16LE(header.length, 8);
+  const data = Buffer.from(tensor.data.buffer, tensor.data.byteOffset, tensor.data.byteLength);
+  fs.writeFileSync(path, Buffer.concat([prefix, Buffer.from(header, 'latin1'), data]));
+}
+
 async function main() {
   const [model, threads, warmup, iterations, ...inputs] = process.argv.slice(2);
   const session = await ort.InferenceSession.create(model, {
@@ -41,10 +57,16 @@ async function main() {
   }
   for (let i = 0; i < Number(warmup); i++) await session.run(feeds);
   const times = [];
+  let results = null;
   for (let i = 0; i < Number(iterations); i++) {
     const start = process.hrtime.bigint();
-    await session.run(feeds);
+    results = await session.run(feeds);
     times.push(Number(process.hrtime.bigint() - start) / 1e6);
+  }
+  if (process.env.ORT_OUTPUTS) {
+    if (!results) results = await session.run(feeds);
+    fs.mkdirSync(process.env.ORT_OUTPUTS, { recursive: true });
+    for (const name of session.outputNames) writeNpy(process.env.ORT_OUTPUTS + '/' + name + '.npy', results[name]);
   }
   times.sort((a, b) => a - b);
   const at = (p) => {

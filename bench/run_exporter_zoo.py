@@ -13,6 +13,10 @@ Each model is three blocks of [3x3 convolution, 32 channels, 56x56 -> the idiom]
   row_broadcast    Mul(x, m[1, C, H, 1]) (no oneDNN JIT kernel in any layout: runs on native)
   tf_nhwc          Transpose(NHWC -> NCHW) -> blocks -> Transpose back, input named input:0 (tf2onnx)
   float16          the silu model with float16 weights, input and output (float16 converters)
+  dynquant_mlp     what onnxruntime.quantization.quantize_dynamic writes for a transformer feed-forward block
+                   (128 tokens, 768 -> 3072 -> 768): DynamicQuantizeLinear -> MatMulInteger (int8 weights,
+                   symmetric, per tensor) -> Cast -> Mul(x_scale * w_scale) -> Add(bias), twice, Relu between
+  dynquant_conv    the same for convolutions (ConvInteger -> Cast -> Mul -> Add(bias[1, C, 1, 1]) -> Relu)
 
 Usage: /usr/bin/python3 bench/run_exporter_zoo.py [--threads 1,2] [--iterations 50] [--models se,silu]
 """
@@ -75,7 +79,56 @@ def idiom(b, kind, x):
     raise ValueError(kind)
 
 
+def quantize_weight(w):
+    """quantize_dynamic's weights: int8, symmetric, per tensor (scale = 2 * max|w| / 255, zero point 0)."""
+    scale = np.float32(2.0 * np.abs(w).max() / 255.0)
+    return np.clip(np.rint(w / scale), -128, 127).astype(np.int8), scale
+
+
+def dynamic_quantized(b, x, w, bias_shape, product, **attrs):
+    """x -> DynamicQuantizeLinear -> product (MatMulInteger or ConvInteger) -> Cast -> Mul(scales) -> Add(bias)."""
+    w_q, w_scale = quantize_weight(w)
+    q = b.fresh("dql")
+    b.nodes.append(helper.make_node("DynamicQuantizeLinear", [x], [q, q + "_scale", q + "_zero_point"], name=q))
+    names = [b.fresh("w_q"), b.fresh("w_scale"), b.fresh("w_zero_point")]
+    b.inits += [numpy_helper.from_array(w_q, names[0]), numpy_helper.from_array(np.array(w_scale), names[1]),
+                numpy_helper.from_array(np.array(0, np.int8), names[2])]
+    acc = b.node(product, [q, names[0], q + "_zero_point", names[2]], **attrs)
+    scale = b.node("Mul", [q + "_scale", names[1]])
+    y = b.node("Mul", [b.node("Cast", [acc], to=TensorProto.FLOAT), scale])
+    return b.node("Add", [y, b.const(b.rng.standard_normal(bias_shape) * 0.1)])
+
+
+def build_dynquant(kind, folder):
+    b = Builder(kind)
+    if kind == "dynquant_mlp":
+        shape, dims = [128, 768], [768, 3072, 768]
+        x = "x"
+        for i in range(2):
+            w = b.rng.standard_normal((dims[i], dims[i + 1])).astype(np.float32) / math.sqrt(dims[i])
+            x = dynamic_quantized(b, x, w, [dims[i + 1]], "MatMulInteger")
+            if i == 0:
+                x = b.node("Relu", [x])
+    else:
+        shape = [1, C, H, W]
+        x = "x"
+        for _ in range(3):
+            w = b.rng.standard_normal((C, C, 3, 3)).astype(np.float32) / math.sqrt(C * 9)
+            x = b.node("Relu", [dynamic_quantized(b, x, w, [1, C, 1, 1], "ConvInteger", pads=[1] * 4)])
+    b.nodes.append(helper.make_node("Identity", [x], ["y"], name="output"))
+    graph = helper.make_graph(b.nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], b.inits)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "model.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    f = os.path.join(folder, "x.npy")
+    np.save(f, np.random.default_rng(1).standard_normal(shape).astype(np.float32))
+    return path, [("x", f)]
+
+
 def build(kind, folder):
+    if kind.startswith("dynquant"):
+        return build_dynquant(kind, folder)
     dtype = np.float16 if kind == "float16" else np.float32
     elem = TensorProto.FLOAT16 if kind == "float16" else TensorProto.FLOAT
     b = Builder(kind, dtype)
@@ -106,7 +159,7 @@ def build(kind, folder):
     return path, files
 
 
-MODELS = ["se", "paddle_hardswish", "paddle_hardsig", "silu", "row_broadcast", "tf_nhwc", "float16"]
+MODELS = ["se", "paddle_hardswish", "paddle_hardsig", "silu", "row_broadcast", "tf_nhwc", "float16", "dynquant_mlp", "dynquant_conv"]
 
 
 def main():

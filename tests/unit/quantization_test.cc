@@ -6,6 +6,8 @@
 // groups, strides, dilations and padding, on one and several threads.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "backends/native/kernels/quantization_internal.h"
 #include "test_util.h"
 
@@ -162,30 +164,86 @@ TEST(DynamicQuantizeLinear, MatchesReferenceAndSpecExample) {
 
 // ------------------------------------------------------ integer MatMul ----
 
-TEST(IntegerGemm, MatchesReferenceAcrossBlockEdges) {
-  // n > 256 crosses the accumulator's column blocks; m = 7 leaves a partial row block.
-  const int64_t m = 7, n = 300, k = 45;
-  Tensor a = random_integers(DType::kInt8, {m, k}, 1), b = random_integers(DType::kInt8, {k, n}, 2);
-  std::vector<int16_t> a16(static_cast<size_t>(m * k)), b16(static_cast<size_t>(k * n));
-  native::subtract_zero_point(a.view(), nullptr, 1, a16.data());
-  native::subtract_zero_point(b.view(), nullptr, 1, b16.data());
-  const Tensor expected = native::reference_matmul_integer(a, b, nullptr, nullptr);
-  Tensor c(DType::kInt32, {m, n});
-  native::integer_gemm(m, n, k, a16.data(), b16.data(), c.as<int32_t>(), n);
-  expect_equal(c, expected);
-  // Every ISA build this CPU can run.
-  __builtin_cpu_init();
-  using GemmFn = void (*)(int64_t, int64_t, int64_t, const int16_t*, const int16_t*, int32_t*, int64_t);
-  std::vector<std::pair<const char*, GemmFn>> builds = {{"portable", native::integer_gemm_portable}};
-  if (__builtin_cpu_supports("avx2")) builds.push_back({"avx2", native::integer_gemm_avx2});
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq")) builds.push_back({"avx512", native::integer_gemm_avx512});
-  for (const auto& [name, gemm] : builds) {
-    SCOPED_TRACE(name);
-    Tensor out(DType::kInt32, {m, n});
-    gemm(m, n, k, a16.data(), b16.data(), out.as<int32_t>(), n);
-    expect_equal(out, expected);
+TEST(QuantizeRounding, RoundHalfEvenMatchesNearbyint) {
+  // Ties both ways, values next to 2^23 / 2^52 (where the magic constant stops
+  // leaving a fraction), signed zeros, infinities and NaN, and a sweep of quarter steps.
+  std::vector<double> values = {0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 254.5, 255.5, -128.5, 127.5,
+                                8388607.5, 8388608.0, 8388609.0, -8388607.5, 16777215.0, 4503599627370495.5,
+                                -0.0, 0.0, 1e30, -1e30, INFINITY, -INFINITY};
+  for (int i = -2000; i <= 2000; ++i) values.push_back(i * 0.25);
+  for (double v : values) {
+    const float f = static_cast<float>(v);
+    EXPECT_EQ(std::signbit(native::round_half_even(f)), std::signbit(std::nearbyint(f))) << f;
+    EXPECT_EQ(native::round_half_even(f), std::nearbyint(f)) << f;
+    EXPECT_EQ(native::round_half_even(v), std::nearbyint(v)) << v;
   }
+  EXPECT_TRUE(std::isnan(native::round_half_even(NAN)));
+  EXPECT_TRUE(std::isnan(native::round_half_even(static_cast<double>(NAN))));
+  // quantize_value: saturate(nearbyint(v) + zero point) written out with libm, NaN to the lowest value.
+  auto expected = [](double v, int32_t z, double lo, double hi) {
+    if (std::isnan(v)) return lo;
+    return std::min(hi, std::max(lo, std::nearbyint(v) + z));
+  };
+  for (double v : values) {
+    for (int32_t z : {0, 3, 128, 255}) {
+      EXPECT_EQ(native::quantize_value<uint8_t>(static_cast<float>(v), z), expected(static_cast<float>(v), z, 0, 255)) << v;
+      EXPECT_EQ(native::quantize_value<uint8_t>(v, z), expected(v, z, 0, 255)) << v;
+    }
+    for (int32_t z : {-128, -3, 0, 127}) {
+      EXPECT_EQ(native::quantize_value<int8_t>(static_cast<float>(v), z), expected(static_cast<float>(v), z, -128, 127)) << v;
+      EXPECT_EQ(native::quantize_value<int8_t>(v, z), expected(v, z, -128, 127)) << v;
+    }
+  }
+  EXPECT_EQ(native::quantize_value<uint8_t>(NAN, 7), 0);
+  EXPECT_EQ(native::quantize_value<int8_t>(static_cast<double>(NAN), 7), -128);
+}
+
+TEST(IntegerGemm, MatchesReferenceAcrossBlockEdges) {
+  // Plain int64 loops over operands spanning the whole adjusted range [-255, 255]
+  // (extremes included): m = 13 leaves partial row tiles on every ISA (4, 6, 8
+  // rows), n = 75 partial 16- and 32-column panels, k = 1031 an odd last pair
+  // and three K blocks of 512; A is read with a row stride wider than k.
+  const int64_t m = 13, n = 75, k = 1031, lda = k + 5;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> value(-255, 255);
+  std::vector<int16_t> a(static_cast<size_t>(m * lda)), b(static_cast<size_t>(k * n));
+  for (auto& v : a) v = static_cast<int16_t>(value(rng));
+  for (auto& v : b) v = static_cast<int16_t>(value(rng));
+  for (int64_t j = 0; j < k; ++j) a[static_cast<size_t>(j)] = j % 2 ? 255 : -255;
+  for (int64_t j = 0; j < n; ++j) b[static_cast<size_t>(j)] = -255;
+  std::vector<int32_t> expected(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += int64_t{a[static_cast<size_t>(i * lda + p)]} * b[static_cast<size_t>(p * n + j)];
+      expected[static_cast<size_t>(i * n + j)] = static_cast<int32_t>(sum);
+    }
+  }
+  std::vector<int16_t> packed(static_cast<size_t>(native::packed_integer_b_size(k, n)));
+  native::pack_integer_b(k, n, b.data(), n, packed.data());
+  // Every ISA build this CPU can run, on the whole matrix and from a later panel on.
+  __builtin_cpu_init();
+  std::vector<std::pair<const char*, native::IntegerGemmTilesFn>> builds = {{"portable", native::integer_gemm_tiles_portable}};
+  if (__builtin_cpu_supports("avx2")) builds.push_back({"avx2", native::integer_gemm_tiles_avx2});
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq")) builds.push_back({"avx512", native::integer_gemm_tiles_avx512});
+  for (const auto& [name, tiles] : builds) {
+    SCOPED_TRACE(name);
+    std::vector<int32_t> c(static_cast<size_t>(m * n), -1);
+    tiles(m, n, k, a.data(), lda, packed.data(), c.data(), n);
+    EXPECT_EQ(c, expected);
+    std::vector<int32_t> tail(static_cast<size_t>(m * n), -1);
+    const int64_t j0 = 2 * native::kIntegerGemmPanel, panel_stride = ((k + 1) / 2) * 2 * native::kIntegerGemmPanel;
+    tiles(m, n - j0, k, a.data(), lda, packed.data() + 2 * panel_stride, tail.data() + j0, n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = j0; j < n; ++j) ASSERT_EQ(tail[static_cast<size_t>(i * n + j)], expected[static_cast<size_t>(i * n + j)]);
+    }
+  }
+  // The threaded driver.
+  native::ThreadPool pool(3);
+  std::vector<int32_t> c(static_cast<size_t>(m * n), -1);
+  native::integer_gemm_packed(m, n, k, a.data(), lda, packed.data(), c.data(), n, pool);
+  EXPECT_EQ(c, expected);
 }
 
 TEST(MatMulInteger, MatchesReference) {
@@ -209,6 +267,16 @@ TEST(MatMulInteger, MatchesReference) {
         // Constant B (a weight) and no zero points.
         auto y = run_one_op({.op_type = "MatMulInteger", .inputs = {a}, .constants = {{1, b}}});
         expect_equal(y[0], native::reference_matmul_integer(a, b, nullptr, nullptr));
+        // Constant B with a constant zero point (widened and packed at compile time), and
+        // with a zero point fed at run time (which the compiled packing must not assume).
+        for (int threads : {1, 3}) {
+          auto packed = run_one_op({.op_type = "MatMulInteger", .inputs = {a, a_zero_point},
+                                    .constants = {{1, b}, {3, b_zero_point}}}, threads);
+          expect_equal(packed[0], expected);
+          auto fed = run_one_op({.op_type = "MatMulInteger", .inputs = {a, a_zero_point, b_zero_point}, .constants = {{1, b}}},
+                                threads);
+          expect_equal(fed[0], expected);
+        }
       }
     }
   }
@@ -284,6 +352,15 @@ TEST(ConvInteger, MatchesReference) {
     }
     auto y = run_one_op({.op_type = "ConvInteger", .inputs = {x}, .constants = {{1, w}}, .attrs = conv_attrs(c)});
     expect_equal(y[0], native::reference_conv_integer(x, w, nullptr, nullptr, reference_geometry(c)));
+    // Constant weights with a constant zero point (widened at compile time), and with one fed at run time.
+    for (int threads : {1, 3}) {
+      auto widened = run_one_op({.op_type = "ConvInteger", .inputs = {x, x_zero_point}, .constants = {{1, w}, {3, w_zero_point}},
+                                 .attrs = conv_attrs(c)}, threads);
+      expect_equal(widened[0], expected);
+      auto fed = run_one_op({.op_type = "ConvInteger", .inputs = {x, x_zero_point, w_zero_point}, .constants = {{1, w}},
+                             .attrs = conv_attrs(c)}, threads);
+      expect_equal(fed[0], expected);
+    }
   }
 }
 

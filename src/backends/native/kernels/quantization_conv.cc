@@ -80,49 +80,54 @@ void im2col(const IntegerConvShape& s, const int16_t* x, int16_t* col) {
 }
 
 /// Runs the convolution of adjusted operands; calls finish(image, oc0, rows,
-/// acc) with each block of rows x out_size accumulators (output channels
-/// oc0 .. oc0+rows). Parallel over (image, group) when the groups are many
-/// and thin (depthwise), else over blocks of output channels.
+/// acc) with blocks of rows x out_size accumulators (output channels oc0 ..
+/// oc0+rows), in parallel. Parallel over (image, group) when the groups are
+/// many and thin (depthwise), else over tiles of each (image, group)'s GEMM
+/// (weights x im2col matrix, packed once per image and group).
 template <typename Finish>
-void integer_conv(const IntegerConvShape& s, const int16_t* x, const int16_t* w, ThreadPool& pool, Finish&& finish) {
-  const int64_t depth = s.depth(), spatial = s.out_size();
-  const int64_t blocks = (s.out_per_group() + kIntegerGemmRows - 1) / kIntegerGemmRows;
-  auto columns = [&](int64_t n, int64_t g, std::vector<int16_t>& buffer) -> const int16_t* {
+void integer_conv(const KernelContext& ctx, const IntegerConvShape& s, const int16_t* x, const int16_t* w, Finish&& finish) {
+  const int64_t depth = s.depth(), spatial = s.out_size(), rows = s.out_per_group();
+  if (!integer_gemm_depth_ok(depth)) ctx.fail("C/group x kernel size ", depth, " is too large for exact int32 accumulation");
+  auto columns = [&](int64_t n, int64_t g, ScratchSlot slot) -> const int16_t* {
     const int16_t* xg = x + (n * s.in_channels + g * s.in_per_group()) * s.in_size();
     if (s.pointwise()) return xg;  // the im2col matrix of a 1x1 unpadded stride-1 conv is X itself
-    buffer.resize(static_cast<size_t>(depth * spatial));
-    im2col(s, xg, buffer.data());
-    return buffer.data();
+    int16_t* buffer = scratch<int16_t>(slot, depth * spatial);
+    im2col(s, xg, buffer);
+    return buffer;
   };
-  auto run_blocks = [&](int64_t n, int64_t g, const int16_t* col, int64_t begin, int64_t end, std::vector<int32_t>& acc) {
-    acc.resize(static_cast<size_t>(kIntegerGemmRows * spatial));
-    for (int64_t b = begin; b < end; ++b) {
-      const int64_t first = b * kIntegerGemmRows;
-      const int64_t rows = std::min(kIntegerGemmRows, s.out_per_group() - first);
-      const int64_t oc0 = g * s.out_per_group() + first;
-      integer_gemm(rows, spatial, depth, w + oc0 * depth, col, acc.data(), spatial);
-      finish(n, oc0, rows, acc.data());
-    }
-  };
+  const ThreadPool& pool = ctx.pool();
   const int64_t pairs = s.batch * s.group;
-  if (blocks < 2 * pool.num_threads() && pairs > 1) {
+  if (rows * spatial < 4096 * pool.num_threads() && pairs > 1) {
     pool.parallel_for(pairs, 1, [&](int64_t begin, int64_t end) {
-      std::vector<int16_t> buffer;
-      std::vector<int32_t> acc;
+      int32_t* acc = scratch<int32_t>(ScratchSlot::kTaskAccumulators, rows * spatial);
       for (int64_t p = begin; p < end; ++p) {
         const int64_t n = p / s.group, g = p % s.group;
-        run_blocks(n, g, columns(n, g, buffer), 0, blocks, acc);
+        integer_gemm(rows, spatial, depth, w + g * rows * depth, columns(n, g, ScratchSlot::kTaskColumns), acc, spatial);
+        finish(n, g * rows, rows, acc);
       }
     });
     return;
   }
-  std::vector<int16_t> buffer;
+  int16_t* packed = scratch<int16_t>(ScratchSlot::kPacked, packed_integer_b_size(depth, spatial));
+  int32_t* acc = scratch<int32_t>(ScratchSlot::kAccumulators, rows * spatial);
+  const int64_t panels = (spatial + kIntegerGemmPanel - 1) / kIntegerGemmPanel;
+  const int64_t panel_stride = ((depth + 1) / 2) * 2 * kIntegerGemmPanel;
   for (int64_t p = 0; p < pairs; ++p) {
     const int64_t n = p / s.group, g = p % s.group;
-    const int16_t* col = columns(n, g, buffer);
-    pool.parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
-      std::vector<int32_t> acc;
-      run_blocks(n, g, col, begin, end, acc);
+    const int16_t* col = columns(n, g, ScratchSlot::kColumns);
+    pool.parallel_for(panels, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, depth * kIntegerGemmPanel)),
+                      [&](int64_t begin, int64_t end) {
+                        const int64_t j0 = begin * kIntegerGemmPanel;
+                        pack_integer_b(depth, std::min(spatial, end * kIntegerGemmPanel) - j0, col + j0, spatial,
+                                       packed + begin * panel_stride);
+                      });
+    integer_gemm_packed(rows, spatial, depth, w + g * rows * depth, depth, packed, acc, spatial, pool);
+    const int64_t chunk = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, spatial));
+    pool.parallel_for((rows + chunk - 1) / chunk, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t r0 = t * chunk;
+        finish(n, g * rows + r0, std::min(chunk, rows - r0), acc + r0 * spatial);
+      }
     });
   }
 }
@@ -133,26 +138,65 @@ void check_channel_count(const KernelContext& ctx, const TensorView* param, int6
   }
 }
 
-/// X' and W' in int16. x's zero point is per tensor; w's per tensor or per output channel.
-void adjust_operands(const KernelContext& ctx, const IntegerConvShape& s, const TensorView& x, const TensorView* x_zero_point,
-                     const TensorView& w, const TensorView* w_zero_point, std::vector<int16_t>& x16, std::vector<int16_t>& w16) {
+/// Constant weights with a constant (or absent) zero point, widened at compile time.
+struct WidenedWeights {
+  Shape shape;
+  std::vector<int16_t> data;
+};
+
+std::shared_ptr<void> prepare_weights(const Node& node, const std::vector<const Tensor*>& constants, size_t w_index,
+                                      size_t zero_point_index) {
+  const Tensor* w = constants.size() > w_index ? constants[w_index] : nullptr;
+  if (!w || w->shape().size() < 3 || (w->dtype() != DType::kInt8 && w->dtype() != DType::kUInt8)) return nullptr;
+  const Tensor* zero_point = constants.size() > zero_point_index ? constants[zero_point_index] : nullptr;
+  if (node.has_input(zero_point_index) && !zero_point) return nullptr;  // a zero point known only at run time
+  const int64_t out_channels = w->shape()[0];
+  if (zero_point && zero_point->numel() != 1 && zero_point->numel() != out_channels) return nullptr;  // the kernel reports it
+  auto state = std::make_shared<WidenedWeights>();
+  state->shape = w->shape();
+  state->data.resize(static_cast<size_t>(w->numel()));
+  TensorView zero_point_view;
+  if (zero_point) zero_point_view = zero_point->view();
+  subtract_zero_point(w->view(), zero_point ? &zero_point_view : nullptr, w->numel() / std::max<int64_t>(1, out_channels),
+                      state->data.data());
+  return state;
+}
+
+/// X' and W' in int16 (W' from compile time when the weights are constant).
+/// x's zero point is per tensor; w's per tensor or per output channel.
+struct AdjustedOperands {
+  const int16_t* x = nullptr;
+  const int16_t* w = nullptr;
+};
+
+AdjustedOperands adjust_operands(const KernelContext& ctx, const IntegerConvShape& s, const TensorView& x,
+                                 const TensorView* x_zero_point, const TensorView& w, const TensorView* w_zero_point) {
   if (x_zero_point && x_zero_point->numel() != 1) ctx.fail("x_zero_point must be a single value, has ", x_zero_point->numel());
   check_channel_count(ctx, w_zero_point, s.out_channels, "w_zero_point");
-  x16.resize(static_cast<size_t>(x.numel()));
-  w16.resize(static_cast<size_t>(w.numel()));
-  subtract_zero_point(x, x_zero_point, 1, x16.data());
-  subtract_zero_point(w, w_zero_point, s.depth(), w16.data());
+  AdjustedOperands adjusted;
+  int16_t* x16 = scratch<int16_t>(ScratchSlot::kA, x.numel());
+  subtract_zero_point(x, x_zero_point, 1, x16);
+  adjusted.x = x16;
+  const WidenedWeights* prepared = ctx.state<WidenedWeights>();
+  if (prepared && prepared->shape == w.shape) {
+    adjusted.w = prepared->data.data();
+  } else {
+    int16_t* w16 = scratch<int16_t>(ScratchSlot::kB, w.numel());
+    subtract_zero_point(w, w_zero_point, s.depth(), w16);
+    adjusted.w = w16;
+  }
+  return adjusted;
 }
 
 void conv_integer_kernel(KernelContext& ctx) {
   const TensorView& x = ctx.input(0);
   const TensorView& w = ctx.input(1);
   const IntegerConvShape s = integer_conv_shape(ctx, x.shape, w.shape);
-  std::vector<int16_t> x16, w16;
-  adjust_operands(ctx, s, x, ctx.has_input(2) ? &ctx.input(2) : nullptr, w, ctx.has_input(3) ? &ctx.input(3) : nullptr, x16, w16);
+  const AdjustedOperands adjusted =
+      adjust_operands(ctx, s, x, ctx.has_input(2) ? &ctx.input(2) : nullptr, w, ctx.has_input(3) ? &ctx.input(3) : nullptr);
   int32_t* y = ctx.output(0).as<int32_t>();
   const int64_t spatial = s.out_size();
-  integer_conv(s, x16.data(), w16.data(), ctx.pool(), [&](int64_t n, int64_t oc0, int64_t rows, const int32_t* acc) {
+  integer_conv(ctx, s, adjusted.x, adjusted.w, [&](int64_t n, int64_t oc0, int64_t rows, const int32_t* acc) {
     std::copy(acc, acc + rows * spatial, y + (n * s.out_channels + oc0) * spatial);
   });
 }
@@ -165,8 +209,8 @@ void qlinear_conv_kernel(KernelContext& ctx) {
   const TensorView& w_scale = ctx.input(4);
   const TensorView& y_scale = ctx.input(6);
   const IntegerConvShape s = integer_conv_shape(ctx, x.shape, w.shape);
-  std::vector<int16_t> x16, w16;
-  adjust_operands(ctx, s, x, ctx.has_input(2) ? &ctx.input(2) : nullptr, w, ctx.has_input(5) ? &ctx.input(5) : nullptr, x16, w16);
+  const AdjustedOperands adjusted =
+      adjust_operands(ctx, s, x, ctx.has_input(2) ? &ctx.input(2) : nullptr, w, ctx.has_input(5) ? &ctx.input(5) : nullptr);
   if (x_scale.numel() != 1) ctx.fail("x_scale must be a single value, has ", x_scale.numel());
   if (y_scale.numel() != 1) ctx.fail("y_scale must be a single value, has ", y_scale.numel());
   check_channel_count(ctx, &w_scale, s.out_channels, "w_scale");
@@ -184,7 +228,7 @@ void qlinear_conv_kernel(KernelContext& ctx) {
   auto run = [&](auto q_tag) {
     using Q = decltype(q_tag);
     Q* out = y.as<Q>();
-    integer_conv(s, x16.data(), w16.data(), ctx.pool(), [&](int64_t n, int64_t oc0, int64_t rows, const int32_t* acc) {
+    integer_conv(ctx, s, adjusted.x, adjusted.w, [&](int64_t n, int64_t oc0, int64_t rows, const int32_t* acc) {
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t oc = oc0 + r;
         const int32_t bv = b ? b[oc] : 0;
@@ -203,8 +247,16 @@ void qlinear_conv_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_quantization_conv_kernels(KernelRegistry& registry) {
-  registry.add({.op_type = "ConvInteger", .run = conv_integer_kernel});
-  registry.add({.op_type = "QLinearConv", .run = qlinear_conv_kernel});
+  registry.add({.op_type = "ConvInteger",
+                .run = conv_integer_kernel,
+                .prepare = [](const Node& node, const std::vector<const Tensor*>& constants, const std::vector<TensorType>&) {
+                  return prepare_weights(node, constants, 1, 3);
+                }});
+  registry.add({.op_type = "QLinearConv",
+                .run = qlinear_conv_kernel,
+                .prepare = [](const Node& node, const std::vector<const Tensor*>& constants, const std::vector<TensorType>&) {
+                  return prepare_weights(node, constants, 3, 5);
+                }});
 }
 
 }  // namespace tessera::native

@@ -1,5 +1,10 @@
-// The integer GEMM compiled for AVX2 (flags from the file name; see CMakeLists.txt).
-// Selected at run time from CPU features in quantization_matmul.cc.
+// The integer GEMM's microkernel compiled for AVX2 (flags from the file name;
+// see CMakeLists.txt). Chosen at run time from CPU features in
+// quantization_matmul.cc.
+#include <immintrin.h>
+
+#include <cstring>
+
 #include "backends/native/kernels/quantization_internal.h"
 
 namespace tessera::native {
@@ -9,8 +14,9 @@ namespace {
 
 }  // namespace
 
-void integer_gemm_avx2(int64_t m, int64_t n, int64_t k, const int16_t* a, const int16_t* b, int32_t* c, int64_t ldc) {
-  integer_gemm_body(m, n, k, a, b, c, ldc);
+void integer_gemm_tiles_avx2(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* packed_b,
+                             int32_t* c, int64_t ldc) {
+  integer_gemm_tiles(m, n, k, a, lda, packed_b, c, ldc);
 }
 
 }  // namespace tessera::native

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/native/kernel.h"
+#include "backends/native/thread_pool.h"
 
 namespace tessera::native {
 
@@ -27,11 +28,33 @@ Q saturate_to(F v) {
   return static_cast<Q>(v);
 }
 
-/// saturate(round_half_to_even(v) + zero_point). std::nearbyint rounds half
-/// to even in the default floating-point environment.
+/// v rounded to the nearest integer, ties to even (std::nearbyint in the
+/// default floating-point environment), without a libm call: adding and
+/// subtracting 2^23 (2^52 for double) leaves no fraction bits, and the add
+/// rounds ties to even. Values that large are integral already; NaN stays NaN.
+/// (Compiled without -ffast-math, which would fold the pair away.)
+template <typename F>
+F round_half_even(F v) {
+  constexpr F kNoFraction = sizeof(F) == 4 ? F(8388608.0) : F(4503599627370496.0);
+  if (!(std::fabs(v) < kNoFraction)) return v;
+  const F magic = std::copysign(kNoFraction, v);
+  return std::copysign((v + magic) - magic, v);  // -0.4 rounds to -0, as nearbyint does
+}
+
+/// saturate(round_half_to_even(v) + zero_point), branch-free so the loops
+/// over it vectorise: v is first clamped to one step beyond what saturates
+/// (NaN to the low end, as saturate_to does), which keeps it far below 2^22,
+/// where adding and subtracting 1.5 * 2^23 (1.5 * 2^52 for double) rounds ties
+/// to even for either sign.
 template <typename Q, typename F>
 Q quantize_value(F v, int32_t zero_point) {
-  return saturate_to<Q>(std::nearbyint(v) + static_cast<F>(zero_point));
+  constexpr F kMagic = sizeof(F) == 4 ? F(12582912.0) : F(6755399441055744.0);
+  const F z = static_cast<F>(zero_point);
+  const F lo = static_cast<F>(std::numeric_limits<Q>::lowest()) - z - 1;
+  const F hi = static_cast<F>(std::numeric_limits<Q>::max()) - z + 1;
+  v = v >= lo ? v : lo;
+  v = v <= hi ? v : hi;
+  return saturate_to<Q>((v + kMagic) - kMagic + z);
 }
 
 /// Requantizes an int32 accumulator: saturate(round(acc * multiplier) + zero_point).
@@ -44,20 +67,48 @@ Q requantize(int32_t acc, double multiplier, int32_t zero_point) {
 
 // ---------------------------------------------------------------- GEMM ----
 
-/// C[m x n] (row stride ldc) = A[m x k] * B[k x n], both dense row-major
-/// int16 holding zero-point-adjusted 8-bit values (in [-255, 255]), with
-/// int32 accumulation (exact while k * 255 * 255 < 2^31, i.e. k < 33025).
-/// Serial and pure; callers split rows across threads.
+/// The integer GEMM: C[m x n] (row stride ldc) = A[m x k] * B[k x n] over
+/// int16 operands holding zero-point-adjusted 8-bit values (in [-255, 255]),
+/// with int32 accumulation (exact while k * 2 * 255 * 255 < 2^31, i.e. k < 16513;
+/// callers check integer_gemm_depth_ok). B is packed once (pack_integer_b) and
+/// then serves any rows of A: panels of kIntegerGemmPanel columns, rows of B in
+/// pairs (K padded to even with zeros), the two values of a pair side by side per
+/// column, the layout pmaddwd multiplies against a broadcast pair of A.
+constexpr int64_t kIntegerGemmPanel = 16;
+int64_t packed_integer_b_size(int64_t k, int64_t n);
+void pack_integer_b(int64_t k, int64_t n, const int16_t* b, int64_t ldb, int16_t* packed);
+inline bool integer_gemm_depth_ok(int64_t k) { return k < 16513; }
+
+/// C = A (row stride lda) * packed B, in tiles of C spread over `pool`'s threads.
+void integer_gemm_packed(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* packed_b, int32_t* c,
+                         int64_t ldc, const ThreadPool& pool);
+
+/// Serial and unpacked (B dense row-major): packs B, then runs the widest ISA build.
 void integer_gemm(int64_t m, int64_t n, int64_t k, const int16_t* a, const int16_t* b, int32_t* c, int64_t ldc);
 
-/// The same GEMM built for each ISA (quantization_gemm_*.cc); integer_gemm
-/// picks the widest this CPU runs. Exposed so the tests can check each one.
-void integer_gemm_portable(int64_t m, int64_t n, int64_t k, const int16_t* a, const int16_t* b, int32_t* c, int64_t ldc);
-void integer_gemm_avx2(int64_t m, int64_t n, int64_t k, const int16_t* a, const int16_t* b, int32_t* c, int64_t ldc);
-void integer_gemm_avx512(int64_t m, int64_t n, int64_t k, const int16_t* a, const int16_t* b, int32_t* c, int64_t ldc);
+/// The microkernel built for each ISA (quantization_gemm_*.cc): C[m x n] from
+/// the packed panel of C's first column (n may stop short of B's width), serial.
+/// integer_gemm_packed picks the widest this CPU runs (the one dispatch point).
+using IntegerGemmTilesFn = void (*)(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* packed_b,
+                                    int32_t* c, int64_t ldc);
+void integer_gemm_tiles_portable(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* packed_b,
+                                 int32_t* c, int64_t ldc);
+void integer_gemm_tiles_avx2(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* packed_b,
+                             int32_t* c, int64_t ldc);
+void integer_gemm_tiles_avx512(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* packed_b,
+                               int32_t* c, int64_t ldc);
 
-/// Rows per integer_gemm call that callers should hand one task (the GEMM's row block).
-constexpr int64_t kIntegerGemmRows = 4;
+/// Per-thread memory reused from call to call: the integer kernels' widened
+/// operands, im2col matrices, packed panels and accumulators are megabytes, and
+/// a fresh vector each call costs more in page faults than the arithmetic.
+/// Each use site has its own slot, so uses nested in one call never share; the
+/// memory is uninitialised and stays with the thread (the largest size seen).
+enum class ScratchSlot { kA, kB, kPacked, kColumns, kAccumulators, kTaskPacked, kTaskColumns, kTaskAccumulators, kCount };
+void* scratch_bytes(ScratchSlot slot, size_t bytes);
+template <typename T>
+T* scratch(ScratchSlot slot, int64_t count) {
+  return static_cast<T*>(scratch_bytes(slot, static_cast<size_t>(count) * sizeof(T)));
+}
 
 /// dst[i] = src[i] - zero_point(i) widened to int16, for 8-bit src. The zero
 /// point of element i is zero_points[(i / zero_point_stride) % zero_point_count]

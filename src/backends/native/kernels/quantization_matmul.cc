@@ -5,6 +5,8 @@
 // quantization_gemm_body.h, built per ISA and chosen here from CPU features);
 // tasks are blocks of output rows.
 #include <algorithm>
+#include <cstring>
+#include <memory>
 
 #include "backends/native/cpu_features.h"
 #include "backends/native/kernels/quantization_internal.h"
@@ -16,24 +18,80 @@ namespace {
 
 #include "backends/native/kernels/quantization_gemm_body.h"
 
-using IntegerGemmFn = void (*)(int64_t, int64_t, int64_t, const int16_t*, const int16_t*, int32_t*, int64_t);
+/// The one dispatch point: the widest ISA build of the microkernel this CPU runs.
+IntegerGemmTilesFn best_integer_gemm_tiles() {
+  if (cpu_features().avx512) return integer_gemm_tiles_avx512;
+  if (cpu_features().avx2_fma) return integer_gemm_tiles_avx2;
+  return integer_gemm_tiles;
+}
 
-/// The one dispatch place: the widest ISA build of the GEMM this CPU runs.
-IntegerGemmFn best_integer_gemm() {
-  if (cpu_features().avx512) return integer_gemm_avx512;
-  if (cpu_features().avx2_fma) return integer_gemm_avx2;
-  return integer_gemm_body;
+IntegerGemmTilesFn integer_gemm_tiles_for_cpu() {
+  static const IntegerGemmTilesFn tiles = best_integer_gemm_tiles();
+  return tiles;
 }
 
 }  // namespace
 
-void integer_gemm(int64_t m, int64_t n, int64_t k, const int16_t* a, const int16_t* b, int32_t* c, int64_t ldc) {
-  static const IntegerGemmFn gemm = best_integer_gemm();
-  gemm(m, n, k, a, b, c, ldc);
+void integer_gemm_tiles_portable(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* packed_b,
+                                 int32_t* c, int64_t ldc) {
+  integer_gemm_tiles(m, n, k, a, lda, packed_b, c, ldc);
 }
 
-void integer_gemm_portable(int64_t m, int64_t n, int64_t k, const int16_t* a, const int16_t* b, int32_t* c, int64_t ldc) {
-  integer_gemm_body(m, n, k, a, b, c, ldc);
+int64_t packed_integer_b_size(int64_t k, int64_t n) {
+  return ((n + kIntegerGemmPanel - 1) / kIntegerGemmPanel) * ((k + 1) / 2) * 2 * kIntegerGemmPanel;
+}
+
+void pack_integer_b(int64_t k, int64_t n, const int16_t* b, int64_t ldb, int16_t* packed) {
+  const int64_t pairs = (k + 1) / 2;
+  for (int64_t j0 = 0; j0 < n; j0 += kIntegerGemmPanel) {
+    const int64_t cols = std::min(kIntegerGemmPanel, n - j0);
+    for (int64_t q = 0; q < pairs; ++q, packed += 2 * kIntegerGemmPanel) {
+      const int16_t* row0 = b + 2 * q * ldb + j0;
+      const int16_t* row1 = 2 * q + 1 < k ? row0 + ldb : nullptr;
+      for (int64_t j = 0; j < cols; ++j) {
+        packed[2 * j] = row0[j];
+        packed[2 * j + 1] = row1 ? row1[j] : int16_t{0};
+      }
+      std::fill(packed + 2 * cols, packed + 2 * kIntegerGemmPanel, int16_t{0});
+    }
+  }
+}
+
+void integer_gemm_packed(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* packed_b, int32_t* c,
+                         int64_t ldc, const ThreadPool& pool) {
+  // Tasks are 40 x 64 tiles of C (whole microkernel tiles on every ISA: 4, 5 or 8 rows, 16 or 32 columns).
+  constexpr int64_t kTaskRows = 40, kTaskColumns = 64;
+  const IntegerGemmTilesFn tiles = integer_gemm_tiles_for_cpu();
+  const int64_t row_tasks = (m + kTaskRows - 1) / kTaskRows, column_tasks = (n + kTaskColumns - 1) / kTaskColumns;
+  const int64_t panel_stride = ((k + 1) / 2) * 2 * kIntegerGemmPanel;
+  const int64_t grain = std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(1, kTaskRows * kTaskColumns * k));
+  pool.parallel_for(row_tasks * column_tasks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t i0 = (t / column_tasks) * kTaskRows, j0 = (t % column_tasks) * kTaskColumns;
+      tiles(std::min(kTaskRows, m - i0), std::min(kTaskColumns, n - j0), k, a + i0 * lda, lda,
+            packed_b + (j0 / kIntegerGemmPanel) * panel_stride, c + i0 * ldc + j0, ldc);
+    }
+  });
+}
+
+void integer_gemm(int64_t m, int64_t n, int64_t k, const int16_t* a, const int16_t* b, int32_t* c, int64_t ldc) {
+  int16_t* packed = scratch<int16_t>(ScratchSlot::kTaskPacked, packed_integer_b_size(k, n));
+  pack_integer_b(k, n, b, n, packed);
+  integer_gemm_tiles_for_cpu()(m, n, k, a, k, packed, c, ldc);
+}
+
+void* scratch_bytes(ScratchSlot slot, size_t bytes) {
+  struct Buffer {
+    std::unique_ptr<char[]> data;
+    size_t size = 0;
+  };
+  thread_local Buffer buffers[static_cast<size_t>(ScratchSlot::kCount)];
+  Buffer& buffer = buffers[static_cast<size_t>(slot)];
+  if (bytes > buffer.size) {
+    buffer.data.reset(new char[bytes]);
+    buffer.size = bytes;
+  }
+  return buffer.data.get();
 }
 
 int32_t scalar_zero_point(const TensorView* zero_point) {
@@ -115,21 +173,64 @@ void check_param_count(const KernelContext& ctx, const TensorView* param, int64_
   }
 }
 
-/// Runs the batched GEMM of zero-point-adjusted operands; calls
-/// finish(batch, row0, rows, acc) with each block of rows x n accumulators.
-template <typename Finish>
-void batched_integer_gemm(const MatmulLayout& l, const int16_t* a, const int16_t* b, ThreadPool& pool, Finish&& finish) {
-  const int64_t blocks = (l.m + kIntegerGemmRows - 1) / kIntegerGemmRows;
-  const int64_t block_work = std::max<int64_t>(1, kIntegerGemmRows * l.n * l.k);
-  pool.parallel_for(l.batch * blocks, std::max<int64_t>(1, (1 << 16) / block_work), [&](int64_t begin, int64_t end) {
-    std::vector<int32_t> acc(static_cast<size_t>(kIntegerGemmRows * l.n));
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t bi = t / blocks, row0 = (t % blocks) * kIntegerGemmRows;
-      const int64_t rows = std::min(kIntegerGemmRows, l.m - row0);
-      integer_gemm(rows, l.n, l.k, a + l.a_offset[bi] + row0 * l.k, b + l.b_offset[bi], acc.data(), l.n);
-      finish(bi, row0, rows, acc.data());
+/// A constant B, zero point subtracted and packed at compile time.
+struct PackedIntegerB {
+  int64_t k = 0, n = 0;
+  std::vector<int16_t> data;
+};
+
+/// Adjusts and packs B [k x n] (one matrix, or each of a batch with the same
+/// layout) into `packed` (packed_integer_b_size elements); the zero point is
+/// per tensor or per column; `widened` holds k x n elements.
+void pack_integer_operand(const TensorView& b, const TensorView* zero_point, int64_t k, int64_t n, int64_t offset,
+                          int16_t* widened, int16_t* packed) {
+  TensorView matrix = b;
+  matrix.shape = {k, n};
+  matrix.data = static_cast<char*>(b.data) + offset * dtype_size(b.dtype);
+  subtract_zero_point(matrix, zero_point, 1, widened);
+  pack_integer_b(k, n, widened, n, packed);
+}
+
+/// MatMulInteger / QLinearMatMul with a constant 2-D B (input b_index) and a
+/// constant or absent zero point (input zero_point_index): B packed once.
+std::shared_ptr<void> prepare_integer_b(const Node& node, const std::vector<const Tensor*>& constants, size_t b_index,
+                                        size_t zero_point_index) {
+  const Tensor* b = constants.size() > b_index ? constants[b_index] : nullptr;
+  if (!b || b->shape().size() != 2 || (b->dtype() != DType::kInt8 && b->dtype() != DType::kUInt8)) return nullptr;
+  const Tensor* zero_point = constants.size() > zero_point_index ? constants[zero_point_index] : nullptr;
+  if (node.has_input(zero_point_index) && !zero_point) return nullptr;  // a zero point known only at run time
+  const int64_t k = b->shape()[0], n = b->shape()[1];
+  if (zero_point && zero_point->numel() != 1 && zero_point->numel() != n) return nullptr;  // the kernel reports it
+  auto state = std::make_shared<PackedIntegerB>();
+  state->k = k;
+  state->n = n;
+  std::vector<int16_t> widened(static_cast<size_t>(k * n));
+  state->data.resize(static_cast<size_t>(packed_integer_b_size(k, n)));
+  TensorView zero_point_view;
+  if (zero_point) zero_point_view = zero_point->view();
+  pack_integer_operand(b->view(), zero_point ? &zero_point_view : nullptr, k, n, 0, widened.data(), state->data.data());
+  return state;
+}
+
+/// The batched GEMM of A (zero point subtracted) and B into c (batch x m x n
+/// int32): B comes packed from compile time, or each distinct B matrix is
+/// adjusted and packed once.
+void batched_integer_gemm(const KernelContext& ctx, const MatmulLayout& l, const int16_t* a, const TensorView& b,
+                          const TensorView* b_zero_point, int32_t* c) {
+  if (!integer_gemm_depth_ok(l.k)) ctx.fail("inner dimension ", l.k, " is too large for exact int32 accumulation");
+  const PackedIntegerB* prepared = ctx.state<PackedIntegerB>();
+  if (prepared && (prepared->k != l.k || prepared->n != l.n || b.rank() != 2)) prepared = nullptr;
+  int16_t* widened = prepared ? nullptr : scratch<int16_t>(ScratchSlot::kB, l.k * l.n);
+  int16_t* packed = prepared ? nullptr : scratch<int16_t>(ScratchSlot::kPacked, packed_integer_b_size(l.k, l.n));
+  int64_t packed_offset = -1;
+  for (int64_t bi = 0; bi < l.batch; ++bi) {
+    if (!prepared && l.b_offset[bi] != packed_offset) {
+      pack_integer_operand(b, b_zero_point, l.k, l.n, l.b_offset[bi], widened, packed);
+      packed_offset = l.b_offset[bi];
     }
-  });
+    const int16_t* pb = prepared ? prepared->data.data() : packed;
+    integer_gemm_packed(l.m, l.n, l.k, a + l.a_offset[bi], l.k, pb, c + bi * l.m * l.n, l.n, ctx.pool());
+  }
 }
 
 void matmul_integer_kernel(KernelContext& ctx) {
@@ -140,13 +241,9 @@ void matmul_integer_kernel(KernelContext& ctx) {
   const MatmulLayout l = matmul_layout(ctx, a.shape, b.shape);
   check_param_count(ctx, a_zero_point, l.m, "a_zero_point", "row of A");
   check_param_count(ctx, b_zero_point, l.n, "b_zero_point", "column of B");
-  std::vector<int16_t> a16(static_cast<size_t>(a.numel())), b16(static_cast<size_t>(b.numel()));
-  subtract_zero_point(a, a_zero_point, l.k, a16.data());
-  subtract_zero_point(b, b_zero_point, 1, b16.data());
-  int32_t* y = ctx.output(0).as<int32_t>();
-  batched_integer_gemm(l, a16.data(), b16.data(), ctx.pool(), [&](int64_t bi, int64_t row0, int64_t rows, const int32_t* acc) {
-    std::copy(acc, acc + rows * l.n, y + (bi * l.m + row0) * l.n);
-  });
+  int16_t* a16 = scratch<int16_t>(ScratchSlot::kA, a.numel());
+  subtract_zero_point(a, a_zero_point, l.k, a16);
+  batched_integer_gemm(ctx, l, a16, b, b_zero_point, ctx.output(0).as<int32_t>());
 }
 
 // QLinearMatMul inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
@@ -165,23 +262,24 @@ void qlinear_matmul_kernel(KernelContext& ctx) {
   check_param_count(ctx, b_zero_point, l.n, "b_zero_point", "column of B");
   check_param_count(ctx, &b_scale, l.n, "b_scale", "column of B");
   if (y_scale.numel() != 1) ctx.fail("y_scale must be a single value, has ", y_scale.numel());
-  std::vector<int16_t> a16(static_cast<size_t>(a.numel())), b16(static_cast<size_t>(b.numel()));
-  subtract_zero_point(a, a_zero_point, l.k, a16.data());
-  subtract_zero_point(b, b_zero_point, 1, b16.data());
+  int16_t* a16 = scratch<int16_t>(ScratchSlot::kA, a.numel());
+  subtract_zero_point(a, a_zero_point, l.k, a16);
   const float* as = a_scale.as<float>();
   const float* bs = b_scale.as<float>();
   const float ys = y_scale.as<float>()[0];
   const int32_t yz = scalar_zero_point(y_zero_point);
   TensorView& y = ctx.output(0);
+  int32_t* acc = scratch<int32_t>(ScratchSlot::kAccumulators, l.batch * l.m * l.n);
+  batched_integer_gemm(ctx, l, a16, b, b_zero_point, acc);
   auto run = [&](auto q_tag) {
     using Q = decltype(q_tag);
     Q* out = y.as<Q>();
-    batched_integer_gemm(l, a16.data(), b16.data(), ctx.pool(), [&](int64_t bi, int64_t row0, int64_t rows, const int32_t* acc) {
-      for (int64_t r = 0; r < rows; ++r) {
+    ctx.pool().parallel_for(l.batch * l.m, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, l.n)), [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) {
         // float32 a_scale * b_scale / y_scale, as the reference computes it.
-        const float row_scale = as[a_scale.numel() == 1 ? 0 : row0 + r];
-        Q* yrow = out + (bi * l.m + row0 + r) * l.n;
-        const int32_t* arow = acc + r * l.n;
+        const float row_scale = as[a_scale.numel() == 1 ? 0 : row % l.m];
+        Q* yrow = out + row * l.n;
+        const int32_t* arow = acc + row * l.n;
         for (int64_t j = 0; j < l.n; ++j) {
           const float multiplier = row_scale * bs[b_scale.numel() == 1 ? 0 : j] / ys;
           yrow[j] = requantize<Q>(arow[j], multiplier, yz);
@@ -197,8 +295,16 @@ void qlinear_matmul_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_quantization_matmul_kernels(KernelRegistry& registry) {
-  registry.add({.op_type = "MatMulInteger", .run = matmul_integer_kernel});
-  registry.add({.op_type = "QLinearMatMul", .run = qlinear_matmul_kernel});
+  registry.add({.op_type = "MatMulInteger",
+                .run = matmul_integer_kernel,
+                .prepare = [](const Node& node, const std::vector<const Tensor*>& constants, const std::vector<TensorType>&) {
+                  return prepare_integer_b(node, constants, 1, 3);
+                }});
+  registry.add({.op_type = "QLinearMatMul",
+                .run = qlinear_matmul_kernel,
+                .prepare = [](const Node& node, const std::vector<const Tensor*>& constants, const std::vector<TensorType>&) {
+                  return prepare_integer_b(node, constants, 3, 5);
+                }});
 }
 
 }  // namespace tessera::native
