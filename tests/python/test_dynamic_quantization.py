@@ -122,3 +122,28 @@ def test_dynamically_quantized_model_matches_integer_reference(tmp_path, kind, p
         bound = 4 * np.finfo(np.float32).eps * np.abs(expected_y).max()
         error = np.abs(y - expected_y).max()
         assert not np.isnan(y).any() and error <= bound, (error, bound)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_products_that_saturate_pmaddubsw_stay_exact(tmp_path, threads):
+    """u8 255 x s8 127 in every position: each pair of products is 64770, beyond the int16 that AVX2's
+    vpmaddubsw sums pairs into. ONNX Runtime 1.30 on an AVX2 CPU without VNNI answers 1048544 (32 saturated
+    pairs) where the spec's answer is 2072640; Tessera must give the exact sum on every CPU, both for the
+    bare MatMulInteger and for the rescaled form a backend's int8 matmul pattern could claim."""
+    w = np.full((64, 16), 127, np.int8)
+    nodes = [helper.make_node("MatMulInteger", ["a", "w", "az", "wz"], ["p"]),
+             helper.make_node("Cast", ["p"], ["f"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["f", "scale"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "saturation", [helper.make_tensor_value_info("a", TensorProto.UINT8, [4, 64])],
+        [helper.make_tensor_value_info("p", TensorProto.INT32, None), helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(0, np.uint8), "az"),
+         numpy_helper.from_array(np.array(0, np.int8), "wz"), numpy_helper.from_array(np.array(0.5, np.float32), "scale")])
+    path = str(tmp_path / "saturation.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    a = np.full((4, 64), 255, np.uint8)
+    a[1, ::2] = 0  # a row whose pairs do not saturate
+    p, y = tessera.InferenceSession(path, threads=threads).run(None, {"a": a})
+    expected = a.astype(np.int64) @ w.astype(np.int64)
+    assert np.array_equal(p, expected), p[:, 0]
+    assert np.array_equal(y, (expected * 0.5).astype(np.float32)), y[:, 0]
