@@ -252,6 +252,51 @@ def test_silu_written_as_x_times_sigmoid_is_one_swish(tmp_path, order):
     np.testing.assert_allclose(y[finite], expected[finite], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("order", ["x_first", "gate_first"])
+def test_hardswish_written_as_x_times_hardsigmoid_is_one_hardswish(tmp_path, order):
+    """torch exports nn.Hardswish below opset 14 as x * HardSigmoid(x, alpha=1/6, beta=1/2) (torchvision's
+    MobileNetV3: 19 of them). After a Conv or an Add it is one hardswish post-op, on a graph input one
+    eltwise_hardswish step: no linear, clip or binary multiply of its own. A HardSigmoid with other constants (a gate,
+    0.2 x + 0.4) multiplied by its input is not a HardSwish and stays a linear + clip and a multiply."""
+    def product(name, alpha, beta):
+        operands = ["%s_in" % name, "%s_gate" % name]
+        return [helper.make_node("HardSigmoid", ["%s_in" % name], ["%s_gate" % name], alpha=alpha, beta=beta,
+                                 name=name + "_hardsigmoid"),
+                helper.make_node("Mul", operands if order == "x_first" else operands[::-1], ["%s_out" % name],
+                                 name=name + "_mul")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a_in"], pads=[1, 1, 1, 1], name="conv")]
+    nodes += product("a", float(np.float32(1 / 6)), 0.5)
+    nodes += [helper.make_node("Add", ["a_out", "x"], ["b_in"], name="add")] + product("b", float(np.float32(1 / 6)), 0.5)
+    nodes += [helper.make_node("Add", ["b_out", "x"], ["c_in"], name="add2")] + product("c", 0.2, 0.4)
+    nodes += [helper.make_node("Identity", ["x"], ["d_in"], name="d_input")] + product("d", float(np.float32(1 / 6)), 0.5)
+    nodes += [helper.make_node("Add", ["c_out", "d_out"], ["y"], name="out")]
+    path = save(tmp_path, "hardswish_product", nodes, [("x", [1, C, H, W])], [numpy_helper.from_array(W0, "w0")])
+    steps, _ = executed(path)
+    if cpu_isa.dnnl_avx2():
+        # One hardswish on the convolution, one on the Add (a post-op of its binary), one on the input;
+        # the only linear eltwise and multiply are the 0.2 / 0.4 gate's.
+        carriers = {s["primitive"] for s in steps if "hardswish" in s["aux"] + s["attributes"]}
+        assert carriers == {"convolution", "binary", "eltwise"}, steps
+        assert all("alpha:0.2 " in s["aux"] + " " for s in steps if "eltwise_linear" in s["aux"]), steps
+        assert len({s["problem"] for s in steps if "binary_mul" in s["aux"]}) == 1, steps
+        where = placement_of(tessera.InferenceSession(path))
+        assert where["a_mul"][0] == "dnnl" and "fused into 'conv'" in where["a_mul"][2], where["a_mul"]
+        assert where["b_mul"][0] == "dnnl" and "fused into 'add'" in where["b_mul"][2], where["b_mul"]
+        assert "pattern HardSwishProduct" in where["d_mul"][1] + where["d_hardsigmoid"][1], where
+        assert "HardSwishProduct" not in where["c_mul"][2] + where["c_hardsigmoid"][2], where
+    session = tessera.InferenceSession(path)
+    x = RNG.standard_normal((1, C, H, W)).astype(np.float32) * 4
+    x[0, 1, 2, 3] = -3.0  # the kinks of relu6(x + 3)
+    x[0, 1, 2, 4] = 3.0
+    a = conv3x3(x, W0)
+    a = a * np.clip(a + 3, 0, 6) / 6
+    b = a + x
+    b = b * np.clip(b + 3, 0, 6) / 6
+    c = b + x
+    expected = c * np.clip(0.2 * c + 0.4, 0, 1) + x * np.clip(x + 3, 0, 6) / 6
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], expected, rtol=1e-5, atol=1e-5)
+
+
 def test_no_op_nodes_cost_nothing(tmp_path):
     """Dropout in inference (ratio 0 or not), Identity and a Cast to the type its input has are removed
     before partitioning: they used to run as copies on native and split the oneDNN region around them in

@@ -58,6 +58,21 @@ std::vector<Pattern> silu_forms(Pattern x) {
   return forms;
 }
 
+/// HardSigmoid with HardSwish's constants (alpha 1/6, beta 1/2): the gate of
+/// x * HardSigmoid(x), which is how torch exports nn.Hardswish below opset 14.
+bool is_hardswish_gate(const Graph& graph, const Node& node) {
+  return float32_static_node(graph, node) && is_hardswish_gate_attributes(node);
+}
+
+/// x * HardSigmoid(x) with HardSwish's constants, either operand order: one eltwise_hardswish.
+std::vector<Pattern> hardswish_forms(Pattern x) {
+  Pattern gate = op("HardSigmoid", {x});
+  gate.where(is_hardswish_gate);
+  std::vector<Pattern> forms = {op("Mul", {x, gate}), op("Mul", {gate, x})};
+  for (Pattern& product : forms) product.where(float32_static_node);
+  return forms;
+}
+
 /// `x` followed by an activation that fuses (eltwise_ops() rows marked `fuses`;
 /// Clip with its bounds as constant or absent inputs).
 Pattern activation_of(Pattern x) {
@@ -76,8 +91,10 @@ Pattern activation_of(Pattern x) {
   }
   forms.insert(forms.begin(), op_in(unary, {x}));
   for (Pattern& p : forms) p.where(is_activation);
-  // SiLU as exporters write it: one eltwise_swish post-op (chain_swish).
+  // SiLU and HardSwish as exporters write them: one eltwise_swish / eltwise_hardswish post-op
+  // (chain_gated_activation).
   for (Pattern& product : silu_forms(x)) forms.push_back(std::move(product));
+  for (Pattern& product : hardswish_forms(x)) forms.push_back(std::move(product));
   return either(forms);
 }
 
@@ -209,6 +226,7 @@ Declarations make_declarations() {
   d.pattern("BinaryActivation", activation_of(binary));
   d.pattern("Gelu", gelu_erf_pattern(any(), float32_static_node));
   for (Pattern& product : silu_forms(any())) d.pattern("Swish", std::move(product));
+  for (Pattern& product : hardswish_forms(any())) d.pattern("HardSwishProduct", std::move(product));
   // (ReduceMean's axes are an int64 input: only its data must be float32.)
   d.pattern("LayerNorm", layer_norm_pattern(any(), [](const Graph& g, const Node& n) {
               return float32_static(g, n, n.op_type == "ReduceMean" ? 1 : SIZE_MAX).supported;

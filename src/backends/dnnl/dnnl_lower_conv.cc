@@ -97,7 +97,7 @@ void lower_convolution(Lowering& lowering, const FusedNode& fused) {
   const int32_t weight_slot = lowering.constant_slot(weight_dims, weight_transform, weight_sources, weight_floats);
 
   for (; t < fused.tail.size(); ++t) {
-    if (std::optional<PostOp> swish = chain_swish(fused, t, chain)) {
+    if (std::optional<PostOp> swish = chain_gated_activation(fused, t, chain)) {
       step.post_ops.push_back(*swish);
       chain = fused.tail[++t]->outputs[0];
       continue;

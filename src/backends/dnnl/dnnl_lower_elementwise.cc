@@ -84,11 +84,13 @@ void lower_elementwise(Lowering& lowering, const FusedNode& fused) {
     clip.alpha = 0.0f;
     clip.beta = 1.0f;
     step.post_ops.push_back(clip);
-  } else if (fused.pattern == "Swish") {
-    // Body: Sigmoid(x) -> Mul(x, ·) (either order): one eltwise_swish on x.
+  } else if (fused.pattern == "Swish" || fused.pattern == "HardSwishProduct") {
+    // Body: Sigmoid(x) -> Mul(x, ·) (either order): one eltwise_swish on x; HardSigmoid(x) with
+    // HardSwish's constants -> Mul(x, ·): one eltwise_hardswish.
+    const bool swish = fused.pattern == "Swish";
     step.kind = StepKind::kEltwise;
-    step.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_swish);
-    step.floats = {1.0f, 0.0f};
+    step.algorithm = static_cast<int32_t>(swish ? dnnl::algorithm::eltwise_swish : dnnl::algorithm::eltwise_hardswish);
+    step.floats = {swish ? 1.0f : 0.0f, 0.0f};
     step.inputs = {lowering.slot_of(fused.region_value(node.inputs[0]))};
     requests = {memory::desc()};
     tail_start = fused.tail.size();
@@ -149,7 +151,7 @@ void lower_elementwise(Lowering& lowering, const FusedNode& fused) {
   }
   ValueId chain = node.outputs[0];
   for (size_t t = tail_start; t < fused.tail.size(); ++t) {
-    if (std::optional<PostOp> swish = chain_swish(fused, t, chain)) {
+    if (std::optional<PostOp> swish = chain_gated_activation(fused, t, chain)) {
       step.post_ops.push_back(*swish);
       chain = fused.tail[++t]->outputs[0];
       continue;

@@ -97,7 +97,7 @@ void lower_matmul(Lowering& lowering, const FusedNode& fused) {
 
   ValueId chain = node.outputs[0];
   for (size_t t = 0; t < fused.tail.size(); ++t) {
-    if (std::optional<PostOp> swish = chain_swish(fused, t, chain)) {
+    if (std::optional<PostOp> swish = chain_gated_activation(fused, t, chain)) {
       step.post_ops.push_back(*swish);
       chain = fused.tail[++t]->outputs[0];
       continue;

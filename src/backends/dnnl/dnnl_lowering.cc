@@ -408,23 +408,29 @@ std::optional<PostOp> chain_activation(const Lowering& lowering, const FusedNode
   return activation_post_op(lowering.graph(), in_region);
 }
 
-std::optional<PostOp> chain_swish(const FusedNode& fused, size_t t, ValueId chain) {
+bool is_hardswish_gate_attributes(const Node& node) {
+  if (node.op_type != "HardSigmoid" || !node.domain.empty()) return false;
+  return std::fabs(node.attrs.get_float_or("alpha", 0.2f) - 1.0f / 6.0f) <= 1e-7f && node.attrs.get_float_or("beta", 0.5f) == 0.5f;
+}
+
+std::optional<PostOp> chain_gated_activation(const FusedNode& fused, size_t t, ValueId chain) {
   if (t + 1 >= fused.tail.size()) return std::nullopt;
-  const Node& sigmoid = *fused.tail[t];
+  const Node& gate = *fused.tail[t];
   const Node& product = *fused.tail[t + 1];
-  if (sigmoid.op_type != "Sigmoid" || !sigmoid.domain.empty() || sigmoid.inputs.size() != 1 || sigmoid.inputs[0] != chain) {
+  const bool sigmoid = gate.op_type == "Sigmoid" && gate.domain.empty();
+  if (!(sigmoid || is_hardswish_gate_attributes(gate)) || gate.inputs.size() != 1 || gate.inputs[0] != chain) {
     return std::nullopt;
   }
   if (product.op_type != "Mul" || !product.domain.empty() || product.inputs.size() != 2) return std::nullopt;
-  const ValueId s = sigmoid.outputs[0];
+  const ValueId s = gate.outputs[0];
   if (!((product.inputs[0] == chain && product.inputs[1] == s) || (product.inputs[0] == s && product.inputs[1] == chain))) {
     return std::nullopt;
   }
-  PostOp swish;
-  swish.kind = PostOpKind::kEltwise;
-  swish.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_swish);
-  swish.alpha = 1.0f;  // x * sigmoid(alpha * x)
-  return swish;
+  PostOp post_op;
+  post_op.kind = PostOpKind::kEltwise;
+  post_op.algorithm = static_cast<int32_t>(sigmoid ? dnnl::algorithm::eltwise_swish : dnnl::algorithm::eltwise_hardswish);
+  post_op.alpha = sigmoid ? 1.0f : 0.0f;  // swish: x * sigmoid(alpha * x); hardswish (oneDNN 2.6) reads none
+  return post_op;
 }
 
 Program lower_region(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes) {

@@ -99,9 +99,15 @@ std::optional<PostOp> activation_post_op(const Graph& graph, const Node& node);
 /// operands (Clip's bounds) are read from the region graph.
 std::optional<PostOp> chain_activation(const Lowering& lowering, const FusedNode& fused, const Node& node);
 
-/// The eltwise_swish post-op (x * sigmoid(x)) when the fused chain's tail nodes t and t + 1 are
-/// Sigmoid(chain) and Mul of chain and that sigmoid (either order), the SiLU exporters write.
-std::optional<PostOp> chain_swish(const FusedNode& fused, size_t t, ValueId chain);
+/// The post-op of a self-gated activation when the fused chain's tail nodes t and t + 1 are a gate
+/// of chain and Mul of chain and that gate (either order): eltwise_swish for Sigmoid (SiLU as
+/// exporters write it), eltwise_hardswish for HardSigmoid with HardSwish's constants (torch's
+/// nn.Hardswish below opset 14).
+std::optional<PostOp> chain_gated_activation(const FusedNode& fused, size_t t, ValueId chain);
+
+/// HardSigmoid's alpha and beta are HardSwish's (1/6 within float rounding, 1/2): x * HardSigmoid(x)
+/// is then x * relu6(x + 3) / 6, oneDNN's eltwise_hardswish.
+bool is_hardswish_gate_attributes(const Node& node);
 
 /// Tuning by measurement (dnnl_tuning.cc): times the convolution step with
 /// the direct and the Winograd algorithm (where oneDNN has it), each with the
