@@ -204,6 +204,22 @@ void clear_fp_flags(int threads);
 /// clear_fp_flags: a NaN or ±Inf was made from finite numbers.
 bool fp_flags_raised(int threads);
 
+// --- concatenation as copies (dnnl_concat_copy.cc) ---
+/// A Concat whose every input is, in the output's layout, one contiguous run
+/// per index of the dims before the axis: output run o is input 0's run o,
+/// then input 1's, ... (memcpys at memory speed; oneDNN 2.6's blocked-layout
+/// concat runs at a fraction of that).
+struct ConcatCopyPlan {
+  int64_t outer = 0;              // indices of the dims before the axis
+  std::vector<size_t> run_bytes;  // per input
+  size_t output_run_bytes = 0;
+};
+/// The plan for a concat step's layouts (inputs, then the output), or nullopt
+/// where one input is not such a run (padding, a layout that interleaves the
+/// axis with later dims, a channel count not a multiple of its block).
+std::optional<ConcatCopyPlan> concat_copy_plan(const std::vector<memory::desc>& roles, int axis);
+void run_concat_copy(const ConcatCopyPlan& plan, const std::vector<const void*>& sources, void* output);
+
 // --- constants ---
 /// The bytes of a constant slot in plain layout, after its transform.
 std::vector<float> constant_plain_data(const Graph& region, const Slot& slot);

@@ -79,6 +79,37 @@ memory::desc collapsed(const memory::desc& desc) {
 namespace {
 /// Element-wise steps with fewer output elements run on one thread (DnnlRegion's constructor).
 constexpr int64_t kSingleThreadElements = 4096;
+/// Multiply-adds below which a convolution or matmul runs on one thread (about 10 µs of one core).
+constexpr int64_t kSingleThreadMacs = int64_t{1} << 19;
+
+int64_t elements(const memory::desc& desc) {
+  int64_t n = 1;
+  for (memory::dim d : desc.dims()) n *= d;
+  return n;
+}
+
+/// Whether the step's work (multiply-adds of a convolution or matmul, output elements otherwise) is
+/// below what is worth a second thread. `roles`: its layouts, inputs then the output.
+bool little_work(const Step& step, const std::vector<memory::desc>& roles) {
+  const int64_t out = elements(roles.back());
+  switch (step.kind) {
+    case StepKind::kConvolution:
+    case StepKind::kDeconvolution: {
+      const memory::dims w = roles[1].dims();
+      const bool grouped = w.size() == roles.back().dims().size() + 1;
+      const int64_t channels = grouped ? w[0] * w[1] : w[0];
+      return channels > 0 && out * (elements(roles[1]) / channels) < kSingleThreadMacs;
+    }
+    case StepKind::kMatMul:
+      return out * roles[0].dims().back() < kSingleThreadMacs;
+    case StepKind::kInnerProduct: {
+      const memory::dims w = roles[1].dims();
+      return w[0] > 0 && out * (elements(roles[1]) / w[0]) < kSingleThreadMacs;
+    }
+    default:
+      return out < kSingleThreadElements;
+  }
+}
 }  // namespace
 
 DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads)
@@ -166,20 +197,34 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       if (step.any_roles & (1u << i)) requests[i] = memory::desc(roles[i].dims(), roles[i].data_type(), memory::format_tag::any);
     }
     CompiledStep compiled;
-    // A step of few elements whose layouts follow its inputs (element-wise, reorders, pooling,
-    // normalisation, softmax, concat; never convolutions or matmuls, whose work grows with their
-    // reduction and whose layouts oneDNN chooses for the thread count) is created and run on one
-    // thread: handing so little work to a second thread costs more than it saves, and far more when
-    // that thread has to be woken or waits for a busy core.
+    // A step of little work (few elements for the element-wise, reorders, pooling, normalisation,
+    // softmax and concat steps; few multiply-adds for convolutions and matmuls) is created and run on
+    // one thread: handing so little work to a second thread costs more than it saves, and far more
+    // when that thread has to be woken or waits for a core another process holds (a 2-thread
+    // attention encoder of 16 tokens went from 0.16 ms to 1.6 ms beside one busy process, each of
+    // its tiny matmuls waiting at an OpenMP barrier for a descheduled thread). Where oneDNN chose
+    // a layout for the thread count at compile time and picks another for one thread, the step
+    // keeps the region's threads.
     const memory::dims out_dims = out_desc.dims();
-    const bool small = step.kind != StepKind::kConvolution &&
-                       step.kind != StepKind::kDeconvolution && step.kind != StepKind::kMatMul &&
-                       step.kind != StepKind::kInnerProduct &&
-                       shape_numel(std::vector<int64_t>(out_dims.begin(), out_dims.end())) < kSingleThreadElements;
-    compiled.threads = small ? 1 : num_threads_;
+    compiled.threads = little_work(step, roles) ? 1 : num_threads_;
     omp_set_num_threads(compiled.threads);
+    // Every role's layout but those of constants that take theirs from this (their first) reader.
+    auto keeps_layouts = [&](const dnnl::primitive_desc_base& pd) {
+      for (size_t i = 0; i < roles.size(); ++i) {
+        const bool reader_sets = i < step.inputs.size() &&
+                                 program_.slots[static_cast<size_t>(step.inputs[i])].format_tag == kLayoutOfReader &&
+                                 !layout_resolved[static_cast<size_t>(step.inputs[i])];
+        if (!reader_sets && role_desc(step, pd, i) != roles[i]) return false;
+      }
+      return true;
+    };
     try {
       dnnl::primitive_desc_base pd = make_primitive_desc(step, requests, descs_, engine_);
+      if (compiled.threads != num_threads_ && !keeps_layouts(pd)) {
+        compiled.threads = num_threads_;
+        omp_set_num_threads(compiled.threads);
+        pd = make_primitive_desc(step, requests, descs_, engine_);
+      }
       // Constants that take their reader's layout get it now, from the first reader.
       for (size_t i = 0; i < step.inputs.size(); ++i) {
         const size_t slot = static_cast<size_t>(step.inputs[i]);
@@ -199,6 +244,9 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
         reference_kernels_[step.node] = pd.impl_info_str();
       }
       compiled.roles = roles;
+      if (step.kind == StepKind::kConcat && step.post_ops.empty() && !step.ints.empty()) {
+        compiled.concat_copy = concat_copy_plan(roles, static_cast<int>(step.ints[0]));
+      }
       for (const PostOp& p : step.post_ops) {
         if (p.kind == PostOpKind::kSum && p.slot != step.output) {
           const memory::desc& operand = descs_[static_cast<size_t>(p.slot)];
@@ -430,7 +478,16 @@ void DnnlRegion::run(ValueStore& store) const {
       }
     }
     if (compiled.threads != num_threads_) omp_set_num_threads(compiled.threads);
-    compiled.primitive.execute(context->stream, context->args[k]);
+    if (compiled.concat_copy) {
+      const std::unordered_map<int, memory>& args = context->args[k];
+      std::vector<const void*> sources;
+      for (size_t i = 0; i < compiled.concat_copy->run_bytes.size(); ++i) {
+        sources.push_back(args.at(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)).get_data_handle());
+      }
+      run_concat_copy(*compiled.concat_copy, sources, args.at(DNNL_ARG_DST).get_data_handle());
+    } else {
+      compiled.primitive.execute(context->stream, context->args[k]);
+    }
     if (compiled.threads != num_threads_) omp_set_num_threads(num_threads_);
     if (profiling) {
       context->stream.wait();

@@ -35,6 +35,7 @@ class DnnlRegion : public ExecutableRegion {
     size_t sum_bytes = 0;  // when the operand already has the output's layout: a plain copy
     bool sum_in_place = false;  // the output shares the operand's memory: nothing to copy
     int threads = 1;            // created and run with this many (1 for element-wise steps too small to share)
+    std::optional<ConcatCopyPlan> concat_copy;  // a concat step run as memcpys instead of its primitive
   };
   /// What one concurrent run needs: a stream, the workspace, memory objects.
   struct RunContext {
