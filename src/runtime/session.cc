@@ -22,6 +22,7 @@
 #include "passes/fold_qdq.h"
 #include "passes/infer_and_fold.h"
 #include "passes/remove_no_ops.h"
+#include "passes/trim_conv_taps.h"
 #include "runtime/backend_registry.h"
 #include "runtime/finite_scan.h"
 #include "runtime/region_plan.h"
@@ -167,6 +168,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   after_pass(graph, "eliminate_dead_nodes");
   const std::vector<RemovedNode> no_ops = remove_no_ops(graph);
   if (!no_ops.empty()) after_pass(graph, "remove_no_ops");
+  if (!trim_conv_taps(graph).empty()) after_pass(graph, "trim_conv_taps");
 
   // Partition among the chosen backends, then compile each region.
   model->backends_ = choose_backends(options);

@@ -326,6 +326,50 @@ def test_channel_concat_of_convolutions_matches_numpy(tmp_path, channels, batch)
         np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
 
 
+def dilated_conv(x, w, dilation, pad):
+    """A 2-D convolution with dilation and symmetric padding, tap by tap in float64 (independent reference)."""
+    n, c, h, wd = x.shape
+    k = w.shape[2]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    out_h, out_w = h + 2 * pad - dilation * (k - 1), wd + 2 * pad - dilation * (k - 1)
+    y = np.zeros((n, w.shape[0], out_h, out_w))
+    with np.errstate(invalid="ignore"):
+        for i in range(k):
+            for j in range(k):
+                patch = xp[:, :, i * dilation:i * dilation + out_h, j * dilation:j * dilation + out_w]
+                y += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j].astype(np.float64))
+    return y
+
+
+@pytest.mark.parametrize("dilation,trimmed", [(12, True), (36, True), (6, False), (1, False)])
+def test_dilated_convolution_taps_that_read_only_padding_are_dropped(tmp_path, dilation, trimmed):
+    """DeepLabV3's ASPP: 3x3 convolutions with dilation 12, 24, 36 and as much padding, on an 8x8 map.
+    Every tap but the centre reads padding for every output position: the convolution is the 1x1 of its
+    centre weights (2.25x ONNX Runtime on DeepLabV3-MobileNetV3 before; the ASPP took 10.5 of its 21 ms).
+    Dilation 6 reaches the map from every tap (nothing to drop). Against a float64 tap-by-tap reference;
+    a NaN weight on a dropped tap still makes every output NaN (0 * NaN), so that tap stays."""
+    w = (RNG.standard_normal((24, 16, 3, 3)) * 0.2).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[dilation] * 4, dilations=[dilation] * 2, name="aspp"),
+             helper.make_node("Relu", ["c"], ["y"], name="relu")]
+    path = save(tmp_path, "aspp", nodes, [("x", [2, 16, 8, 8])], [numpy_helper.from_array(w, "w")])
+    x = RNG.standard_normal((2, 16, 8, 8)).astype(np.float32)
+    expected = np.maximum(dilated_conv(x, w, dilation, dilation), 0)
+    y = tessera.InferenceSession(path).run(None, {"x": x})[0]
+    assert y.shape == expected.shape
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+    if cpu_isa.dnnl_avx2():
+        steps, _ = executed(path)
+        kernels = {re.search(r"kh(\d+)", s["problem"]).group(1) for s in steps if s["primitive"] == "convolution"}
+        assert kernels == ({"1"} if trimmed else {"3"}), (kernels, steps)
+    w[0, 0, 0, 0] = np.nan  # a tap that reads only padding when dilation >= 8
+    path = save(tmp_path, "aspp_nan", nodes, [("x", [2, 16, 8, 8])], [numpy_helper.from_array(w, "w")])
+    y = tessera.InferenceSession(path).run(None, {"x": x})[0]
+    with np.errstate(invalid="ignore"):
+        expected = np.maximum(dilated_conv(x, w, dilation, dilation), 0)
+    assert np.array_equal(np.isnan(y), np.isnan(expected)), (np.isnan(y).sum(), np.isnan(expected).sum())
+    np.testing.assert_allclose(y[~np.isnan(y)], expected[~np.isnan(expected)], rtol=1e-5, atol=1e-5)
+
+
 def test_no_op_nodes_cost_nothing(tmp_path):
     """Dropout in inference (ratio 0 or not), Identity and a Cast to the type its input has are removed
     before partitioning: they used to run as copies on native and split the oneDNN region around them in
