@@ -132,6 +132,31 @@ template <typename T>
 void resample_dim(const T* src, T* dst, int64_t outer, int64_t in, int64_t inner, const DimTaps& taps,
                   int64_t out, double extrapolation, bool interpolate, ThreadPool& pool) {
   const int64_t n = taps.taps_per_output;
+  if (interpolate && inner == 1) {
+    // The last dim: one output element per (row, o), so the per-output setup below would cost more than
+    // its few multiply-adds (DeepLabV3's final 16 -> 128 upsample: 10 ns an element). Rows at a time.
+    const int64_t row_grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, out * n));
+    pool.parallel_for(outer, row_grain, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const T* x = src + b * in;
+        T* y = dst + b * out;
+        for (int64_t o = 0; o < out; ++o) {
+          if (taps.outside[static_cast<size_t>(o)]) {
+            y[o] = static_cast<T>(extrapolation);
+            continue;
+          }
+          const size_t base = static_cast<size_t>(o * n);
+          T sum = T(0);
+          for (int64_t t = 0; t < n; ++t) {
+            const T w = static_cast<T>(taps.weight[base + static_cast<size_t>(t)]);
+            if (w != T(0)) sum += w * x[taps.index[base + static_cast<size_t>(t)]];
+          }
+          y[o] = sum;
+        }
+      }
+    });
+    return;
+  }
   const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, inner * n));
   pool.parallel_for(outer * out, grain, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
