@@ -21,6 +21,7 @@
 #include "passes/float16_compute.h"
 #include "passes/fold_qdq.h"
 #include "passes/infer_and_fold.h"
+#include "passes/fold_pad.h"
 #include "passes/remove_no_ops.h"
 #include "passes/trim_conv_taps.h"
 #include "runtime/backend_registry.h"
@@ -168,6 +169,10 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   after_pass(graph, "eliminate_dead_nodes");
   const std::vector<RemovedNode> no_ops = remove_no_ops(graph);
   if (!no_ops.empty()) after_pass(graph, "remove_no_ops");
+  if (!fold_pad(graph).empty()) {
+    eliminate_dead_nodes(graph);
+    after_pass(graph, "fold_pad");
+  }
   if (!trim_conv_taps(graph).empty()) after_pass(graph, "trim_conv_taps");
 
   // Partition among the chosen backends, then compile each region.

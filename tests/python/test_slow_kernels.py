@@ -370,6 +370,52 @@ def test_dilated_convolution_taps_that_read_only_padding_are_dropped(tmp_path, d
     np.testing.assert_allclose(y[~np.isnan(y)], expected[~np.isnan(expected)], rtol=1e-5, atol=1e-5)
 
 
+def test_zero_pad_before_pooling_and_convolution_is_their_padding(tmp_path):
+    """torchvision's Inception-v3 exports avg_pool2d(3, 1, padding=1) as Pad -> AveragePool: the Pad ran on
+    native, split the oneDNN region, and the pool got a plain layout oneDNN averages on its slow simple_nchw
+    kernel (a quarter of the model). A zero Pad whose readers are AveragePools (no padding of their own) and
+    Convs becomes their padding (count_include_pad=1 for the pool). A Pad with a non-zero value, and one
+    also read by a Relu, stay. Against numpy."""
+    w = (RNG.standard_normal((C, C, 3, 3)) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], pads=[1, 1, 1, 1], name="conv0"),
+             helper.make_node("Pad", ["a", "pads"], ["p"], mode="constant", name="pad"),
+             helper.make_node("AveragePool", ["p"], ["pool"], kernel_shape=[3, 3], name="pool"),
+             helper.make_node("Conv", ["p", "w"], ["c"], pads=[1, 1, 1, 1], name="conv1"),  # total padding 2
+             helper.make_node("Pad", ["a", "pads", "one"], ["q"], mode="constant", name="pad_one"),
+             helper.make_node("AveragePool", ["q"], ["pool_one"], kernel_shape=[3, 3], name="pool_one"),
+             helper.make_node("Pad", ["a", "pads"], ["r"], mode="constant", name="pad_shared"),
+             helper.make_node("AveragePool", ["r"], ["pool_shared"], kernel_shape=[3, 3], name="pool_shared"),
+             helper.make_node("Relu", ["r"], ["relu"], name="relu"),
+             helper.make_node("Concat", ["pool", "pool_one", "pool_shared"], ["cat"], axis=1, name="concat"),
+             helper.make_node("ReduceSum", ["relu"], ["relu_sum"], keepdims=1, axes=[1, 2, 3], name="sum"),
+             helper.make_node("Add", ["cat", "relu_sum"], ["y0"], name="add"),
+             helper.make_node("ReduceSum", ["c"], ["c_sum"], keepdims=1, axes=[1, 2, 3], name="csum"),
+             helper.make_node("Add", ["y0", "c_sum"], ["y"], name="out")]
+    pads = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")
+    one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    path = save(tmp_path, "pads", nodes, [("x", [1, C, H, W])], [numpy_helper.from_array(w, "w"), pads, one])
+    session = tessera.InferenceSession(path)
+    where = placement_of(session)
+    assert where["pad"][0] == "folded", where["pad"]
+    assert where["pad_one"][0] != "folded" and where["pad_shared"][0] != "folded", where
+    x = RNG.standard_normal((1, C, H, W)).astype(np.float32)
+    a = conv3x3(x, w)
+
+    def avg3(v, value):
+        vp = np.pad(v, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=value)
+        return np.lib.stride_tricks.sliding_window_view(vp, (3, 3), axis=(2, 3)).mean(axis=(4, 5))
+    c = conv3x3(np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1))), w)
+    cat = np.concatenate([avg3(a, 0), avg3(a, 1), avg3(a, 0)], axis=1)
+    relu_sum = np.maximum(np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1))), 0).sum(axis=(1, 2, 3), keepdims=True)
+    expected = cat + relu_sum + c.sum(axis=(1, 2, 3), keepdims=True)
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], expected, rtol=1e-4, atol=1e-3)
+    if cpu_isa.dnnl_avx2():
+        assert where["pool"][0] == where["conv1"][0] == "dnnl", where
+        steps, _ = executed(path)
+        pools = [s for s in steps if s["primitive"].startswith("pooling") and "include_padding" in s["aux"]]
+        assert pools and all(s["impl"].startswith("jit") for s in pools), pools
+
+
 def test_no_op_nodes_cost_nothing(tmp_path):
     """Dropout in inference (ratio 0 or not), Identity and a Cast to the type its input has are removed
     before partitioning: they used to run as copies on native and split the oneDNN region around them in
