@@ -10,6 +10,7 @@
 // extrapolation_value; the later passes' weights sum to 1, so that value
 // survives them as the reference's recursion gives it.
 #include <algorithm>
+#include <memory>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -35,7 +36,7 @@ struct DimTaps {
   int64_t taps_per_output = 1;
   std::vector<int64_t> index;
   std::vector<double> weight;
-  std::vector<bool> outside;
+  std::vector<char> outside;
   bool identity = false;
 };
 
@@ -135,21 +136,24 @@ void resample_dim(const T* src, T* dst, int64_t outer, int64_t in, int64_t inner
   if (interpolate && inner == 1) {
     // The last dim: one output element per (row, o), so the per-output setup below would cost more than
     // its few multiply-adds (DeepLabV3's final 16 -> 128 upsample: 10 ns an element). Rows at a time.
+    // Weights in T, once; a zero weight's tap is skipped (as below), an outside output's taps too.
+    std::vector<T> weight(taps.weight.size());
+    for (size_t k = 0; k < weight.size(); ++k) weight[k] = static_cast<T>(taps.weight[k]);
     const int64_t row_grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, out * n));
     pool.parallel_for(outer, row_grain, [&](int64_t begin, int64_t end) {
       for (int64_t b = begin; b < end; ++b) {
         const T* x = src + b * in;
         T* y = dst + b * out;
-        for (int64_t o = 0; o < out; ++o) {
+        const T* w = weight.data();
+        const int64_t* index = taps.index.data();
+        for (int64_t o = 0; o < out; ++o, w += n, index += n) {
           if (taps.outside[static_cast<size_t>(o)]) {
             y[o] = static_cast<T>(extrapolation);
             continue;
           }
-          const size_t base = static_cast<size_t>(o * n);
           T sum = T(0);
           for (int64_t t = 0; t < n; ++t) {
-            const T w = static_cast<T>(taps.weight[base + static_cast<size_t>(t)]);
-            if (w != T(0)) sum += w * x[taps.index[base + static_cast<size_t>(t)]];
+            if (w[t] != T(0)) sum += w[t] * x[index[t]];
           }
           y[o] = sum;
         }
@@ -188,26 +192,39 @@ template <typename T>
 void resize_all_dims(const TensorView& x, TensorView& y, const std::vector<double>& scales,
                      const std::vector<double>& roi, const ResizeOptions& opt, ThreadPool& pool) {
   const size_t rank = x.shape.size();
-  Shape current = x.shape;
-  std::vector<T> buffer(x.data ? static_cast<size_t>(x.numel()) : 0);
-  std::copy(x.as<T>(), x.as<T>() + x.numel(), buffer.begin());
   const bool interpolate = opt.mode != "nearest";
+  // The passes that change something; the last one writes y directly, the others a buffer each.
+  std::vector<std::pair<size_t, DimTaps>> passes;
   for (size_t d = 0; d < rank; ++d) {
-    const int64_t in = current[d], out = y.shape[d];
+    const int64_t in = x.shape[d], out = y.shape[d];
     const double roi_start = roi.empty() ? 0.0 : roi[d], roi_end = roi.empty() ? 1.0 : roi[rank + d];
     DimTaps taps = compute_taps(opt, in, out, scales[d], roi_start, roi_end);
     if (taps.identity) continue;
     if (in == 0) throw_user_error("Resize cannot resample an empty dim to ", out);
+    passes.emplace_back(d, std::move(taps));
+  }
+  if (passes.empty()) {
+    std::copy(x.as<T>(), x.as<T>() + x.numel(), y.as<T>());
+    return;
+  }
+  Shape current = x.shape;
+  const T* source = x.as<T>();
+  std::unique_ptr<T[]> buffer;
+  for (size_t p = 0; p < passes.size(); ++p) {
+    const size_t d = passes[p].first;
+    const int64_t in = current[d], out = y.shape[d];
     Shape next = current;
     next[d] = out;
-    std::vector<T> resampled(static_cast<size_t>(shape_numel(next)));
+    const bool last = p + 1 == passes.size();
+    std::unique_ptr<T[]> resampled(last ? nullptr : new T[static_cast<size_t>(shape_numel(next))]);
+    T* target = last ? y.as<T>() : resampled.get();
     const AxisSplit s = split_around(current, d, d + 1);
-    resample_dim<T>(buffer.data(), resampled.data(), s.outer, in, s.inner, taps, out, opt.extrapolation_value,
-                    interpolate, pool);
+    resample_dim<T>(source, target, s.outer, in, s.inner, passes[p].second, out, opt.extrapolation_value, interpolate,
+                    pool);
     buffer = std::move(resampled);
+    source = buffer.get();
     current = next;
   }
-  std::copy(buffer.begin(), buffer.end(), y.as<T>());
 }
 
 /// Shared by Resize and Upsample once their inputs are read.
