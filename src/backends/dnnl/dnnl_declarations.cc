@@ -49,29 +49,26 @@ bool matmul_bias_fuses(const Graph& graph, const Node& add) {
   return false;
 }
 
-/// x * Sigmoid(x), either operand order: SiLU as exporters write it.
-std::vector<Pattern> silu_forms(Pattern x) {
-  Pattern sigmoid = op("Sigmoid", {x});
-  sigmoid.where(is_activation);
-  std::vector<Pattern> forms = {op("Mul", {x, sigmoid}), op("Mul", {sigmoid, x})};
-  for (Pattern& product : forms) product.where(float32_static_node);
-  return forms;
-}
-
 /// HardSigmoid with HardSwish's constants (alpha 1/6, beta 1/2): the gate of
 /// x * HardSigmoid(x), which is how torch exports nn.Hardswish below opset 14.
 bool is_hardswish_gate(const Graph& graph, const Node& node) {
   return float32_static_node(graph, node) && is_hardswish_gate_attributes(node);
 }
 
-/// x * HardSigmoid(x) with HardSwish's constants, either operand order: one eltwise_hardswish.
-std::vector<Pattern> hardswish_forms(Pattern x) {
-  Pattern gate = op("HardSigmoid", {x});
-  gate.where(is_hardswish_gate);
+/// x * gate(x), either operand order, for a `gate_op` node that passes `gate_check`.
+std::vector<Pattern> self_gated_forms(const char* gate_op, bool (*gate_check)(const Graph&, const Node&), Pattern x) {
+  Pattern gate = op(gate_op, {x});
+  gate.where(gate_check);
   std::vector<Pattern> forms = {op("Mul", {x, gate}), op("Mul", {gate, x})};
   for (Pattern& product : forms) product.where(float32_static_node);
   return forms;
 }
+
+/// x * Sigmoid(x): SiLU as exporters write it, one eltwise_swish.
+std::vector<Pattern> silu_forms(Pattern x) { return self_gated_forms("Sigmoid", is_activation, std::move(x)); }
+
+/// x * HardSigmoid(x) with HardSwish's constants: one eltwise_hardswish.
+std::vector<Pattern> hardswish_forms(Pattern x) { return self_gated_forms("HardSigmoid", is_hardswish_gate, std::move(x)); }
 
 /// `x` followed by an activation that fuses (eltwise_ops() rows marked `fuses`;
 /// Clip with its bounds as constant or absent inputs).
