@@ -11,16 +11,6 @@
 #include "backends/dnnl/dnnl_internal.h"
 
 namespace tessera::dnnl_backend {
-namespace {
-
-/// Elements of the desc's dims (not padded).
-int64_t elements(const dnnl_memory_desc_t& md) {
-  int64_t n = 1;
-  for (int d = 0; d < md.ndims; ++d) n *= md.dims[d];
-  return n;
-}
-
-}  // namespace
 
 std::optional<ConcatCopyPlan> concat_copy_plan(const std::vector<memory::desc>& roles, int axis) {
   if (roles.size() < 2) return std::nullopt;
@@ -54,7 +44,7 @@ std::optional<ConcatCopyPlan> concat_copy_plan(const std::vector<memory::desc>& 
     }
     if (md.dims[axis] % axis_block != 0) return std::nullopt;
     // One dense run per outer index, the axis's outer block index the most major inside it.
-    const int64_t run = elements(md) / plan.outer;
+    const int64_t run = element_count(role) / plan.outer;
     if (blocking.strides[axis] * (md.dims[axis] / axis_block) != run) return std::nullopt;
     int64_t stride = run;
     for (int d = axis - 1; d >= 0; --d) {

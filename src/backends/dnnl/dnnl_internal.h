@@ -143,6 +143,8 @@ memory::desc desc_of(const Slot& slot);
 int32_t format_tag_of(const memory::desc& desc);
 /// Plain row-major, of any data type.
 bool is_plain(const memory::desc& desc);
+/// The number of elements of the desc's dims (not its padded ones).
+int64_t element_count(const memory::desc& desc);
 /// `dims` (same rank) laid out as `like` is (its format tag: the same blocking
 /// and axis order), in `like`'s data type; plain when `like` has no tag.
 memory::desc layout_like(const memory::desc& like, const std::vector<int64_t>& dims);

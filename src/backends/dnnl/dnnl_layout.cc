@@ -102,6 +102,12 @@ int32_t format_tag_of(const memory::desc& desc) {
   return -1;
 }
 
+int64_t element_count(const memory::desc& desc) {
+  int64_t n = 1;
+  for (memory::dim d : desc.dims()) n *= d;
+  return n;
+}
+
 bool is_reference(const dnnl::primitive_desc_base& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; }
 
 memory::desc layout_like(const memory::desc& like, const std::vector<int64_t>& dims) {

@@ -82,29 +82,23 @@ constexpr int64_t kSingleThreadElements = 4096;
 /// Multiply-adds below which a convolution or matmul runs on one thread (about 10 µs of one core).
 constexpr int64_t kSingleThreadMacs = int64_t{1} << 19;
 
-int64_t elements(const memory::desc& desc) {
-  int64_t n = 1;
-  for (memory::dim d : desc.dims()) n *= d;
-  return n;
-}
-
 /// Whether the step's work (multiply-adds of a convolution or matmul, output elements otherwise) is
 /// below what is worth a second thread. `roles`: its layouts, inputs then the output.
 bool little_work(const Step& step, const std::vector<memory::desc>& roles) {
-  const int64_t out = elements(roles.back());
+  const int64_t out = element_count(roles.back());
   switch (step.kind) {
     case StepKind::kConvolution:
     case StepKind::kDeconvolution: {
       const memory::dims w = roles[1].dims();
       const bool grouped = w.size() == roles.back().dims().size() + 1;
       const int64_t channels = grouped ? w[0] * w[1] : w[0];
-      return channels > 0 && out * (elements(roles[1]) / channels) < kSingleThreadMacs;
+      return channels > 0 && out * (element_count(roles[1]) / channels) < kSingleThreadMacs;
     }
     case StepKind::kMatMul:
       return out * roles[0].dims().back() < kSingleThreadMacs;
     case StepKind::kInnerProduct: {
       const memory::dims w = roles[1].dims();
-      return w[0] > 0 && out * (elements(roles[1]) / w[0]) < kSingleThreadMacs;
+      return w[0] > 0 && out * (element_count(roles[1]) / w[0]) < kSingleThreadMacs;
     }
     default:
       return out < kSingleThreadElements;
@@ -205,7 +199,6 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     // its tiny matmuls waiting at an OpenMP barrier for a descheduled thread). Where oneDNN chose
     // a layout for the thread count at compile time and picks another for one thread, the step
     // keeps the region's threads.
-    const memory::dims out_dims = out_desc.dims();
     compiled.threads = little_work(step, roles) ? 1 : num_threads_;
     omp_set_num_threads(compiled.threads);
     // Every role's layout but those of constants that take theirs from this (their first) reader.
@@ -240,7 +233,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       scratchpad = std::max<int64_t>(scratchpad, static_cast<int64_t>(pd.scratchpad_desc().get_size()));
       compiled.primitive = dnnl::primitive(pd.get());
       if (step.node >= 0 && is_reference(pd) &&
-          shape_numel(std::vector<int64_t>(out_dims.begin(), out_dims.end())) >= kReferenceGuardElements) {
+          element_count(out_desc) >= kReferenceGuardElements) {
         reference_kernels_[step.node] = pd.impl_info_str();
       }
       compiled.roles = roles;

@@ -10,8 +10,8 @@
 // extrapolation_value; the later passes' weights sum to 1, so that value
 // survives them as the reference's recursion gives it.
 #include <algorithm>
-#include <memory>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 

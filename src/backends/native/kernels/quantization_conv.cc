@@ -111,7 +111,7 @@ void integer_conv(const KernelContext& ctx, const IntegerConvShape& s, const int
   int16_t* packed = scratch<int16_t>(ScratchSlot::kPacked, packed_integer_b_size(depth, spatial));
   int32_t* acc = scratch<int32_t>(ScratchSlot::kAccumulators, rows * spatial);
   const int64_t panels = (spatial + kIntegerGemmPanel - 1) / kIntegerGemmPanel;
-  const int64_t panel_stride = ((depth + 1) / 2) * 2 * kIntegerGemmPanel;
+  const int64_t panel_stride = integer_panel_stride(depth);
   for (int64_t p = 0; p < pairs; ++p) {
     const int64_t n = p / s.group, g = p % s.group;
     const int16_t* col = columns(n, g, ScratchSlot::kColumns);
@@ -144,21 +144,20 @@ struct WidenedWeights {
   std::vector<int16_t> data;
 };
 
-std::shared_ptr<void> prepare_weights(const Node& node, const std::vector<const Tensor*>& constants, size_t w_index,
-                                      size_t zero_point_index) {
-  const Tensor* w = constants.size() > w_index ? constants[w_index] : nullptr;
-  if (!w || w->shape().size() < 3 || (w->dtype() != DType::kInt8 && w->dtype() != DType::kUInt8)) return nullptr;
-  const Tensor* zero_point = constants.size() > zero_point_index ? constants[zero_point_index] : nullptr;
-  if (node.has_input(zero_point_index) && !zero_point) return nullptr;  // a zero point known only at run time
-  const int64_t out_channels = w->shape()[0];
-  if (zero_point && zero_point->numel() != 1 && zero_point->numel() != out_channels) return nullptr;  // the kernel reports it
+/// ConvInteger / QLinearConv with constant weights (input kW) and a constant or
+/// absent zero point (input kZeroPoint): the weights widened once (PrepareFn).
+template <size_t kW, size_t kZeroPoint>
+std::shared_ptr<void> prepare_weights(const Node& node, const std::vector<const Tensor*>& constants,
+                                      const std::vector<TensorType>& /*input_types*/) {
+  const std::optional<ConstantIntegerWeight> w = constant_integer_weight(node, constants, kW, kZeroPoint);
+  if (!w || w->weight->shape().size() < 3) return nullptr;
+  const int64_t out_channels = w->weight->shape()[0];
+  if (w->zero_point && w->zero_point->numel() != 1 && w->zero_point->numel() != out_channels) return nullptr;  // the kernel reports it
   auto state = std::make_shared<WidenedWeights>();
-  state->shape = w->shape();
-  state->data.resize(static_cast<size_t>(w->numel()));
-  TensorView zero_point_view;
-  if (zero_point) zero_point_view = zero_point->view();
-  subtract_zero_point(w->view(), zero_point ? &zero_point_view : nullptr, w->numel() / std::max<int64_t>(1, out_channels),
-                      state->data.data());
+  state->shape = w->weight->shape();
+  state->data.resize(static_cast<size_t>(w->weight->numel()));
+  subtract_zero_point(w->weight->view(), w->zero_point_or_null(),
+                      w->weight->numel() / std::max<int64_t>(1, out_channels), state->data.data());
   return state;
 }
 
@@ -247,16 +246,8 @@ void qlinear_conv_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_quantization_conv_kernels(KernelRegistry& registry) {
-  registry.add({.op_type = "ConvInteger",
-                .run = conv_integer_kernel,
-                .prepare = [](const Node& node, const std::vector<const Tensor*>& constants, const std::vector<TensorType>&) {
-                  return prepare_weights(node, constants, 1, 3);
-                }});
-  registry.add({.op_type = "QLinearConv",
-                .run = qlinear_conv_kernel,
-                .prepare = [](const Node& node, const std::vector<const Tensor*>& constants, const std::vector<TensorType>&) {
-                  return prepare_weights(node, constants, 3, 5);
-                }});
+  registry.add({.op_type = "ConvInteger", .run = conv_integer_kernel, .prepare = prepare_weights<1, 3>});
+  registry.add({.op_type = "QLinearConv", .run = qlinear_conv_kernel, .prepare = prepare_weights<3, 5>});
 }
 
 }  // namespace tessera::native

@@ -158,12 +158,12 @@ void integer_tile_rows(int64_t rows, int64_t k, const int16_t* a, int64_t lda, c
 }
 
 /// C[m x n] = A[m x k] * B for B packed by pack_integer_b (pb: the panel of C's
-/// first column; k_total: B's full row count, which sets the panel stride).
+/// first column; k is B's full row count, which sets the panel stride).
 /// Blocks of K keep a panel's slice of B in L1 while every row tile passes it.
 void integer_gemm_tiles(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* pb, int32_t* c,
                         int64_t ldc) {
   constexpr int64_t kBlockK = 512;  // even: blocks start on a pair
-  const int64_t panel_stride = ((k + 1) / 2) * 2 * kIntegerGemmPanel;
+  const int64_t panel_stride = integer_panel_stride(k);
   for (int64_t k0 = 0; k0 < k; k0 += kBlockK) {
     const int64_t kb = k - k0 < kBlockK ? k - k0 : kBlockK;
     for (int64_t j0 = 0; j0 < n; j0 += kIntegerGemmPanel * kTilePanels) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "backends/native/kernel.h"
@@ -28,24 +29,12 @@ Q saturate_to(F v) {
   return static_cast<Q>(v);
 }
 
-/// v rounded to the nearest integer, ties to even (std::nearbyint in the
-/// default floating-point environment), without a libm call: adding and
-/// subtracting 2^23 (2^52 for double) leaves no fraction bits, and the add
-/// rounds ties to even. Values that large are integral already; NaN stays NaN.
-/// (Compiled without -ffast-math, which would fold the pair away.)
-template <typename F>
-F round_half_even(F v) {
-  constexpr F kNoFraction = sizeof(F) == 4 ? F(8388608.0) : F(4503599627370496.0);
-  if (!(std::fabs(v) < kNoFraction)) return v;
-  const F magic = std::copysign(kNoFraction, v);
-  return std::copysign((v + magic) - magic, v);  // -0.4 rounds to -0, as nearbyint does
-}
-
-/// saturate(round_half_to_even(v) + zero_point), branch-free so the loops
-/// over it vectorise: v is first clamped to one step beyond what saturates
-/// (NaN to the low end, as saturate_to does), which keeps it far below 2^22,
-/// where adding and subtracting 1.5 * 2^23 (1.5 * 2^52 for double) rounds ties
-/// to even for either sign.
+/// saturate(round_half_to_even(v) + zero_point), branch-free and without a
+/// libm call (std::nearbyint was one per element) so the loops over it
+/// vectorise: v is first clamped to one step beyond what saturates (NaN to the
+/// low end, as saturate_to does), which keeps it far below 2^22, where adding
+/// and subtracting 1.5 * 2^23 (1.5 * 2^52 for double) rounds ties to even for
+/// either sign. (Compiled without -ffast-math, which would fold the pair away.)
 template <typename Q, typename F>
 Q quantize_value(F v, int32_t zero_point) {
   constexpr F kMagic = sizeof(F) == 4 ? F(12582912.0) : F(6755399441055744.0);
@@ -75,6 +64,8 @@ Q requantize(int32_t acc, double multiplier, int32_t zero_point) {
 /// pairs (K padded to even with zeros), the two values of a pair side by side per
 /// column, the layout pmaddwd multiplies against a broadcast pair of A.
 constexpr int64_t kIntegerGemmPanel = 16;
+/// int16 elements from one packed panel to the next: K rounded up to even, times the panel's width.
+inline int64_t integer_panel_stride(int64_t k) { return ((k + 1) / 2) * 2 * kIntegerGemmPanel; }
 int64_t packed_integer_b_size(int64_t k, int64_t n);
 void pack_integer_b(int64_t k, int64_t n, const int16_t* b, int64_t ldb, int16_t* packed);
 inline bool integer_gemm_depth_ok(int64_t k) { return k < 16513; }
@@ -97,6 +88,18 @@ void integer_gemm_tiles_avx2(int64_t m, int64_t n, int64_t k, const int16_t* a, 
                              int32_t* c, int64_t ldc);
 void integer_gemm_tiles_avx512(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* packed_b,
                                int32_t* c, int64_t ldc);
+
+/// A constant 8-bit weight (input w_index of `node`) whose zero point (input
+/// zero_point_index) is constant or absent: what the integer kernels' prepare
+/// hooks widen (and pack) at compile time. nullopt otherwise (a zero point
+/// known only at run time, a non-constant or non-8-bit weight).
+struct ConstantIntegerWeight {
+  const Tensor* weight = nullptr;
+  std::optional<TensorView> zero_point;
+  const TensorView* zero_point_or_null() const { return zero_point ? &*zero_point : nullptr; }
+};
+std::optional<ConstantIntegerWeight> constant_integer_weight(const Node& node, const std::vector<const Tensor*>& constants,
+                                                             size_t w_index, size_t zero_point_index);
 
 /// Per-thread memory reused from call to call: the integer kernels' widened
 /// operands, im2col matrices, packed panels and accumulators are megabytes, and

@@ -1,9 +1,8 @@
 // The integer GEMM (int16 zero-point-adjusted operands, int32 accumulation)
 // and the native MatMulInteger and QLinearMatMul kernels on it. Operands are
-// widened once (x - zero_point fits int16), so the GEMM's inner loop is a
-// plain widening multiply-add the compiler vectorises (the loop nest is in
-// quantization_gemm_body.h, built per ISA and chosen here from CPU features);
-// tasks are blocks of output rows.
+// widened once (x - zero_point fits int16) and B is packed (pack_integer_b)
+// for the pmaddwd microkernel (quantization_gemm_body.h, built per ISA and
+// chosen here from CPU features); tasks are tiles of C.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -38,7 +37,7 @@ void integer_gemm_tiles_portable(int64_t m, int64_t n, int64_t k, const int16_t*
 }
 
 int64_t packed_integer_b_size(int64_t k, int64_t n) {
-  return ((n + kIntegerGemmPanel - 1) / kIntegerGemmPanel) * ((k + 1) / 2) * 2 * kIntegerGemmPanel;
+  return ((n + kIntegerGemmPanel - 1) / kIntegerGemmPanel) * integer_panel_stride(k);
 }
 
 void pack_integer_b(int64_t k, int64_t n, const int16_t* b, int64_t ldb, int16_t* packed) {
@@ -63,7 +62,7 @@ void integer_gemm_packed(int64_t m, int64_t n, int64_t k, const int16_t* a, int6
   constexpr int64_t kTaskRows = 40, kTaskColumns = 64;
   const IntegerGemmTilesFn tiles = integer_gemm_tiles_for_cpu();
   const int64_t row_tasks = (m + kTaskRows - 1) / kTaskRows, column_tasks = (n + kTaskColumns - 1) / kTaskColumns;
-  const int64_t panel_stride = ((k + 1) / 2) * 2 * kIntegerGemmPanel;
+  const int64_t panel_stride = integer_panel_stride(k);
   const int64_t grain = std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(1, kTaskRows * kTaskColumns * k));
   pool.parallel_for(row_tasks * column_tasks, grain, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
@@ -92,6 +91,17 @@ void* scratch_bytes(ScratchSlot slot, size_t bytes) {
     buffer.size = bytes;
   }
   return buffer.data.get();
+}
+
+std::optional<ConstantIntegerWeight> constant_integer_weight(const Node& node, const std::vector<const Tensor*>& constants,
+                                                             size_t w_index, size_t zero_point_index) {
+  const Tensor* w = constants.size() > w_index ? constants[w_index] : nullptr;
+  if (!w || (w->dtype() != DType::kInt8 && w->dtype() != DType::kUInt8)) return std::nullopt;
+  const Tensor* zero_point = constants.size() > zero_point_index ? constants[zero_point_index] : nullptr;
+  if (node.has_input(zero_point_index) && !zero_point) return std::nullopt;  // a zero point known only at run time
+  ConstantIntegerWeight constant{w, std::nullopt};
+  if (zero_point) constant.zero_point = zero_point->view();
+  return constant;
 }
 
 int32_t scalar_zero_point(const TensorView* zero_point) {
@@ -191,24 +201,21 @@ void pack_integer_operand(const TensorView& b, const TensorView* zero_point, int
   pack_integer_b(k, n, widened, n, packed);
 }
 
-/// MatMulInteger / QLinearMatMul with a constant 2-D B (input b_index) and a
-/// constant or absent zero point (input zero_point_index): B packed once.
-std::shared_ptr<void> prepare_integer_b(const Node& node, const std::vector<const Tensor*>& constants, size_t b_index,
-                                        size_t zero_point_index) {
-  const Tensor* b = constants.size() > b_index ? constants[b_index] : nullptr;
-  if (!b || b->shape().size() != 2 || (b->dtype() != DType::kInt8 && b->dtype() != DType::kUInt8)) return nullptr;
-  const Tensor* zero_point = constants.size() > zero_point_index ? constants[zero_point_index] : nullptr;
-  if (node.has_input(zero_point_index) && !zero_point) return nullptr;  // a zero point known only at run time
-  const int64_t k = b->shape()[0], n = b->shape()[1];
-  if (zero_point && zero_point->numel() != 1 && zero_point->numel() != n) return nullptr;  // the kernel reports it
+/// MatMulInteger / QLinearMatMul with a constant 2-D B (input kB) and a
+/// constant or absent zero point (input kZeroPoint): B packed once (PrepareFn).
+template <size_t kB, size_t kZeroPoint>
+std::shared_ptr<void> prepare_integer_b(const Node& node, const std::vector<const Tensor*>& constants,
+                                        const std::vector<TensorType>& /*input_types*/) {
+  const std::optional<ConstantIntegerWeight> b = constant_integer_weight(node, constants, kB, kZeroPoint);
+  if (!b || b->weight->shape().size() != 2) return nullptr;
+  const int64_t k = b->weight->shape()[0], n = b->weight->shape()[1];
+  if (b->zero_point && b->zero_point->numel() != 1 && b->zero_point->numel() != n) return nullptr;  // the kernel reports it
   auto state = std::make_shared<PackedIntegerB>();
   state->k = k;
   state->n = n;
   std::vector<int16_t> widened(static_cast<size_t>(k * n));
   state->data.resize(static_cast<size_t>(packed_integer_b_size(k, n)));
-  TensorView zero_point_view;
-  if (zero_point) zero_point_view = zero_point->view();
-  pack_integer_operand(b->view(), zero_point ? &zero_point_view : nullptr, k, n, 0, widened.data(), state->data.data());
+  pack_integer_operand(b->weight->view(), b->zero_point_or_null(), k, n, 0, widened.data(), state->data.data());
   return state;
 }
 
@@ -295,16 +302,8 @@ void qlinear_matmul_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_quantization_matmul_kernels(KernelRegistry& registry) {
-  registry.add({.op_type = "MatMulInteger",
-                .run = matmul_integer_kernel,
-                .prepare = [](const Node& node, const std::vector<const Tensor*>& constants, const std::vector<TensorType>&) {
-                  return prepare_integer_b(node, constants, 1, 3);
-                }});
-  registry.add({.op_type = "QLinearMatMul",
-                .run = qlinear_matmul_kernel,
-                .prepare = [](const Node& node, const std::vector<const Tensor*>& constants, const std::vector<TensorType>&) {
-                  return prepare_integer_b(node, constants, 3, 5);
-                }});
+  registry.add({.op_type = "MatMulInteger", .run = matmul_integer_kernel, .prepare = prepare_integer_b<1, 3>});
+  registry.add({.op_type = "QLinearMatMul", .run = qlinear_matmul_kernel, .prepare = prepare_integer_b<3, 5>});
 }
 
 }  // namespace tessera::native
