@@ -105,6 +105,9 @@ class ExecutableRegion {
   /// for it in every layout tried. The core partitions again without the node
   /// here (the placement report gives this reason); where --place or a
   /// tuning record put it here it stays, and the reason becomes a warning.
+  /// For a fused node the refusal is recorded for its first member (the
+  /// convolution or matmul the fused chain grew from), so the others may
+  /// fuse again without it.
   virtual std::string node_refusal(size_t node) const { return ""; }
 };
 

@@ -164,7 +164,11 @@ class Partitioner {
     std::vector<char> claimed_above(n, 0);
     for (size_t b = 0; b < backends_.size(); ++b) {
       std::vector<char> excluded(n, 0);
-      for (size_t i = 0; i < n; ++i) excluded[i] = assigned[i] >= 0 || !allowed_on(i, b) || (claimed_above[i] && forced_[i] < 0);
+      // A node the backend refused when compiling it is not taken by its patterns either (unless placed there).
+      for (size_t i = 0; i < n; ++i) {
+        excluded[i] = assigned[i] >= 0 || !allowed_on(i, b) || (claimed_above[i] && forced_[i] < 0) ||
+                      (forced_[i] != static_cast<int>(b) && refused_when_compiled(b, graph_.nodes[i]));
+      }
       for (size_t i = 0; i < n; ++i) {
         if (base_refusals_[i][b].empty() && demoted[i].empty()) claimed_above[i] = 1;
       }

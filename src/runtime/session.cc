@@ -227,12 +227,12 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
       for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
         const std::string why = plan->executable->node_refusal(i);
         if (why.empty()) continue;
-        for (size_t node : plan->region.global_nodes[i]) {
-          const std::string& name = model->graph_.nodes[node].name;
-          bool seen = false;
-          for (const CompileRefusal& r : policy.compile_refusals) seen |= r.backend == plan->backend->name() && r.node == name;
-          if (!seen) policy.compile_refusals.push_back({plan->backend->name(), name, why});
-        }
+        // A fused node's refusal names its first member (members are in topological order: the
+        // convolution or matmul the chain grew from); the rest may fuse again, elsewhere or on this backend.
+        const std::string& name = model->graph_.nodes[plan->region.global_nodes[i].front()].name;
+        bool seen = false;
+        for (const CompileRefusal& r : policy.compile_refusals) seen |= r.backend == plan->backend->name() && r.node == name;
+        if (!seen) policy.compile_refusals.push_back({plan->backend->name(), name, why});
       }
     }
     if (policy.compile_refusals.size() == known) break;

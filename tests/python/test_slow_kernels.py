@@ -9,8 +9,11 @@ runs as "ref:" on a large tensor), where the node ran and why, and the numbers a
 - a broadcast oneDNN 2.6 has no JIT kernel for in any layout (x[1,C,H,W] * m[1,C,H,1]): the guard finds
   only "ref:any" when compiling, the node goes to native with that reason, and --place can still force
   it onto dnnl (with a warning);
-- scalar arithmetic on either side (c - x, c * x, x / c, x / 0), computed as oneDNN eltwise_linear.
+- scalar arithmetic on either side (c - x, c * x, x / c, x / 0), computed as oneDNN eltwise_linear;
+- a float32 MatMul that oneDNN answers with gemm:jit below AVX-512 (up to 2x slower than native): the node
+  goes to native with that reason, the bias and GELU after it still fuse on oneDNN.
 """
+import math
 import os
 import re
 import subprocess
@@ -417,9 +420,10 @@ def test_zero_pad_before_pooling_and_convolution_is_their_padding(tmp_path):
 
 
 def test_no_op_nodes_cost_nothing(tmp_path):
-    """Dropout in inference (ratio 0 or not), Identity and a Cast to the type its input has are removed
-    before partitioning: they used to run as copies on native and split the oneDNN region around them in
-    three (a copy each way). A Dropout whose mask is read stays; so does one in training mode."""
+    """Dropout in inference (ratio 0 or not), Dropout of ratio 0 in training mode (its mask unread), Identity
+    and a Cast to the type its input has are removed before partitioning: they used to run as copies on
+    native and split the oneDNN region around them in three (a copy each way). A Dropout whose mask is read
+    stays."""
     w1 = (RNG.standard_normal((64, 64)) * 0.1).astype(np.float32)
     w2 = (RNG.standard_normal((64, 64)) * 0.1).astype(np.float32)
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
@@ -428,22 +432,30 @@ def test_no_op_nodes_cost_nothing(tmp_path):
              helper.make_node("Cast", ["c"], ["d"], to=TensorProto.FLOAT, name="cast"),
              helper.make_node("MatMul", ["d", "w2"], ["e"], name="mm2"),
              helper.make_node("Identity", ["e"], ["y"], name="out"),
-             helper.make_node("Dropout", ["x"], ["z", "mask"], name="masked")]
+             helper.make_node("Dropout", ["x"], ["z", "mask"], name="masked"),
+             # torchvision's Swin: training_mode true with ratio 0, its mask named but read by no node.
+             helper.make_node("Dropout", ["x", "zero", "true"], ["t", "unread_mask"], name="ratio0"),
+             helper.make_node("Add", ["t", "x"], ["v"], name="after_ratio0")]
     graph = helper.make_graph(nodes, "noops", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 64])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 64]),
-                               helper.make_tensor_value_info("mask", TensorProto.BOOL, [8, 64])],
+                               helper.make_tensor_value_info("mask", TensorProto.BOOL, [8, 64]),
+                               helper.make_tensor_value_info("v", TensorProto.FLOAT, [8, 64])],
                               [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
-                               numpy_helper.from_array(np.array(0.1, np.float32), "ratio")])
+                               numpy_helper.from_array(np.array(0.1, np.float32), "ratio"),
+                               numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+                               numpy_helper.from_array(np.array(True), "true")])
     path = str(tmp_path / "noops.onnx")
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
     session = tessera.InferenceSession(path)
     x = RNG.standard_normal((8, 64)).astype(np.float32)
-    y, mask = session.run(None, {"x": x})
+    y, mask, v = session.run(None, {"x": x})
     np.testing.assert_allclose(y, (x.astype(np.float64) @ w1) @ w2, rtol=1e-5, atol=1e-5)
     assert mask.dtype == np.bool_ and mask.all()  # inference: nothing dropped
+    np.testing.assert_array_equal(v, x + x)
     where = placement_of(session)
     for name, what in (("dropout", "a Dropout in inference"), ("identity", "an Identity"),
-                       ("cast", "a Cast to the type its input has"), ("out", "an Identity")):
+                       ("cast", "a Cast to the type its input has"), ("out", "an Identity"),
+                       ("ratio0", "a Dropout of ratio 0")):
         assert where[name][0] == "folded" and where[name][2] == "removed: %s computes nothing" % what, where[name]
     assert where["masked"][0] != "folded", where["masked"]  # its mask is read
     if cpu_isa.dnnl_avx2():
@@ -496,3 +508,118 @@ def test_scalar_arithmetic_with_a_fused_clip_on_small_tensors(tmp_path, shape):
     x = np.linspace(-5, 5, int(np.prod(shape))).astype(np.float32).reshape(shape)
     e = x * np.clip(x + 3, 0, 6) / 6
     np.testing.assert_allclose(session.run(None, {"x": x})[0], np.clip(0.5 * e + 0.6, 0, 1), rtol=1e-6, atol=1e-6)
+
+
+def linear_gelu_model(tmp_path, rows, name):
+    """MatMul(x[1, rows, 256], w[256, 512]) + bias -> GELU written with Erf, as torch exports nn.Linear + nn.GELU."""
+    w = (RNG.standard_normal((256, 512)) * 0.06).astype(np.float32)
+    b = (RNG.standard_normal(512) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
+             helper.make_node("Add", ["m", "b"], ["a"], name="bias"),
+             helper.make_node("Div", ["a", "sqrt2"], ["d"], name="div"),
+             helper.make_node("Erf", ["d"], ["e"], name="erf"),
+             helper.make_node("Add", ["e", "one"], ["f"], name="add1"),
+             helper.make_node("Mul", ["a", "f"], ["g"], name="mul"),
+             helper.make_node("Mul", ["g", "half"], ["y"], name="half")]
+    path = save(tmp_path, name, nodes, [("x", [1, rows, 256])],
+                [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"), scalar("sqrt2", np.sqrt(2.0)),
+                 scalar("one", 1.0), scalar("half", 0.5)])
+    x = RNG.standard_normal((1, rows, 256)).astype(np.float32)
+    a = x.astype(np.float64) @ w.astype(np.float64) + b
+    erf = np.vectorize(math.erf)
+    return path, x, a * 0.5 * (1 + erf(a / np.sqrt(2.0)))
+
+
+def test_matmul_on_gemm_jit_below_avx512_runs_on_native(tmp_path):
+    """Below AVX-512 oneDNN 2.6 answers a float32 matmul with gemm:jit, up to 2x slower than the native packed
+    GEMM: the region compile refuses the MatMul (the fused chain's first member) and the core places it on
+    native, while the bias and GELU still fuse on oneDNN. With AVX-512 oneDNN keeps the whole chain."""
+    path, x, expected = linear_gelu_model(tmp_path, 64, "linear_gelu")
+    session = tessera.InferenceSession(path)
+    where = placement_of(session)
+    steps, _ = executed(path)
+    matmuls = [s for s in steps if s["primitive"] == "matmul"]
+    if cpu_isa.dnnl_avx512():
+        assert where["matmul"][0] == "dnnl" and where["erf"][0] == "dnnl", where
+        assert matmuls and not matmuls[0]["impl"].startswith("gemm"), matmuls
+    else:
+        backend, reason, _ = where["matmul"]
+        assert backend == "native", where
+        assert "dnnl refused it when compiling it: oneDNN runs this float32 matmul with gemm:jit" in reason, reason
+        assert matmuls == [], matmuls
+        assert where["bias"][0] == where["erf"][0] == where["half"][0] == "dnnl", where
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
+
+
+def test_a_small_matmul_stays_on_onednn_and_a_placement_keeps_the_large_one(tmp_path):
+    """A product of few rows is as fast on gemm:jit: not refused. --place keeps a refused one where it was put,
+    with a warning."""
+    path, x, expected = linear_gelu_model(tmp_path, 4, "small_linear")
+    session = tessera.InferenceSession(path)
+    assert placement_of(session)["matmul"][0] == "dnnl", placement_of(session)
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
+    path, x, expected = linear_gelu_model(tmp_path, 64, "forced_linear")
+    if cpu_isa.dnnl_avx512():
+        session = tessera.InferenceSession(path, place={"matmul": "dnnl"})
+    else:
+        with pytest.warns(RuntimeWarning, match="runs on dnnl, which refused it: oneDNN runs this float32 matmul"):
+            session = tessera.InferenceSession(path, place={"matmul": "dnnl"})
+    assert placement_of(session)["matmul"][0] == "dnnl", placement_of(session)
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
+
+
+def max_pool_reference(a, kernel, strides, pads, dilations, ceil_mode):
+    """numpy max pooling (NaN-propagating) of a [N, C, H, W] map; pads = [top, left, bottom, right]."""
+    out = []
+    for d in range(2):
+        span = dilations[d] * (kernel[d] - 1) + 1
+        total = a.shape[2 + d] + pads[d] + pads[2 + d] - span
+        n = (-(-total // strides[d]) if ceil_mode else total // strides[d]) + 1
+        if ceil_mode and (n - 1) * strides[d] >= a.shape[2 + d] + pads[d]:
+            n -= 1  # the last window must start inside the map or its begin padding
+        out.append(n)
+    y = np.full(a.shape[:2] + tuple(out), -np.inf, np.float32)
+    for i in range(out[0]):
+        for j in range(out[1]):
+            rows = [i * strides[0] - pads[0] + k * dilations[0] for k in range(kernel[0])]
+            cols = [j * strides[1] - pads[1] + k * dilations[1] for k in range(kernel[1])]
+            rows = [r for r in rows if 0 <= r < a.shape[2]]
+            cols = [c for c in cols if 0 <= c < a.shape[3]]
+            window = a[:, :, rows][:, :, :, cols].reshape(a.shape[0], a.shape[1], -1)
+            y[:, :, i, j] = np.where(np.isnan(window).any(axis=2), np.nan, window.max(axis=2))
+    return y
+
+
+@pytest.mark.parametrize("channels,attrs", [
+    (32, dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),  # GoogLeNet's branch pools
+    (20, dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),  # padded channel block, ceil_mode
+    (16, dict(kernel_shape=[2, 2], strides=[2, 2])),
+    (24, dict(kernel_shape=[3, 2], strides=[2, 3], pads=[1, 0, 2, 1], dilations=[2, 1])),
+    (8, dict(kernel_shape=[H, W])),
+])
+def test_max_pooling_of_blocked_layouts_matches_numpy(tmp_path, channels, attrs):
+    """oneDNN 2.6's jit:avx2 max pooling ran GoogLeNet's 3x3 branch pools at about 2.4 GB/s (13 pools, 4.9 of
+    39 ms); on the blocked layouts convolutions write (nChw8c, nChw16c) the pooling is a direct vector loop
+    now, and no oneDNN pooling primitive runs. Strides, ceil_mode, dilations, asymmetric pads and channel
+    counts that are not a multiple of the block, against numpy on the convolution output the pool read."""
+    w = (RNG.standard_normal((channels, C, 3, 3)) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("MaxPool", ["a"], ["y"], name="pool", **attrs)]
+    graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, C, H, W])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("a", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w")])
+    path = str(tmp_path / "pool.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 12)]), path)
+    session = tessera.InferenceSession(path)
+    if cpu_isa.dnnl_avx2():
+        assert placement_of(session)["pool"][0] == "dnnl", placement_of(session)
+        steps, _ = executed(path)
+        assert not [s for s in steps if s["primitive"].startswith("pooling")], steps
+    x = RNG.standard_normal((2, C, H, W)).astype(np.float32)
+    y, a = session.run(None, {"x": x})
+    np.testing.assert_allclose(a, conv3x3(x, w), rtol=1e-4, atol=1e-4)
+    expected = max_pool_reference(a, attrs["kernel_shape"], attrs.get("strides", [1, 1]), attrs.get("pads", [0] * 4),
+                                  attrs.get("dilations", [1, 1]), attrs.get("ceil_mode", 0))
+    assert y.shape == expected.shape, (y.shape, expected.shape)
+    np.testing.assert_array_equal(y, expected)

@@ -179,6 +179,9 @@ Program lower_region(const Graph& region, const dnnl::engine& engine, const std:
 /// True when oneDNN runs bf16 convolutions and matmuls natively on this CPU
 /// (AVX512_BF16 or AMX); elsewhere it would emulate them, slower than float32.
 bool cpu_has_native_bf16();
+/// True when oneDNN runs at AVX-512 (avx512_core or above, after any
+/// ONEDNN_MAX_CPU_ISA cap): its brgemm matmul kernels need it.
+bool cpu_has_avx512_core();
 /// True when oneDNN's int8 kernels multiply-accumulate 8-bit products straight
 /// into int32 on this CPU (VNNI: AVX512_VNNI or AVX_VNNI, after any
 /// ONEDNN_MAX_CPU_ISA cap). Without it they add pairs of u8 x s8 products in a
@@ -221,6 +224,29 @@ struct ConcatCopyPlan {
 /// axis with later dims, a channel count not a multiple of its block).
 std::optional<ConcatCopyPlan> concat_copy_plan(const std::vector<memory::desc>& roles, int axis);
 void run_concat_copy(const ConcatCopyPlan& plan, const std::vector<const void*>& sources, void* output);
+
+// --- max pooling on channel-blocked layouts (dnnl_max_pool.cc) ---
+/// A float32 2-D max pooling whose source and destination are nChw8c or
+/// nChw16c (the layouts oneDNN's convolutions write), run as a direct loop
+/// instead of oneDNN 2.6's pooling kernel (up to 20x slower there).
+struct MaxPoolPlan {
+  int64_t batch = 0;
+  int64_t channel_blocks = 0;  // padded channels / block
+  int64_t block = 0;           // 8 or 16
+  int64_t in[2] = {0, 0};      // rows, columns
+  int64_t out[2] = {0, 0};
+  int64_t kernel[2] = {0, 0};
+  int64_t stride[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};
+  int64_t pad[2] = {0, 0};  // begin padding; the end padding only adds windows the output dims count
+  int64_t src_strides[4] = {0, 0, 0, 0};  // elements: batch, channel block, row, column
+  int64_t dst_strides[4] = {0, 0, 0, 0};
+};
+/// The plan for a pooling step's layouts (source, destination), or nullopt
+/// for anything else (average pooling, other layouts, 8-bit values, post-ops).
+std::optional<MaxPoolPlan> max_pool_plan(const Step& step, const std::vector<memory::desc>& roles);
+/// Runs on the calling thread's OpenMP team.
+void run_max_pool(const MaxPoolPlan& plan, const float* src, float* dst);
 
 // --- constants ---
 /// The bytes of a constant slot in plain layout, after its transform.

@@ -81,9 +81,38 @@ namespace {
 constexpr int64_t kSingleThreadElements = 4096;
 /// Multiply-adds below which a convolution or matmul runs on one thread (about 10 µs of one core).
 constexpr int64_t kSingleThreadMacs = int64_t{1} << 19;
+/// A float32 gemm:jit matmul of at least this many rows and multiply-adds
+/// goes to another backend (slow_kernel_reason).
+constexpr int64_t kSlowGemmMinRows = 16;
+constexpr int64_t kSlowGemmMinMacs = int64_t{1} << 22;
 
 /// Whether the step's work (multiply-adds of a convolution or matmul, output elements otherwise) is
 /// below what is worth a second thread. `roles`: its layouts, inputs then the output.
+/// Why the implementation oneDNN chose for `step` is much slower than what
+/// another backend runs, or "": its reference kernel on a large output, or a
+/// float32 matmul of many rows answered by gemm:jit. Below AVX-512, oneDNN 2.6
+/// has no brgemm matmul, and its gemm:jit was never faster than the native
+/// packed GEMM and up to 2x slower (Zen 3, one thread, ViT-B/16's shapes:
+/// 197x768 x 768x3072 20.2 ms against 10.3, x 768x2304 7.9 against 7.7,
+/// 197x3072 x 3072x768 11.0 against 10.4). Products of a few rows (a
+/// classifier's one-row Gemm) and small ones stay: there it is as fast.
+std::string slow_kernel_reason(const Step& step, const dnnl::primitive_desc_base& pd, const std::vector<memory::desc>& roles) {
+  const std::string impl = pd.impl_info_str();
+  if (is_reference(pd) && element_count(roles.back()) >= kReferenceGuardElements) {
+    return "oneDNN has only its reference kernel (" + impl + ") for it, typically 100x slower than its JIT kernels, and no "
+           "layout tried had another";
+  }
+  if (step.kind == StepKind::kMatMul && impl.rfind("gemm:", 0) == 0 && roles[0].data_type() == memory::data_type::f32) {
+    const memory::dims src = roles[0].dims();
+    const int64_t rows = src.size() >= 2 ? src[src.size() - 2] : 1;
+    if (rows >= kSlowGemmMinRows && element_count(roles.back()) * src.back() >= kSlowGemmMinMacs) {
+      return "oneDNN runs this float32 matmul with " + impl + " at " + effective_isa_name() +
+             " (it has brgemm kernels from AVX-512 on), up to 2x slower than the native packed GEMM";
+    }
+  }
+  return "";
+}
+
 bool little_work(const Step& step, const std::vector<memory::desc>& roles) {
   const int64_t out = element_count(roles.back());
   switch (step.kind) {
@@ -232,13 +261,14 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       }
       scratchpad = std::max<int64_t>(scratchpad, static_cast<int64_t>(pd.scratchpad_desc().get_size()));
       compiled.primitive = dnnl::primitive(pd.get());
-      if (step.node >= 0 && is_reference(pd) &&
-          element_count(out_desc) >= kReferenceGuardElements) {
-        reference_kernels_[step.node] = pd.impl_info_str();
-      }
       compiled.roles = roles;
       if (step.kind == StepKind::kConcat && step.post_ops.empty() && !step.ints.empty()) {
         compiled.concat_copy = concat_copy_plan(roles, static_cast<int>(step.ints[0]));
+      }
+      compiled.max_pool = max_pool_plan(step, roles);
+      // A step run by its own loop never runs the primitive: however slow that one is does not matter.
+      if (step.node >= 0 && !compiled.concat_copy && !compiled.max_pool) {
+        if (std::string why = slow_kernel_reason(step, pd, roles); !why.empty()) slow_kernels_[step.node] = std::move(why);
       }
       for (const PostOp& p : step.post_ops) {
         if (p.kind == PostOpKind::kSum && p.slot != step.output) {
@@ -378,10 +408,8 @@ std::string DnnlRegion::node_precision(size_t node) const {
 }
 
 std::string DnnlRegion::node_refusal(size_t node) const {
-  const auto found = reference_kernels_.find(static_cast<int32_t>(node));
-  if (found == reference_kernels_.end()) return "";
-  return "oneDNN has only its reference kernel (" + found->second + ") for it, typically 100x slower than its JIT "
-         "kernels, and no layout tried had another";
+  const auto found = slow_kernels_.find(static_cast<int32_t>(node));
+  return found == slow_kernels_.end() ? "" : found->second;
 }
 
 std::unique_ptr<DnnlRegion::RunContext> DnnlRegion::make_context() const {
@@ -478,6 +506,10 @@ void DnnlRegion::run(ValueStore& store) const {
         sources.push_back(args.at(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)).get_data_handle());
       }
       run_concat_copy(*compiled.concat_copy, sources, args.at(DNNL_ARG_DST).get_data_handle());
+    } else if (compiled.max_pool) {
+      const std::unordered_map<int, memory>& args = context->args[k];
+      run_max_pool(*compiled.max_pool, static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
+                   static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()));
     } else {
       compiled.primitive.execute(context->stream, context->args[k]);
     }

@@ -23,7 +23,9 @@ class DnnlRegion : public ExecutableRegion {
   bool exact_only_for_finite_inputs() const override { return finite_only_; }
   /// "bf16" for a convolution or matmul node whose step reads bfloat16 sources.
   std::string node_precision(size_t node) const override;
-  /// "oneDNN has only its reference kernel (ref:any) for it ..." for a node a large step of which runs on it.
+  /// Why a node's step runs on a much slower kernel than another backend has
+  /// (slow_kernel_reason: oneDNN's reference kernel on a large tensor, a
+  /// gemm:jit float32 matmul below AVX-512), or "".
   std::string node_refusal(size_t node) const override;
 
  private:
@@ -36,6 +38,7 @@ class DnnlRegion : public ExecutableRegion {
     bool sum_in_place = false;  // the output shares the operand's memory: nothing to copy
     int threads = 1;            // created and run with this many (1 for element-wise steps too small to share)
     std::optional<ConcatCopyPlan> concat_copy;  // a concat step run as memcpys instead of its primitive
+    std::optional<MaxPoolPlan> max_pool;        // a max pooling step run as a direct loop instead of its primitive
   };
   /// What one concurrent run needs: a stream, the workspace, memory objects.
   struct RunContext {
@@ -52,7 +55,7 @@ class DnnlRegion : public ExecutableRegion {
   dnnl::engine engine_;
   int num_threads_;
   int team_threads_ = 1;  // the most threads a step runs on
-  std::unordered_map<int32_t, std::string> reference_kernels_;  // region node -> oneDNN implementation name
+  std::unordered_map<int32_t, std::string> slow_kernels_;  // region node -> why its kernel is too slow (node_refusal)
   bool finite_only_ = false;
   std::vector<memory::desc> descs_;  // per slot
   std::vector<CompiledStep> steps_;
