@@ -179,9 +179,6 @@ Program lower_region(const Graph& region, const dnnl::engine& engine, const std:
 /// True when oneDNN runs bf16 convolutions and matmuls natively on this CPU
 /// (AVX512_BF16 or AMX); elsewhere it would emulate them, slower than float32.
 bool cpu_has_native_bf16();
-/// True when oneDNN runs at AVX-512 (avx512_core or above, after any
-/// ONEDNN_MAX_CPU_ISA cap): its brgemm matmul kernels need it.
-bool cpu_has_avx512_core();
 /// True when oneDNN's int8 kernels multiply-accumulate 8-bit products straight
 /// into int32 on this CPU (VNNI: AVX512_VNNI or AVX_VNNI, after any
 /// ONEDNN_MAX_CPU_ISA cap). Without it they add pairs of u8 x s8 products in a

@@ -62,12 +62,6 @@ bool cpu_has_native_bf16() {
   return (isa & bf16) == bf16;
 }
 
-bool cpu_has_avx512_core() {
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-  return (isa & avx512) == avx512;
-}
-
 bool cpu_has_vnni() {
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto avx512_vnni = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_vnni);
