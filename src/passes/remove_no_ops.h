@@ -1,7 +1,8 @@
 // Nodes that compute nothing, removed before partitioning: Identity,
 // Dropout whose mask no node reads and that is in inference (training_mode
-// absent or a constant false) or has a constant ratio of 0, and Cast to the type its input already has. Each costs a copy
-// where it runs, and on a backend other than its neighbours' it splits
+// absent or a constant false) or has a constant ratio of 0, and Cast to the
+// type its input already has. Each costs a copy where it runs, and on a
+// backend other than its neighbours' it splits
 // their region in two (a ratio-0 Dropout between two oneDNN matmuls made
 // two regions and a copy each way).
 //

@@ -18,10 +18,10 @@
 namespace tessera::dnnl_backend {
 namespace {
 
-/// `md` is a 4-D float32 layout whose only inner block is on the channels
-/// (nChw8c, nChw16c; nhwc counts as a block of all the channels is not
-/// taken), with no offset: fills the block size and the strides (elements)
-/// of the batch, the channel block, the rows and the columns.
+/// `desc` is a 4-D float32 layout whose only inner block, of 8 or 16, is on
+/// the channels (nChw8c, nChw16c; not nhwc, which has no inner block), with
+/// no offset: fills the block size and the strides (elements) of the batch,
+/// the channel block, the rows and the columns.
 bool channel_blocked(const memory::desc& desc, int64_t& block, int64_t strides[4]) {
   const dnnl_memory_desc_t& md = desc.data;
   if (md.format_kind != dnnl_blocked || md.ndims != 4 || md.offset0 != 0 || md.data_type != dnnl_f32) return false;

@@ -86,8 +86,6 @@ constexpr int64_t kSingleThreadMacs = int64_t{1} << 19;
 constexpr int64_t kSlowGemmMinRows = 16;
 constexpr int64_t kSlowGemmMinMacs = int64_t{1} << 22;
 
-/// Whether the step's work (multiply-adds of a convolution or matmul, output elements otherwise) is
-/// below what is worth a second thread. `roles`: its layouts, inputs then the output.
 /// Why the implementation oneDNN chose for `step` is much slower than what
 /// another backend runs, or "": its reference kernel on a large output, or a
 /// float32 matmul of many rows answered by gemm:jit. Below AVX-512, oneDNN 2.6
@@ -113,6 +111,8 @@ std::string slow_kernel_reason(const Step& step, const dnnl::primitive_desc_base
   return "";
 }
 
+/// Whether the step's work (multiply-adds of a convolution or matmul, output elements otherwise) is
+/// below what is worth a second thread. `roles`: its layouts, inputs then the output.
 bool little_work(const Step& step, const std::vector<memory::desc>& roles) {
   const int64_t out = element_count(roles.back());
   switch (step.kind) {
