@@ -148,6 +148,11 @@ int64_t element_count(const memory::desc& desc);
 /// `dims` (same rank) laid out as `like` is (its format tag: the same blocking
 /// and axis order), in `like`'s data type; plain when `like` has no tag.
 memory::desc layout_like(const memory::desc& like, const std::vector<int64_t>& dims);
+/// `desc` is a 4-D float32 layout whose only inner block, of 8 or 16, is on
+/// the channels (nChw8c, nChw16c; not nhwc, which has no inner block), with
+/// no offset: fills the block size and the strides (elements) of the batch,
+/// the channel block, the rows and the columns.
+bool channel_blocked(const memory::desc& desc, int64_t& block, int64_t strides[4]);
 /// The slot type of a layout's data type; throws an unsupported error for others.
 SlotType slot_type_of(const memory::desc& desc);
 
@@ -244,6 +249,55 @@ struct MaxPoolPlan {
 std::optional<MaxPoolPlan> max_pool_plan(const Step& step, const std::vector<memory::desc>& roles);
 /// Runs on the calling thread's OpenMP team.
 void run_max_pool(const MaxPoolPlan& plan, const float* src, float* dst);
+
+// --- Winograd F(4x4, 3x3) on nChw8c (dnnl_winograd.cc, kernels in dnnl_winograd_avx2.cc) ---
+/// Step::algorithm of a float32 3x3 stride-1 convolution run by Tessera's own
+/// Winograd kernel (oneDNN 2.6 has Winograd only with AVX-512). The step's
+/// primitive is still created as a direct convolution: it fixes the layouts,
+/// and runs instead wherever the kernel cannot (another CPU, a capped ISA).
+constexpr int32_t kTesseraWinograd = 0x7e01;
+/// An element-wise post-op or sum the kernel applies in its output transform.
+struct WinogradPostOp {
+  enum class Kind : uint8_t { kRelu, kClip, kSum };
+  Kind kind = Kind::kRelu;
+  float alpha = 0;  // relu: negative slope; clip: lower bound; sum: scale
+  float beta = 0;   // clip: upper bound
+};
+struct WinogradPlan {
+  int64_t batch = 0;
+  int64_t in_blocks = 0, out_blocks = 0;  // padded channels / 8
+  int64_t in_channels = 0, out_channels = 0;  // real ones (the rest of the last output block is written 0)
+  int64_t in[2] = {0, 0}, out[2] = {0, 0}, pad[2] = {0, 0};  // rows, columns; begin padding
+  int64_t tiles[2] = {0, 0};  // 4x4 output tiles per image: rows, columns
+  int64_t chunk = 0;          // tiles transformed and multiplied together (their scratch stays in cache)
+  int64_t src_strides[4] = {0, 0, 0, 0};  // elements: batch, channel block, row, column
+  int64_t dst_strides[4] = {0, 0, 0, 0};
+  std::vector<WinogradPostOp> post_ops;
+  /// Floats of the transformed weights (36 x in_blocks*8 x out panels of 16).
+  int64_t weight_floats() const;
+  /// Bytes of scratch one run needs (the chunk's transformed inputs and products).
+  int64_t scratch_bytes() const;
+};
+/// True when this CPU (after TESSERA_ISA) runs the kernel: AVX2 and FMA.
+bool winograd_available();
+/// The plan for a convolution step's layouts (source, weights, [bias,]
+/// destination), or nullopt where the kernel does not apply: not 2-D 3x3
+/// stride 1 undilated ungrouped float32, source or destination not nChw8c,
+/// a post-op other than relu, clip and sum, or a CPU without AVX2.
+std::optional<WinogradPlan> winograd_plan(const Step& step, const std::vector<memory::desc>& roles);
+/// The weights transformed (G g G^T, in double) and packed for the kernel,
+/// from plain [O, I, 3, 3] weights.
+std::vector<float> winograd_weights(const WinogradPlan& plan, const float* plain);
+/// The first 64-byte aligned float at or after `p` (buffers for the kernel
+/// keep 16 floats to spare for it).
+inline float* first_aligned(float* p) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  return p + ((64 - address % 64) % 64) / sizeof(float);
+}
+/// Runs on the calling thread's OpenMP team. `bias` may be null; `weights`
+/// (from winograd_weights) and `scratch` (scratch_bytes()) are 64-byte aligned.
+void run_winograd(const WinogradPlan& plan, const float* src, const float* weights, const float* bias, float* dst,
+                  float* scratch);
 
 // --- constants ---
 /// The bytes of a constant slot in plain layout, after its transform.

@@ -110,6 +110,18 @@ int64_t element_count(const memory::desc& desc) {
 
 bool is_reference(const dnnl::primitive_desc_base& pd) { return std::string(pd.impl_info_str()).rfind("ref", 0) == 0; }
 
+bool channel_blocked(const memory::desc& desc, int64_t& block, int64_t strides[4]) {
+  const dnnl_memory_desc_t& md = desc.data;
+  if (md.format_kind != dnnl_blocked || md.ndims != 4 || md.offset0 != 0 || md.data_type != dnnl_f32) return false;
+  const dnnl_blocking_desc_t& blocking = md.format_desc.blocking;
+  if (blocking.inner_nblks != 1 || blocking.inner_idxs[0] != 1) return false;
+  block = blocking.inner_blks[0];
+  if (block != 8 && block != 16) return false;
+  if (blocking.strides[3] != block) return false;  // columns of `block` contiguous channels
+  for (int d = 0; d < 4; ++d) strides[d] = blocking.strides[d];
+  return md.padded_dims[1] % block == 0;
+}
+
 memory::desc layout_like(const memory::desc& like, const std::vector<int64_t>& dims) {
   const int32_t tag = format_tag_of(like);
   if (tag <= 0 || static_cast<size_t>(like.dims().size()) != dims.size()) return plain_desc(dims, like.data_type());

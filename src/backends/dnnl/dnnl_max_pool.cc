@@ -18,22 +18,6 @@
 namespace tessera::dnnl_backend {
 namespace {
 
-/// `desc` is a 4-D float32 layout whose only inner block, of 8 or 16, is on
-/// the channels (nChw8c, nChw16c; not nhwc, which has no inner block), with
-/// no offset: fills the block size and the strides (elements) of the batch,
-/// the channel block, the rows and the columns.
-bool channel_blocked(const memory::desc& desc, int64_t& block, int64_t strides[4]) {
-  const dnnl_memory_desc_t& md = desc.data;
-  if (md.format_kind != dnnl_blocked || md.ndims != 4 || md.offset0 != 0 || md.data_type != dnnl_f32) return false;
-  const dnnl_blocking_desc_t& blocking = md.format_desc.blocking;
-  if (blocking.inner_nblks != 1 || blocking.inner_idxs[0] != 1) return false;
-  block = blocking.inner_blks[0];
-  if (block != 8 && block != 16) return false;
-  if (blocking.strides[3] != block) return false;  // columns of `block` contiguous channels
-  for (int d = 0; d < 4; ++d) strides[d] = blocking.strides[d];
-  return md.padded_dims[1] % block == 0;
-}
-
 /// One output row of one channel block. SSE (every x86-64 CPU has it) keeps
 /// the window's maxima in registers: kBlock / 4 vectors, plus as many masks
 /// of the lanes that met a NaN (maxps alone would drop a NaN already held).

@@ -78,6 +78,7 @@ const PoolingOp kPoolingOps[] = {
 const ConvolutionAlgorithm kConvolutionAlgorithms[] = {
     {algorithm::convolution_direct, "direct", nullptr},
     {algorithm::convolution_winograd, "winograd", kWinograd},
+    {static_cast<algorithm>(kTesseraWinograd), "tessera winograd F(4x4,3x3)", kWinograd},
 };
 
 const StructuredOp kStructuredOps[] = {

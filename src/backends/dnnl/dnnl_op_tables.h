@@ -93,7 +93,7 @@ struct ConvolutionAlgorithm {
   const char* finite_only;
 };
 
-/// Direct first (the default), then Winograd.
+/// Direct first (the default), then oneDNN's Winograd, then Tessera's (kTesseraWinograd).
 std::span<const ConvolutionAlgorithm> convolution_algorithms();
 const ConvolutionAlgorithm* find_convolution_algorithm(int32_t algorithm);
 

@@ -266,8 +266,11 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
         compiled.concat_copy = concat_copy_plan(roles, static_cast<int>(step.ints[0]));
       }
       compiled.max_pool = max_pool_plan(step, roles);
+      // Where the Winograd kernel cannot run (a capped ISA, another CPU), the direct primitive does.
+      compiled.winograd = winograd_plan(step, roles);
+      if (compiled.winograd) scratchpad = std::max<int64_t>(scratchpad, compiled.winograd->scratch_bytes() + 64);
       // A step run by its own loop never runs the primitive: however slow that one is does not matter.
-      if (step.node >= 0 && !compiled.concat_copy && !compiled.max_pool) {
+      if (step.node >= 0 && !compiled.concat_copy && !compiled.max_pool && !compiled.winograd) {
         if (std::string why = slow_kernel_reason(step, pd, roles); !why.empty()) slow_kernels_[step.node] = std::move(why);
       }
       for (const PostOp& p : step.post_ops) {
@@ -315,6 +318,23 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     dnnl::reorder(source, constants_[s]).execute(stream, source, constants_[s]);
   }
   stream.wait();
+  // The Winograd steps' weights, transformed from the plain ones.
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    CompiledStep& compiled = steps_[k];
+    if (!compiled.winograd) continue;
+    const Slot& weights = program_.slots[static_cast<size_t>(program_.steps[k].inputs[1])];
+    if (weights.kind != Slot::Kind::kConstant) {
+      compiled.winograd.reset();  // computed weights: the direct primitive reads them
+      continue;
+    }
+    const std::vector<float> plain = constant_plain_data(region, weights);
+    if (static_cast<int64_t>(plain.size()) != compiled.winograd->out_channels * compiled.winograd->in_channels * 9) {
+      throw_user_error("oneDNN payload: Winograd weights of the wrong size");
+    }
+    const std::vector<float> u = winograd_weights(*compiled.winograd, plain.data());
+    compiled.winograd_weights.assign(u.size() + 16, 0.0f);
+    std::copy(u.begin(), u.end(), first_aligned(compiled.winograd_weights.data()));
+  }
 
   // Workspace: intermediates by liveness (step indices), then the scratchpad.
   std::vector<int64_t> first(num_slots, -1), last(num_slots, -1);
@@ -510,6 +530,15 @@ void DnnlRegion::run(ValueStore& store) const {
       const std::unordered_map<int, memory>& args = context->args[k];
       run_max_pool(*compiled.max_pool, static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
                    static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()));
+    } else if (compiled.winograd) {
+      const std::unordered_map<int, memory>& args = context->args[k];
+      const Step& step = program_.steps[k];
+      const float* bias =
+          step.inputs.size() == 3 ? static_cast<const float*>(args.at(DNNL_ARG_BIAS).get_data_handle()) : nullptr;
+      run_winograd(*compiled.winograd, static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
+                   first_aligned(const_cast<float*>(compiled.winograd_weights.data())), bias,
+                   static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()),
+                   first_aligned(static_cast<float*>(args.at(DNNL_ARG_SCRATCHPAD).get_data_handle())));
     } else {
       compiled.primitive.execute(context->stream, context->args[k]);
     }

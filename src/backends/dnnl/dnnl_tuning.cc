@@ -1,6 +1,7 @@
 // Backend tuning chosen by measurement: for a 3x3 convolution oneDNN can run
 // directly or with Winograd's algorithm (fewer multiplications, other
-// layouts). Both are timed on this machine, with the thread count the runs
+// layouts; AVX-512 only in oneDNN 2.6), and Tessera's own Winograd kernel
+// (AVX2, dnnl_winograd.cc) can run on the direct convolution's layouts. Both are timed on this machine, with the thread count the runs
 // use, including the reorders each one's layouts would add at its input and
 // output, and the faster wins. The choice is stored in the payload (and the
 // compatibility string pins the machine's instruction set).
@@ -42,6 +43,20 @@ double reorder_milliseconds(const memory::desc& from, const memory::desc& to, co
   return median_milliseconds([&] { reorder.execute(stream, src, dst); }, stream);
 }
 
+/// Below this many multiply-adds (about 0.1 ms of a direct convolution on one
+/// AVX2 core) Tessera's Winograd kernel is not tried.
+constexpr int64_t kMinWinogradMultiplyAdds = int64_t{1} << 23;
+
+/// A convolution's multiply-adds: output elements x input channels x 9 (3x3 weights).
+int64_t multiply_adds(const Step& step, const dnnl::primitive_desc_base& pd) {
+  const memory::dims out = role_desc(step, pd, step.inputs.size()).dims();
+  const memory::dims w = role_desc(step, pd, 1).dims();
+  int64_t n = 1;
+  for (int64_t d : out) n *= d;
+  for (size_t i = 1; i < w.size(); ++i) n *= w[i];
+  return n;
+}
+
 }  // namespace
 
 int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const std::vector<memory::desc>& requests,
@@ -51,7 +66,7 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
   // TESSERA_DNNL_TUNE=0 turns measurement off (direct always), for
   // reproducible layouts in tests and comparisons.
   if (const char* tune = std::getenv("TESSERA_DNNL_TUNE"); tune && std::string(tune) == "0") return direct;
-  // Winograd in oneDNN: 2-D, 3x3, stride 1, no dilation, no groups.
+  // Winograd (oneDNN's and Tessera's): 2-D, 3x3, stride 1, no dilation, no groups.
   if (step.kind != StepKind::kConvolution) return direct;
   const memory::desc& weights = lowering.desc(step.inputs[1]);
   const memory::dims w = weights.dims();
@@ -85,12 +100,40 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
               memory(lowering.desc(step.post_ops[p].slot), engine);
         }
       }
-      dnnl::primitive primitive(pd.get());
-      double ms = median_milliseconds([&] { primitive.execute(stream, args); }, stream);
+      double ms = 0;
+      if (algorithm == kTesseraWinograd) {
+        // Tessera's kernel on the direct primitive's layouts, where it applies and the work is
+        // worth it: on a small convolution it saves microseconds and costs accuracy (its
+        // transforms round terms up to 8x larger than a direct sum's).
+        if (multiply_adds(step, pd) < kMinWinogradMultiplyAdds) continue;
+        std::vector<memory::desc> layouts;
+        for (size_t i = 0; i < role_args_list.size(); ++i) layouts.push_back(role_desc(step, pd, i));
+        const std::optional<WinogradPlan> plan = winograd_plan(step, layouts);
+        if (!plan) continue;
+        std::vector<float> weights(static_cast<size_t>(plan->weight_floats()) + 16, 0.0f);
+        std::vector<float> scratch(static_cast<size_t>(plan->scratch_bytes()) / sizeof(float) + 16);
+        const float* bias = step.inputs.size() == 3 ? static_cast<const float*>(args[DNNL_ARG_BIAS].get_data_handle())
+                                                    : nullptr;
+        ms = median_milliseconds(
+            [&] {
+              run_winograd(*plan, static_cast<const float*>(args[DNNL_ARG_SRC].get_data_handle()), first_aligned(weights.data()),
+                           bias, static_cast<float*>(args[DNNL_ARG_DST].get_data_handle()), first_aligned(scratch.data()));
+            },
+            stream);
+      } else {
+        dnnl::primitive primitive(pd.get());
+        ms = median_milliseconds([&] { primitive.execute(stream, args); }, stream);
+      }
       // The layouts around it: its source comes from the current layout, its
-      // output goes on in the layout its neighbours use (the source's).
+      // output goes on in the layout its neighbours use (the source's, for the
+      // output's dims: with other channel counts a reorder to the source's own
+      // desc failed, and every such convolution silently stayed direct).
+      const memory::desc output_layout = role_desc(step, pd, step.inputs.size());
+      const memory::dims output_dims = output_layout.dims();
       ms += reorder_milliseconds(source_layout, role_desc(step, pd, 0), engine, stream);
-      ms += reorder_milliseconds(role_desc(step, pd, step.inputs.size()), source_layout, engine, stream);
+      ms += reorder_milliseconds(output_layout,
+                                 layout_like(source_layout, std::vector<int64_t>(output_dims.begin(), output_dims.end())),
+                                 engine, stream);
       if (std::getenv("TESSERA_DNNL_TUNING_LOG")) {
         std::fprintf(stderr, "dnnl tuning: node %d %s %s: %.3f ms (with reorders)\n", step.node,
                      candidate.name, pd.impl_info_str(), ms);
@@ -99,8 +142,11 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
         best_ms = ms;
         best = algorithm;
       }
-    } catch (const dnnl::error&) {
+    } catch (const dnnl::error& e) {
       // This algorithm has no implementation for these shapes (or data types): keep the other.
+      if (std::getenv("TESSERA_DNNL_TUNING_LOG")) {
+        std::fprintf(stderr, "dnnl tuning: node %d %s: no implementation (%s)\n", step.node, candidate.name, e.what());
+      }
     }
   }
   if (milliseconds) *milliseconds = best_ms;

@@ -1,0 +1,363 @@
+// Tessera's Winograd F(4x4, 3x3) kernel for oneDNN regions
+// (dnnl_winograd.cc): called directly on nChw8c buffers against a direct
+// convolution in double (partial tiles, asymmetric pads, channel counts that
+// leave padding in the last block, several chunks, bias and every post-op it
+// takes), the steps its plan must leave to oneDNN, and, through a whole
+// compile, that the measurement picks it where this CPU implies it is faster
+// and that the model's outputs match the double reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/dnnl/dnnl_internal.h"
+#include "cpu_isa.h"
+#include "graph_builder.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+namespace tessera::testing {
+namespace {
+
+using dnnl_backend::memory;
+using dnnl_backend::PostOp;
+using dnnl_backend::PostOpKind;
+using dnnl_backend::Step;
+using dnnl_backend::StepKind;
+using dnnl_backend::WinogradPlan;
+using dnnl_backend::first_aligned;
+
+/// The kernel may run: the CPU has AVX2 and FMA (read from /proc/cpuinfo, not
+/// from the code under test) and TESSERA_ISA does not cap them away.
+bool kernel_may_run() {
+  const auto flags = cpu_isa::cpu_flags();
+  const char* cap = std::getenv("TESSERA_ISA");
+  return flags.count("avx2") && flags.count("fma") && flags.count("f16c") && !(cap && std::string(cap) == "baseline");
+}
+
+Step winograd_step(int64_t pad_top, int64_t pad_left, int64_t pad_bottom, int64_t pad_right) {
+  Step step;
+  step.kind = StepKind::kConvolution;
+  step.algorithm = dnnl_backend::kTesseraWinograd;
+  step.ints = {1, 1, 0, 0, pad_top, pad_left, pad_bottom, pad_right};
+  return step;
+}
+
+memory::desc blocked(int64_t n, int64_t c, int64_t h, int64_t w, memory::format_tag tag = memory::format_tag::nChw8c) {
+  return memory::desc({n, c, h, w}, memory::data_type::f32, tag);
+}
+
+size_t blocked_index(int64_t n, int64_t c, int64_t h, int64_t w, int64_t channels, int64_t rows, int64_t cols) {
+  const int64_t blocks = (channels + 7) / 8;
+  return static_cast<size_t>((((n * blocks + c / 8) * rows + h) * cols + w) * 8 + c % 8);
+}
+
+struct Case {
+  int64_t n, in_c, out_c, h, w;
+  int64_t pads[4];  // top, left, bottom, right
+  bool bias;
+  std::vector<PostOp> post_ops;
+};
+
+PostOp relu(float slope) {
+  PostOp p;
+  p.kind = PostOpKind::kEltwise;
+  p.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_relu);
+  p.alpha = slope;
+  return p;
+}
+
+PostOp clip(float low, float high) {
+  PostOp p;
+  p.kind = PostOpKind::kEltwise;
+  p.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_clip_v2);
+  p.alpha = low;
+  p.beta = high;
+  return p;
+}
+
+PostOp sum(float scale) {
+  PostOp p;
+  p.kind = PostOpKind::kSum;
+  p.alpha = scale;
+  p.slot = 0;
+  return p;
+}
+
+TEST(DnnlWinograd, KernelMatchesDirectConvolutionInDouble) {
+  const std::vector<Case> cases = {
+      {1, 8, 16, 8, 8, {1, 1, 1, 1}, true, {relu(0)}},
+      {2, 13, 20, 9, 11, {1, 1, 1, 1}, true, {relu(0.1f), sum(1.0f)}},  // padded blocks on both sides, 3 output blocks
+      {1, 64, 21, 14, 10, {0, 0, 0, 0}, true, {clip(0.5f, 6)}},  // a lower bound above 0: padding must stay 0
+      {1, 5, 8, 7, 13, {2, 0, 1, 2}, false, {}},
+      {1, 120, 128, 30, 30, {1, 1, 1, 1}, true, {sum(0.5f), relu(0)}},  // 64 tiles in several chunks
+  };
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  for (const Case& c : cases) {
+    const std::string what = std::to_string(c.in_c) + "->" + std::to_string(c.out_c) + " " + std::to_string(c.h) + "x" +
+                             std::to_string(c.w);
+    SCOPED_TRACE(what);
+    const int64_t oh = c.h + c.pads[0] + c.pads[2] - 2, ow = c.w + c.pads[1] + c.pads[3] - 2;
+    Step step = winograd_step(c.pads[0], c.pads[1], c.pads[2], c.pads[3]);
+    step.post_ops = c.post_ops;
+    std::vector<memory::desc> roles = {blocked(c.n, c.in_c, c.h, c.w),
+                                       memory::desc({c.out_c, c.in_c, 3, 3}, memory::data_type::f32, memory::format_tag::oihw)};
+    if (c.bias) roles.push_back(memory::desc({c.out_c}, memory::data_type::f32, memory::format_tag::x));
+    roles.push_back(blocked(c.n, c.out_c, oh, ow));
+    const std::optional<WinogradPlan> plan = dnnl_backend::winograd_plan(step, roles);
+    if (!kernel_may_run()) {
+      EXPECT_FALSE(plan.has_value()) << "planned on a CPU (or ISA cap) without AVX2 and FMA";
+      continue;
+    }
+    ASSERT_TRUE(plan.has_value());
+    std::vector<float> x(roles[0].get_size() / sizeof(float), 0.0f), w(static_cast<size_t>(c.out_c * c.in_c * 9));
+    std::vector<float> bias(static_cast<size_t>(c.out_c));
+    for (int64_t b = 0; b < c.n; ++b)
+      for (int64_t ch = 0; ch < c.in_c; ++ch)
+        for (int64_t i = 0; i < c.h; ++i)
+          for (int64_t j = 0; j < c.w; ++j) x[blocked_index(b, ch, i, j, c.in_c, c.h, c.w)] = uniform(rng);
+    for (float& v : w) v = uniform(rng);
+    for (float& v : bias) v = uniform(rng);
+    const size_t y_size = roles.back().get_size() / sizeof(float);
+    std::vector<float> y(y_size, 0.0f), before(y_size, 0.0f);
+    for (int64_t b = 0; b < c.n; ++b)  // the sum's operand, already in the output; its padding is 0
+      for (int64_t ch = 0; ch < c.out_c; ++ch)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) before[blocked_index(b, ch, i, j, c.out_c, oh, ow)] = uniform(rng);
+    y = before;
+    const std::vector<float> u = dnnl_backend::winograd_weights(*plan, w.data());
+    ASSERT_EQ(static_cast<int64_t>(u.size()), plan->weight_floats());
+    std::vector<float> weights(u.size() + 16), scratch(static_cast<size_t>(plan->scratch_bytes()) / sizeof(float) + 16);
+    std::copy(u.begin(), u.end(), first_aligned(weights.data()));
+    dnnl_backend::run_winograd(*plan, x.data(), first_aligned(weights.data()), c.bias ? bias.data() : nullptr, y.data(),
+                               first_aligned(scratch.data()));
+    int failures = 0;
+    double worst = 0;
+    for (int64_t b = 0; b < c.n; ++b)
+      for (int64_t o = 0; o < ((c.out_c + 7) / 8) * 8; ++o)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            const size_t at = blocked_index(b, o, i, j, c.out_c, oh, ow);
+            if (o >= c.out_c) {  // the last block's padding channels
+              if (y[at] != 0.0f && failures++ < 5) ADD_FAILURE() << "padding channel " << o << " holds " << y[at];
+              continue;
+            }
+            double acc = c.bias ? bias[static_cast<size_t>(o)] : 0.0, magnitude = std::fabs(acc);
+            for (int64_t ci = 0; ci < c.in_c; ++ci)
+              for (int64_t a = 0; a < 3; ++a)
+                for (int64_t e = 0; e < 3; ++e) {
+                  const int64_t yi = i + a - c.pads[0], xj = j + e - c.pads[1];
+                  if (yi < 0 || yi >= c.h || xj < 0 || xj >= c.w) continue;
+                  const double term = double(x[blocked_index(b, ci, yi, xj, c.in_c, c.h, c.w)]) *
+                                      w[static_cast<size_t>(((o * c.in_c + ci) * 3 + a) * 3 + e)];
+                  acc += term;
+                  magnitude += std::fabs(term);
+                }
+            for (const PostOp& p : c.post_ops) {
+              if (p.kind == PostOpKind::kSum) {
+                acc += p.alpha * double(before[at]);
+                magnitude += std::fabs(p.alpha * double(before[at]));
+              } else if (p.algorithm == static_cast<int32_t>(dnnl::algorithm::eltwise_relu)) {
+                acc = acc > 0 ? acc : acc * p.alpha;
+              } else {
+                acc = std::min<double>(p.beta, std::max<double>(p.alpha, acc));
+              }
+            }
+            // Winograd's transforms round terms up to 8x larger than a direct sum's: a few float
+            // epsilons of the terms' magnitude (measured 1.1e-6 to 1.6e-6 of it on these cases).
+            const double error = std::fabs(double(y[at]) - acc);
+            worst = std::max(worst, error / magnitude);
+            if (!(error <= 4e-6 * magnitude) && failures++ < 5) {
+              ADD_FAILURE() << "output (" << b << ", " << o << ", " << i << ", " << j << "): " << y[at] << ", expected "
+                            << acc << " (terms' magnitude " << magnitude << ")";
+            }
+          }
+    std::printf("%s: worst error %.3g of the terms' magnitude\n", what.c_str(), worst);
+  }
+}
+
+TEST(DnnlWinograd, NanReachesEveryOutputOfItsWindow) {
+  const int64_t channels = 8, h = 10, w = 10;
+  Step step = winograd_step(1, 1, 1, 1);
+  const std::vector<memory::desc> roles = {
+      blocked(1, channels, h, w), memory::desc({channels, channels, 3, 3}, memory::data_type::f32, memory::format_tag::oihw),
+      blocked(1, channels, h, w)};
+  const std::optional<WinogradPlan> plan = dnnl_backend::winograd_plan(step, roles);
+  if (!kernel_may_run()) {
+    EXPECT_FALSE(plan.has_value());
+    return;
+  }
+  ASSERT_TRUE(plan.has_value());
+  std::vector<float> x(static_cast<size_t>(channels * h * w), 0.5f);
+  const std::vector<float> weights_plain(static_cast<size_t>(channels * channels * 9), 0.25f);
+  x[blocked_index(0, 3, 5, 6, channels, h, w)] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> u = dnnl_backend::winograd_weights(*plan, weights_plain.data());
+  std::vector<float> weights(u.size() + 16), scratch(static_cast<size_t>(plan->scratch_bytes()) / sizeof(float) + 16);
+  std::copy(u.begin(), u.end(), first_aligned(weights.data()));
+  std::vector<float> y(x.size(), 0.0f);
+  dnnl_backend::run_winograd(*plan, x.data(), first_aligned(weights.data()), nullptr, y.data(), first_aligned(scratch.data()));
+  for (int64_t o = 0; o < channels; ++o)
+    for (int64_t i = 4; i <= 6; ++i)
+      for (int64_t j = 5; j <= 7; ++j) {
+        EXPECT_TRUE(std::isnan(y[blocked_index(0, o, i, j, channels, h, w)])) << o << " " << i << " " << j;
+      }
+  // Far from it (another tile), the outputs stay exact: 8 channels x 9 taps x 0.5 x 0.25 inside the map.
+  EXPECT_FLOAT_EQ(y[blocked_index(0, 2, 1, 1, channels, h, w)], 9.0f);
+}
+
+TEST(DnnlWinograd, PlanLeavesEverythingElseToOneDnn) {
+  const memory::desc weights({16, 16, 3, 3}, memory::data_type::f32, memory::format_tag::oihw);
+  const std::vector<memory::desc> roles = {blocked(1, 16, 12, 12), weights, blocked(1, 16, 12, 12)};
+  const Step plain_step = winograd_step(1, 1, 1, 1);
+  EXPECT_EQ(dnnl_backend::winograd_plan(plain_step, roles).has_value(), kernel_may_run());
+  auto refused = [&](Step step, std::vector<memory::desc> r, const std::string& why) {
+    EXPECT_FALSE(dnnl_backend::winograd_plan(step, r).has_value()) << why;
+  };
+  Step direct = plain_step;
+  direct.algorithm = static_cast<int32_t>(dnnl::algorithm::convolution_direct);
+  refused(direct, roles, "the direct algorithm");
+  Step strided = plain_step;
+  strided.ints[0] = 2;
+  refused(strided, roles, "stride 2");
+  Step dilated = plain_step;
+  dilated.ints[2] = 1;
+  refused(dilated, roles, "dilation 2");
+  refused(plain_step, {blocked(1, 16, 12, 12), memory::desc({16, 16, 5, 5}, memory::data_type::f32, memory::format_tag::oihw),
+                       blocked(1, 16, 10, 10)},
+          "5x5");
+  refused(plain_step,
+          {blocked(1, 16, 12, 12), memory::desc({2, 8, 8, 3, 3}, memory::data_type::f32, memory::format_tag::goihw),
+           blocked(1, 16, 12, 12)},
+          "grouped weights");
+  const memory::format_tag avx512_layout = memory::format_tag::nChw16c;
+  refused(plain_step, {blocked(1, 16, 12, 12, avx512_layout), weights, blocked(1, 16, 12, 12, avx512_layout)},
+          "nChw16c (AVX-512's layout, where oneDNN has its own Winograd)");
+  refused(plain_step, {blocked(1, 16, 12, 12, memory::format_tag::nchw), weights, blocked(1, 16, 12, 12)}, "a plain source");
+  refused(plain_step, {blocked(1, 16, 12, 12), weights, blocked(1, 16, 11, 12)}, "output rows the pads do not give");
+  Step binary = plain_step;
+  PostOp mul;
+  mul.kind = PostOpKind::kBinary;
+  mul.algorithm = static_cast<int32_t>(dnnl::algorithm::binary_mul);
+  binary.post_ops = {mul};
+  refused(binary, roles, "a binary post-op");
+  Step gelu = plain_step;
+  PostOp erf;
+  erf.algorithm = static_cast<int32_t>(dnnl::algorithm::eltwise_gelu_erf);
+  gelu.post_ops = {erf};
+  refused(gelu, roles, "a GELU post-op");
+  Step shifted_sum = plain_step;
+  shifted_sum.post_ops = {sum(1.0f)};
+  shifted_sum.post_ops[0].beta = 3;
+  refused(shifted_sum, roles, "a sum with a zero point");
+  Step hostile = plain_step;
+  hostile.ints[4] = -1;
+  refused(hostile, roles, "a negative pad");
+  hostile.ints = {1, 1, 0, 0, int64_t{1} << 40, 1, 1, 1};
+  refused(hostile, roles, "a huge pad");
+}
+
+/// A graph's outputs from the whole compile (tuning by measurement on), and
+/// whether lowering its region chose Tessera's Winograd for each of its convolutions.
+TEST(DnnlWinograd, ChosenByMeasurementWhereOneDnnLacksWinogradAndModelMatchesReference) {
+  // Conv 3x3 + BatchNorm + residual Add + Relu on a 64-channel 28x28 map (like ResNet-18's first stage,
+  // where the kernel measured 0.97 ms against the direct convolution's 2.45 on Zen 3), then a
+  // 3x3 convolution with a Clip.
+  const Shape shape = {1, 64, 28, 28};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  auto tensor = [&](Shape s, float low, float high) {
+    Tensor t = random_float(s, static_cast<uint32_t>(rng()));
+    for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = low + (high - low) * (t.as<float>()[i] + 1) / 2;
+    return t;
+  };
+  const Tensor w1 = tensor({64, 64, 3, 3}, -0.1f, 0.1f), b1 = tensor({64}, -1, 1);
+  const Tensor scale = tensor({64}, 0.5f, 1.5f), shift = tensor({64}, -1, 1), mean = tensor({64}, -1, 1);
+  const Tensor var = tensor({64}, 0.5f, 2.0f), w2 = tensor({40, 64, 3, 3}, -0.1f, 0.1f);
+  GraphBuilder b;
+  const ValueId x = b.input(shape);
+  const AttributeMap pads = attributes({{"pads", Attribute::of_ints({1, 1, 1, 1})}});
+  const ValueId conv = b.node("Conv", {x, b.constant(w1), b.constant(b1)}, pads);
+  const ValueId bn = b.node("BatchNormalization",
+                            {conv, b.constant(scale), b.constant(shift), b.constant(mean), b.constant(var)});
+  const ValueId block = b.node("Relu", {b.node("Add", {bn, x})});
+  const ValueId conv2 = b.node("Conv", {block, b.constant(w2)}, pads);
+  b.output(b.node("Clip", {conv2, b.scalar(0), b.scalar(2)}));
+  // Typed as shape inference would (lower_region reads the region graph's types).
+  for (const Node& node : b.graph.nodes) {
+    const bool second = node.op_type == "Clip" || node.outputs[0] == conv2;
+    b.graph.value(node.outputs[0]).type = TensorType::make(DType::kFloat32, {1, second ? 40 : 64, 28, 28});
+  }
+
+  // What this CPU implies: oneDNN's layout is nChw8c below AVX-512 (there oneDNN has its own
+  // Winograd), and the kernel needs AVX2.
+  const bool expect_chosen = kernel_may_run() && cpu_isa::dnnl_avx2() && !cpu_isa::dnnl_avx512();
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  const dnnl_backend::Program program = dnnl_backend::lower_region(b.graph, engine);
+  int convolutions = 0, chosen = 0;
+  for (const Step& step : program.steps) {
+    if (step.kind != StepKind::kConvolution) continue;
+    ++convolutions;
+    chosen += step.algorithm == dnnl_backend::kTesseraWinograd;
+  }
+  EXPECT_EQ(convolutions, 2);
+  EXPECT_EQ(chosen, expect_chosen ? 2 : 0);
+
+  CompileOptions options;
+  options.backends = {"dnnl", "native"};
+  std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
+  for (const NodePlacement& p : model->placement()) {
+    if (p.region >= 0) EXPECT_EQ(p.backend, "dnnl") << p.node_name;
+  }
+  const Tensor input = tensor(shape, -1, 1);
+  const std::vector<Tensor> outputs = model->run({input.view()});
+  ASSERT_EQ(outputs.size(), 1u);
+  // The reference in double, straight from the definitions.
+  const float* xv = input.as<float>();
+  auto conv3x3 = [](const std::vector<double>& in, int64_t cin, const Tensor& weights, int64_t cout, int64_t h, int64_t w) {
+    std::vector<double> out(static_cast<size_t>(cout * h * w), 0.0);
+    for (int64_t o = 0; o < cout; ++o)
+      for (int64_t ci = 0; ci < cin; ++ci)
+        for (int64_t a = 0; a < 3; ++a)
+          for (int64_t e = 0; e < 3; ++e) {
+            const double k = weights.as<float>()[((o * cin + ci) * 3 + a) * 3 + e];
+            for (int64_t i = 0; i < h; ++i) {
+              const int64_t yi = i + a - 1;
+              if (yi < 0 || yi >= h) continue;
+              for (int64_t j = 0; j < w; ++j) {
+                const int64_t xj = j + e - 1;
+                if (xj < 0 || xj >= w) continue;
+                out[static_cast<size_t>((o * h + i) * w + j)] += k * in[static_cast<size_t>((ci * h + yi) * w + xj)];
+              }
+            }
+          }
+    return out;
+  };
+  const int64_t plane = 28 * 28;
+  std::vector<double> xd(xv, xv + input.numel());
+  std::vector<double> first = conv3x3(xd, 64, w1, 64, 28, 28);
+  for (int64_t c = 0; c < 64; ++c)
+    for (int64_t i = 0; i < plane; ++i) {
+      double& v = first[static_cast<size_t>(c * plane + i)];
+      const auto at = [&](const Tensor& t) { return double(t.as<float>()[c]); };
+      v = (v + at(b1) - at(mean)) / std::sqrt(at(var) + 1e-5) * at(scale) + at(shift) + xd[static_cast<size_t>(c * plane + i)];
+      v = std::max(v, 0.0);
+    }
+  const std::vector<double> second = conv3x3(first, 64, w2, 40, 28, 28);
+  int failures = 0;
+  for (size_t i = 0; i < second.size(); ++i) {
+    const double expected = std::min(2.0, std::max(0.0, second[i]));
+    const double actual = outputs[0].as<float>()[i];
+    if (!(std::fabs(actual - expected) <= 1e-4 + 1e-4 * std::fabs(expected)) && failures++ < 5) {
+      ADD_FAILURE() << "output " << i << ": " << actual << ", expected " << expected;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::testing
