@@ -3,8 +3,10 @@
 // semantics (integer division and modulo, Pow types, Clip forms, Cast, Where,
 // variadic ops, Dropout) against hand-computed values.
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "backends/native/kernels/elementwise_internal.h"
 #include "ir/error.h"
@@ -123,6 +125,17 @@ void check_math_set(const ew::Float32MathSpans& spans) {
 }
 
 TEST(ElementwiseMath, BaselineSpansMatchLibm) { check_math_set(ew::float32_math_baseline()); }
+
+TEST(ElementwiseMath, Avx2SpansMatchLibmAndAreChosenBelowAvx512) {
+  // Every CPU this project has met has AVX2; one without it must never be handed these spans.
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const char* cap = std::getenv("TESSERA_ISA");
+  const bool capped = cap && std::string(cap) == "baseline";
+  if (avx2) check_math_set(ew::float32_math_avx2());
+  if (!__builtin_cpu_supports("avx512f") || (cap && std::string(cap) != "")) {
+    EXPECT_EQ(&ew::float32_math(), avx2 && !capped ? &ew::float32_math_avx2() : &ew::float32_math_baseline());
+  }
+}
 
 TEST(ElementwiseMath, Avx512SpansMatchLibm) {
   if (!__builtin_cpu_supports("avx512f")) GTEST_SKIP() << "no AVX-512F";

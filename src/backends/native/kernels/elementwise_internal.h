@@ -242,6 +242,7 @@ struct Float32MathSpans {
 };
 const Float32MathSpans& float32_math();  // the best for this CPU
 const Float32MathSpans& float32_math_baseline();
+const Float32MathSpans& float32_math_avx2();
 const Float32MathSpans& float32_math_avx512();
 
 /// y = span(x) over float32 tensors, in parallel chunks.
