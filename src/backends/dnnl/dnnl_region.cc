@@ -305,36 +305,50 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       throw_user_error("oneDNN payload: a constant's layout is never chosen");
     }
   }
-  // Constants: reordered once into their layouts.
+  // Constants: reordered once into their layouts. Weights of Winograd steps are transformed for the
+  // kernel from the same plain values; where nothing else reads them they get no oneDNN copy (never
+  // read, it would add a quarter to the transform's memory).
+  std::vector<std::vector<size_t>> winograd_readers(num_slots);
+  std::vector<char> other_readers(num_slots, 0);
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const Step& step = program_.steps[k];
+    CompiledStep& compiled = steps_[k];
+    if (compiled.winograd && program_.slots[static_cast<size_t>(step.inputs[1])].kind != Slot::Kind::kConstant) {
+      compiled.winograd.reset();  // computed weights: the direct primitive reads them
+    }
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      if (compiled.winograd && i == 1) {
+        winograd_readers[static_cast<size_t>(step.inputs[i])].push_back(k);
+      } else {
+        other_readers[static_cast<size_t>(step.inputs[i])] = 1;
+      }
+    }
+    for (const PostOp& p : step.post_ops) {
+      if (p.kind != PostOpKind::kEltwise) other_readers[static_cast<size_t>(p.slot)] = 1;
+    }
+  }
   constants_.resize(num_slots);
   dnnl::stream stream(engine_);
   for (size_t s = 0; s < num_slots; ++s) {
     const Slot& slot = program_.slots[s];
     if (slot.kind != Slot::Kind::kConstant) continue;
     std::vector<float> plain = constant_plain_data(region, slot);
+    for (size_t k : winograd_readers[s]) {
+      CompiledStep& compiled = steps_[k];
+      if (static_cast<int64_t>(plain.size()) != compiled.winograd->out_channels * compiled.winograd->in_channels * 9) {
+        throw_user_error("oneDNN payload: Winograd weights of the wrong size");
+      }
+      const std::vector<float> u = winograd_weights(*compiled.winograd, plain.data());
+      compiled.winograd_weights.assign(u.size() + 16, 0.0f);
+      std::copy(u.begin(), u.end(), first_aligned(compiled.winograd_weights.data()));
+    }
+    if (!winograd_readers[s].empty() && !other_readers[s]) continue;
     memory::desc plain_layout = plain_desc(slot.dims);
     memory source(plain_layout, engine_, plain.data());
     constants_[s] = memory(descs_[s], engine_);
     dnnl::reorder(source, constants_[s]).execute(stream, source, constants_[s]);
   }
   stream.wait();
-  // The Winograd steps' weights, transformed from the plain ones.
-  for (size_t k = 0; k < steps_.size(); ++k) {
-    CompiledStep& compiled = steps_[k];
-    if (!compiled.winograd) continue;
-    const Slot& weights = program_.slots[static_cast<size_t>(program_.steps[k].inputs[1])];
-    if (weights.kind != Slot::Kind::kConstant) {
-      compiled.winograd.reset();  // computed weights: the direct primitive reads them
-      continue;
-    }
-    const std::vector<float> plain = constant_plain_data(region, weights);
-    if (static_cast<int64_t>(plain.size()) != compiled.winograd->out_channels * compiled.winograd->in_channels * 9) {
-      throw_user_error("oneDNN payload: Winograd weights of the wrong size");
-    }
-    const std::vector<float> u = winograd_weights(*compiled.winograd, plain.data());
-    compiled.winograd_weights.assign(u.size() + 16, 0.0f);
-    std::copy(u.begin(), u.end(), first_aligned(compiled.winograd_weights.data()));
-  }
 
   // Workspace: intermediates by liveness (step indices), then the scratchpad.
   std::vector<int64_t> first(num_slots, -1), last(num_slots, -1);

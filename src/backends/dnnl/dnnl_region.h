@@ -61,7 +61,7 @@ class DnnlRegion : public ExecutableRegion {
   bool finite_only_ = false;
   std::vector<memory::desc> descs_;  // per slot
   std::vector<CompiledStep> steps_;
-  std::vector<memory> constants_;    // per slot (constant slots only)
+  std::vector<memory> constants_;    // per slot (constant slots only; empty for weights only Winograd steps read)
   std::vector<int64_t> offsets_;     // per slot: workspace offset of intermediates
   int64_t workspace_bytes_ = 0;
   int64_t scratchpad_offset_ = 0;
