@@ -100,6 +100,11 @@ class ExecutableRegion {
   /// The reduced precision a region node computes in ("bf16"), or "" when it
   /// computes in its values' own types. Read by placement reports.
   virtual std::string node_precision(size_t node) const { return ""; }
+  /// Which of several algorithms the backend chose for region node `node` by
+  /// measurement when it is not the plain one (e.g. a Winograd convolution),
+  /// with why, or "". Read by placement reports (the node's note); for a fused
+  /// node it is the first member's.
+  virtual std::string node_algorithm(size_t node) const { return ""; }
   /// Why this backend should not run region node `node` after all, found when
   /// compiling it, or "": e.g. its library has only a slow reference kernel
   /// for it in every layout tried. The core partitions again without the node

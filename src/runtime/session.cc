@@ -305,11 +305,16 @@ void CompiledModel::read_node_precisions() {
     for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
       // A refusal the backend made when compiling, for a node it runs all the same (placed there by
       // --place or a tuning record, or loaded from an artifact): in its note and the warnings.
+      // A fused node's refusal and algorithm are its first member's (the convolution or matmul).
       if (const std::string refusal = plan->executable->node_refusal(i); !refusal.empty()) {
-        const size_t node = plan->region.global_nodes[i].back();
+        const size_t node = plan->region.global_nodes[i].front();
         NodePlacement& row = placement_[node];
         row.note += (row.note.empty() ? "" : "; ") + refusal;
         warnings_.push_back(str_cat("node '", row.node_name, "' (", row.op_type, ") runs on ", row.backend, ", which refused it: ", refusal));
+      }
+      if (const std::string algorithm = plan->executable->node_algorithm(i); !algorithm.empty()) {
+        NodePlacement& row = placement_[plan->region.global_nodes[i].front()];
+        row.note += (row.note.empty() ? "" : "; ") + algorithm;
       }
       const std::string precision = plan->executable->node_precision(i);
       if (precision.empty()) continue;

@@ -210,7 +210,8 @@ class CompiledModel {
   std::vector<std::string> warnings_;
   std::string fingerprint_;
   std::shared_ptr<const TuningRecord> tuning_;  // the record applied at compile time (not kept in artifacts)
-  /// Sets placement_[].precision from the regions' executables (after they exist).
+  /// Sets placement_[].precision, and the notes of refusals and chosen algorithms, from the
+  /// regions' executables (after they exist).
   void read_node_precisions();
 };
 

@@ -311,9 +311,15 @@ TEST(DnnlWinograd, ChosenByMeasurementWhereOneDnnLacksWinogradAndModelMatchesRef
   CompileOptions options;
   options.backends = {"dnnl", "native"};
   std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
+  // The choice is in the placement report, on each Conv's row (the first member of its fused chain).
+  int noted = 0;
   for (const NodePlacement& p : model->placement()) {
     if (p.region >= 0) EXPECT_EQ(p.backend, "dnnl") << p.node_name;
+    const bool says_winograd = p.note.find("Winograd F(4x4, 3x3), Tessera's kernel") != std::string::npos;
+    if (p.op_type == "Conv") noted += says_winograd;
+    if (p.op_type != "Conv") EXPECT_FALSE(says_winograd) << p.node_name;
   }
+  EXPECT_EQ(noted, expect_chosen ? 2 : 0);
   const Tensor input = tensor(shape, -1, 1);
   const std::vector<Tensor> outputs = model->run({input.view()});
   ASSERT_EQ(outputs.size(), 1u);

@@ -441,6 +441,22 @@ std::string DnnlRegion::node_precision(size_t node) const {
   return "";
 }
 
+std::string DnnlRegion::node_algorithm(size_t node) const {
+  for (size_t k = 0; k < program_.steps.size(); ++k) {
+    const Step& step = program_.steps[k];
+    if (step.node != static_cast<int32_t>(node) || step.kind != StepKind::kConvolution) continue;
+    if (steps_[k].winograd) return "Winograd F(4x4, 3x3), Tessera's kernel: measured faster than the direct convolution";
+    if (step.algorithm == kTesseraWinograd) {
+      return "direct convolution: Tessera's Winograd kernel was measured faster when compiling, but this CPU "
+             "(or TESSERA_ISA) lacks AVX2";
+    }
+    if (step.algorithm == static_cast<int32_t>(dnnl::algorithm::convolution_winograd)) {
+      return "Winograd, oneDNN's: measured faster than the direct convolution";
+    }
+  }
+  return "";
+}
+
 std::string DnnlRegion::node_refusal(size_t node) const {
   const auto found = slow_kernels_.find(static_cast<int32_t>(node));
   return found == slow_kernels_.end() ? "" : found->second;

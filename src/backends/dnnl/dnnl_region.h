@@ -27,6 +27,9 @@ class DnnlRegion : public ExecutableRegion {
   /// (slow_kernel_reason: oneDNN's reference kernel on a large tensor, a
   /// gemm:jit float32 matmul below AVX-512), or "".
   std::string node_refusal(size_t node) const override;
+  /// "Winograd F(4x4, 3x3), Tessera's kernel" (or oneDNN's) for a convolution
+  /// that measured faster that way than directly.
+  std::string node_algorithm(size_t node) const override;
 
  private:
   struct CompiledStep {
