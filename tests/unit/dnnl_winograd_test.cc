@@ -255,6 +255,7 @@ TEST(DnnlWinograd, PlanLeavesEverythingElseToOneDnn) {
   shifted_sum.post_ops = {sum(1.0f)};
   shifted_sum.post_ops[0].beta = 3;
   refused(shifted_sum, roles, "a sum with a zero point");
+  refused(plain_step, {blocked(0, 16, 12, 12), weights, blocked(0, 16, 12, 12)}, "an empty batch");
   Step hostile = plain_step;
   hostile.ints[4] = -1;
   refused(hostile, roles, "a negative pad");

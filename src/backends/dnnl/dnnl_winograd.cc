@@ -74,6 +74,7 @@ std::optional<WinogradPlan> winograd_plan(const Step& step, const std::vector<me
   p.out_blocks = dst.padded_dims[1] / 8;
   p.out_channels = dst.dims[1];
   p.in_channels = src.dims[1];
+  if (p.batch < 1 || p.in_channels < 1 || p.out_channels < 1) return std::nullopt;  // nothing to compute: oneDNN's
   constexpr int64_t kLimit = int64_t{1} << 30;
   for (int d = 0; d < 2; ++d) {
     if (step.ints[static_cast<size_t>(d)] != 1 || step.ints[static_cast<size_t>(2 + d)] != 0) return std::nullopt;
