@@ -65,7 +65,12 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
   const int32_t direct = static_cast<int32_t>(dnnl::algorithm::convolution_direct);
   // TESSERA_DNNL_TUNE=0 turns measurement off (direct always), for
   // reproducible layouts in tests and comparisons.
-  if (const char* tune = std::getenv("TESSERA_DNNL_TUNE"); tune && std::string(tune) == "0") return direct;
+  // TESSERA_DNNL_TUNE=winograd takes Tessera's Winograd kernel, unmeasured,
+  // wherever its plan applies (tests that must run it whatever the timing
+  // says, as in a sanitizer build; comparisons).
+  const char* tune = std::getenv("TESSERA_DNNL_TUNE");
+  if (tune && std::string(tune) == "0") return direct;
+  const bool force_winograd = tune && std::string(tune) == "winograd";
   // Winograd (oneDNN's and Tessera's): 2-D, 3x3, stride 1, no dilation, no groups.
   if (step.kind != StepKind::kConvolution) return direct;
   const memory::desc& weights = lowering.desc(step.inputs[1]);
@@ -105,11 +110,12 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
         // Tessera's kernel on the direct primitive's layouts, where it applies and the work is
         // worth it: on a small convolution it saves microseconds and costs accuracy (its
         // transforms round terms up to 8x larger than a direct sum's).
-        if (multiply_adds(step, pd) < kMinWinogradMultiplyAdds) continue;
+        if (!force_winograd && multiply_adds(step, pd) < kMinWinogradMultiplyAdds) continue;
         std::vector<memory::desc> layouts;
         for (size_t i = 0; i < role_args_list.size(); ++i) layouts.push_back(role_desc(step, pd, i));
         const std::optional<WinogradPlan> plan = winograd_plan(step, layouts);
         if (!plan) continue;
+        if (force_winograd) return algorithm;
         std::vector<float> weights(static_cast<size_t>(plan->weight_floats()) + 16, 0.0f);
         std::vector<float> scratch(static_cast<size_t>(plan->scratch_bytes()) / sizeof(float) + 16);
         const float* bias = step.inputs.size() == 3 ? static_cast<const float*>(args[DNNL_ARG_BIAS].get_data_handle())
