@@ -196,7 +196,13 @@ dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vecto
       if (step.inputs.empty() || d.size() != step.inputs.size() + 1 || step.ints.empty()) {
         throw_user_error("oneDNN payload: bad concat step");
       }
+      // oneDNN 2.6 reads the dims at the axis before checking it: a hostile axis or rank is refused here.
+      const int rank = d.back().data.ndims;
+      if (step.ints[0] < 0 || step.ints[0] >= rank) throw_user_error("oneDNN payload: concat axis out of range");
       std::vector<memory::desc> sources(d.begin(), d.end() - 1);
+      for (const memory::desc& source : sources) {
+        if (source.data.ndims != rank) throw_user_error("oneDNN payload: concat sources of another rank");
+      }
       return dnnl::concat::primitive_desc(d.back(), static_cast<int>(step.ints[0]), sources, engine, attr);
     }
     case StepKind::kInnerProduct:
