@@ -288,6 +288,8 @@ std::optional<WinogradPlan> winograd_plan(const Step& step, const std::vector<me
 /// The weights transformed (G g G^T, in double) and packed for the kernel,
 /// from plain [O, I, 3, 3] weights.
 std::vector<float> winograd_weights(const WinogradPlan& plan, const float* plain);
+/// The same into `out` (weight_floats() floats, zeroed: padding channels are not written).
+void write_winograd_weights(const WinogradPlan& plan, const float* plain, float* out);
 /// The first 64-byte aligned float at or after `p` (buffers for the kernel
 /// keep 16 floats to spare for it).
 inline float* first_aligned(float* p) {

@@ -338,9 +338,8 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       if (static_cast<int64_t>(plain.size()) != compiled.winograd->out_channels * compiled.winograd->in_channels * 9) {
         throw_user_error("oneDNN payload: Winograd weights of the wrong size");
       }
-      const std::vector<float> u = winograd_weights(*compiled.winograd, plain.data());
-      compiled.winograd_weights.assign(u.size() + 16, 0.0f);
-      std::copy(u.begin(), u.end(), first_aligned(compiled.winograd_weights.data()));
+      compiled.winograd_weights.assign(static_cast<size_t>(compiled.winograd->weight_floats()) + 16, 0.0f);
+      write_winograd_weights(*compiled.winograd, plain.data(), first_aligned(compiled.winograd_weights.data()));
     }
     if (!winograd_readers[s].empty() && !other_readers[s]) continue;
     memory::desc plain_layout = plain_desc(slot.dims);

@@ -116,8 +116,13 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
         const std::optional<WinogradPlan> plan = winograd_plan(step, layouts);
         if (!plan) continue;
         if (force_winograd) return algorithm;
-        std::vector<float> weights(static_cast<size_t>(plan->weight_floats()) + 16, 0.0f);
-        std::vector<float> scratch(static_cast<size_t>(plan->scratch_bytes()) / sizeof(float) + 16);
+        // The kernel's time does not depend on the weights' values: zeros, in buffers kept for the
+        // next layer (zeroing and faulting in fresh ones for every layer was a third of a compile).
+        thread_local std::vector<float> weights, scratch;
+        const size_t weight_size = static_cast<size_t>(plan->weight_floats()) + 16;
+        const size_t scratch_size = static_cast<size_t>(plan->scratch_bytes()) / sizeof(float) + 16;
+        if (weights.size() < weight_size) weights.assign(weight_size, 0.0f);
+        if (scratch.size() < scratch_size) scratch.resize(scratch_size);
         const float* bias = step.inputs.size() == 3 ? static_cast<const float*>(args[DNNL_ARG_BIAS].get_data_handle())
                                                     : nullptr;
         ms = median_milliseconds(

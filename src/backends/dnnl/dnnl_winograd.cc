@@ -116,27 +116,36 @@ std::optional<WinogradPlan> winograd_plan(const Step& step, const std::vector<me
   return p;
 }
 
-std::vector<float> winograd_weights(const WinogradPlan& plan, const float* plain) {
-  // Layout: [36 points][panel of 16 output channels][input channel, padded to blocks][16].
+void write_winograd_weights(const WinogradPlan& plan, const float* plain, float* out) {
+  // Layout: [36 points][panel of 16 output channels][input channel, padded to blocks][16]. The 16
+  // output channels of a panel are transformed together, so each point's writes are one run of 16.
   const int64_t in_padded = plan.in_blocks * 8;
   const int64_t num_panels = panels(plan.out_blocks);
-  std::vector<float> u(static_cast<size_t>(plan.weight_floats()), 0.0f);
-  for (int64_t o = 0; o < plan.out_channels; ++o) {
+  for (int64_t panel = 0; panel < num_panels; ++panel) {
+    const int64_t first = panel * 16, count = std::min<int64_t>(16, plan.out_channels - first);
     for (int64_t i = 0; i < plan.in_channels; ++i) {
-      const float* g = plain + (o * plan.in_channels + i) * 9;
-      double gt[6][3];  // G g
-      for (int r = 0; r < 6; ++r) {
-        for (int c = 0; c < 3; ++c) gt[r][c] = kG[r][0] * g[c] + kG[r][1] * g[3 + c] + kG[r][2] * g[6 + c];
-      }
-      for (int r = 0; r < 6; ++r) {
-        for (int c = 0; c < 6; ++c) {
-          const double v = gt[r][0] * kG[c][0] + gt[r][1] * kG[c][1] + gt[r][2] * kG[c][2];  // (G g) G^T
-          const int64_t point = r * 6 + c;
-          u[static_cast<size_t>(((point * num_panels + o / 16) * in_padded + i) * 16 + o % 16)] = static_cast<float>(v);
+      double u[36][16] = {};
+      for (int64_t lane = 0; lane < count; ++lane) {
+        const float* g = plain + ((first + lane) * plan.in_channels + i) * 9;
+        double gt[6][3];  // G g
+        for (int r = 0; r < 6; ++r) {
+          for (int c = 0; c < 3; ++c) gt[r][c] = kG[r][0] * g[c] + kG[r][1] * g[3 + c] + kG[r][2] * g[6 + c];
         }
+        for (int r = 0; r < 6; ++r) {
+          for (int c = 0; c < 6; ++c) u[r * 6 + c][lane] = gt[r][0] * kG[c][0] + gt[r][1] * kG[c][1] + gt[r][2] * kG[c][2];
+        }
+      }
+      for (int64_t point = 0; point < 36; ++point) {
+        float* run = out + ((point * num_panels + panel) * in_padded + i) * 16;
+        for (int64_t lane = 0; lane < 16; ++lane) run[lane] = static_cast<float>(u[point][lane]);
       }
     }
   }
+}
+
+std::vector<float> winograd_weights(const WinogradPlan& plan, const float* plain) {
+  std::vector<float> u(static_cast<size_t>(plan.weight_floats()), 0.0f);
+  write_winograd_weights(plan, plain, u.data());
   return u;
 }
 
