@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/graph.h"
@@ -173,6 +174,10 @@ dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vecto
 memory::desc role_desc(const Step& step, const dnnl::primitive_desc_base& pd, size_t index);
 /// The DNNL_ARG_* of each role.
 std::vector<int> role_args(const Step& step);
+/// The multiply-adds of a convolution, deconvolution, matmul or inner-product
+/// step over its layouts (`roles`: inputs, then the output); nullopt for other
+/// kinds, and for weights without output channels.
+std::optional<int64_t> step_multiply_adds(const Step& step, const std::vector<memory::desc>& roles);
 
 // --- lowering (compile) ---
 /// Lowers a region graph into a program. `bf16_nodes` (per region node,
@@ -285,10 +290,9 @@ bool winograd_available();
 /// stride 1 undilated ungrouped float32, source or destination not nChw8c,
 /// a post-op other than relu, clip and sum, or a CPU without AVX2.
 std::optional<WinogradPlan> winograd_plan(const Step& step, const std::vector<memory::desc>& roles);
-/// The weights transformed (G g G^T, in double) and packed for the kernel,
-/// from plain [O, I, 3, 3] weights.
-std::vector<float> winograd_weights(const WinogradPlan& plan, const float* plain);
-/// The same into `out` (weight_floats() floats, zeroed: padding channels are not written).
+/// The weights transformed (G g G^T, in double) and packed for the kernel, from
+/// plain [O, I, 3, 3] weights, into `out`: weight_floats() floats, zeroed
+/// beforehand (padding channels are not written).
 void write_winograd_weights(const WinogradPlan& plan, const float* plain, float* out);
 /// The first 64-byte aligned float at or after `p` (buffers for the kernel
 /// keep 16 floats to spare for it).
@@ -296,10 +300,15 @@ inline float* first_aligned(float* p) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(p);
   return p + ((64 - address % 64) % 64) / sizeof(float);
 }
+inline const float* first_aligned(const float* p) { return first_aligned(const_cast<float*>(p)); }
 /// Runs on the calling thread's OpenMP team. `bias` may be null; `weights`
-/// (from winograd_weights) and `scratch` (scratch_bytes()) are 64-byte aligned.
+/// (from write_winograd_weights) and `scratch` (scratch_bytes()) are 64-byte aligned.
 void run_winograd(const WinogradPlan& plan, const float* src, const float* weights, const float* bias, float* dst,
                   float* scratch);
+/// run_winograd on a convolution step's memory (`args`: its DNNL_ARG_* map;
+/// the bias where it holds one); `scratch` need not be aligned (16 floats to spare).
+void run_winograd_step(const WinogradPlan& plan, const float* weights, const std::unordered_map<int, memory>& args,
+                       float* scratch);
 
 // --- constants ---
 /// The bytes of a constant slot in plain layout, after its transform.

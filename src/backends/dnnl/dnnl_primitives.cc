@@ -211,6 +211,30 @@ dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vecto
   throw_user_error("oneDNN payload: step kind ", static_cast<int>(step.kind), " is not supported");
 }
 
+std::optional<int64_t> step_multiply_adds(const Step& step, const std::vector<memory::desc>& roles) {
+  const int64_t out = element_count(roles.back());
+  switch (step.kind) {
+    case StepKind::kConvolution:
+    case StepKind::kDeconvolution: {
+      // Each output element: the weights of one output channel ([O, I/g, k...] or grouped [g, O/g, I/g, k...]).
+      const memory::dims w = roles[1].dims();
+      const bool grouped = w.size() == roles.back().dims().size() + 1;
+      const int64_t channels = grouped ? w[0] * w[1] : w[0];
+      if (channels <= 0) return std::nullopt;
+      return out * (element_count(roles[1]) / channels);
+    }
+    case StepKind::kMatMul:
+      return out * roles[0].dims().back();
+    case StepKind::kInnerProduct: {
+      const memory::dims w = roles[1].dims();
+      if (w[0] <= 0) return std::nullopt;
+      return out * (element_count(roles[1]) / w[0]);
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
 memory::desc role_desc(const Step& step, const dnnl::primitive_desc_base& pd, size_t index) {
   const std::vector<int> args = role_args(step);
   if (index >= args.size()) throw_internal_error("oneDNN: role ", index, " out of range");

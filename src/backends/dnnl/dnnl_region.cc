@@ -114,23 +114,16 @@ std::string slow_kernel_reason(const Step& step, const dnnl::primitive_desc_base
 /// Whether the step's work (multiply-adds of a convolution or matmul, output elements otherwise) is
 /// below what is worth a second thread. `roles`: its layouts, inputs then the output.
 bool little_work(const Step& step, const std::vector<memory::desc>& roles) {
-  const int64_t out = element_count(roles.back());
   switch (step.kind) {
     case StepKind::kConvolution:
-    case StepKind::kDeconvolution: {
-      const memory::dims w = roles[1].dims();
-      const bool grouped = w.size() == roles.back().dims().size() + 1;
-      const int64_t channels = grouped ? w[0] * w[1] : w[0];
-      return channels > 0 && out * (element_count(roles[1]) / channels) < kSingleThreadMacs;
-    }
+    case StepKind::kDeconvolution:
     case StepKind::kMatMul:
-      return out * roles[0].dims().back() < kSingleThreadMacs;
     case StepKind::kInnerProduct: {
-      const memory::dims w = roles[1].dims();
-      return w[0] > 0 && out * (element_count(roles[1]) / w[0]) < kSingleThreadMacs;
+      const std::optional<int64_t> macs = step_multiply_adds(step, roles);
+      return macs && *macs < kSingleThreadMacs;
     }
     default:
-      return out < kSingleThreadElements;
+      return element_count(roles.back()) < kSingleThreadElements;
   }
 }
 }  // namespace
@@ -561,13 +554,8 @@ void DnnlRegion::run(ValueStore& store) const {
                    static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()));
     } else if (compiled.winograd) {
       const std::unordered_map<int, memory>& args = context->args[k];
-      const Step& step = program_.steps[k];
-      const float* bias =
-          step.inputs.size() == 3 ? static_cast<const float*>(args.at(DNNL_ARG_BIAS).get_data_handle()) : nullptr;
-      run_winograd(*compiled.winograd, static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
-                   first_aligned(const_cast<float*>(compiled.winograd_weights.data())), bias,
-                   static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()),
-                   first_aligned(static_cast<float*>(args.at(DNNL_ARG_SCRATCHPAD).get_data_handle())));
+      run_winograd_step(*compiled.winograd, first_aligned(compiled.winograd_weights.data()), args,
+                        static_cast<float*>(args.at(DNNL_ARG_SCRATCHPAD).get_data_handle()));
     } else {
       compiled.primitive.execute(context->stream, context->args[k]);
     }

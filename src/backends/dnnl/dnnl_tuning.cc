@@ -47,16 +47,6 @@ double reorder_milliseconds(const memory::desc& from, const memory::desc& to, co
 /// AVX2 core) Tessera's Winograd kernel is not tried.
 constexpr int64_t kMinWinogradMultiplyAdds = int64_t{1} << 23;
 
-/// A convolution's multiply-adds: output elements x input channels x 9 (3x3 weights).
-int64_t multiply_adds(const Step& step, const dnnl::primitive_desc_base& pd) {
-  const memory::dims out = role_desc(step, pd, step.inputs.size()).dims();
-  const memory::dims w = role_desc(step, pd, 1).dims();
-  int64_t n = 1;
-  for (int64_t d : out) n *= d;
-  for (size_t i = 1; i < w.size(); ++i) n *= w[i];
-  return n;
-}
-
 }  // namespace
 
 int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const std::vector<memory::desc>& requests,
@@ -110,9 +100,9 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
         // Tessera's kernel on the direct primitive's layouts, where it applies and the work is
         // worth it: on a small convolution it saves microseconds and costs accuracy (its
         // transforms round terms up to 8x larger than a direct sum's).
-        if (!force_winograd && multiply_adds(step, pd) < kMinWinogradMultiplyAdds) continue;
         std::vector<memory::desc> layouts;
         for (size_t i = 0; i < role_args_list.size(); ++i) layouts.push_back(role_desc(step, pd, i));
+        if (!force_winograd && step_multiply_adds(step, layouts).value_or(0) < kMinWinogradMultiplyAdds) continue;
         const std::optional<WinogradPlan> plan = winograd_plan(step, layouts);
         if (!plan) continue;
         if (force_winograd) return algorithm;
@@ -123,14 +113,8 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
         const size_t scratch_size = static_cast<size_t>(plan->scratch_bytes()) / sizeof(float) + 16;
         if (weights.size() < weight_size) weights.assign(weight_size, 0.0f);
         if (scratch.size() < scratch_size) scratch.resize(scratch_size);
-        const float* bias = step.inputs.size() == 3 ? static_cast<const float*>(args[DNNL_ARG_BIAS].get_data_handle())
-                                                    : nullptr;
         ms = median_milliseconds(
-            [&] {
-              run_winograd(*plan, static_cast<const float*>(args[DNNL_ARG_SRC].get_data_handle()), first_aligned(weights.data()),
-                           bias, static_cast<float*>(args[DNNL_ARG_DST].get_data_handle()), first_aligned(scratch.data()));
-            },
-            stream);
+            [&] { run_winograd_step(*plan, first_aligned(weights.data()), args, scratch.data()); }, stream);
       } else {
         dnnl::primitive primitive(pd.get());
         ms = median_milliseconds([&] { primitive.execute(stream, args); }, stream);

@@ -143,10 +143,12 @@ void write_winograd_weights(const WinogradPlan& plan, const float* plain, float*
   }
 }
 
-std::vector<float> winograd_weights(const WinogradPlan& plan, const float* plain) {
-  std::vector<float> u(static_cast<size_t>(plan.weight_floats()), 0.0f);
-  write_winograd_weights(plan, plain, u.data());
-  return u;
+void run_winograd_step(const WinogradPlan& plan, const float* weights, const std::unordered_map<int, memory>& args,
+                       float* scratch) {
+  const auto bias = args.find(DNNL_ARG_BIAS);
+  run_winograd(plan, static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()), weights,
+               bias == args.end() ? nullptr : static_cast<const float*>(bias->second.get_data_handle()),
+               static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()), first_aligned(scratch));
 }
 
 }  // namespace tessera::dnnl_backend
