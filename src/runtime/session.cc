@@ -301,6 +301,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
 }
 
 void CompiledModel::read_node_precisions() {
+  auto add_note = [](NodePlacement& row, const std::string& text) { row.note += (row.note.empty() ? "" : "; ") + text; };
   for (const std::unique_ptr<RegionPlan>& plan : regions_) {
     for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
       // A refusal the backend made when compiling, for a node it runs all the same (placed there by
@@ -309,12 +310,11 @@ void CompiledModel::read_node_precisions() {
       if (const std::string refusal = plan->executable->node_refusal(i); !refusal.empty()) {
         const size_t node = plan->region.global_nodes[i].front();
         NodePlacement& row = placement_[node];
-        row.note += (row.note.empty() ? "" : "; ") + refusal;
+        add_note(row, refusal);
         warnings_.push_back(str_cat("node '", row.node_name, "' (", row.op_type, ") runs on ", row.backend, ", which refused it: ", refusal));
       }
       if (const std::string algorithm = plan->executable->node_algorithm(i); !algorithm.empty()) {
-        NodePlacement& row = placement_[plan->region.global_nodes[i].front()];
-        row.note += (row.note.empty() ? "" : "; ") + algorithm;
+        add_note(placement_[plan->region.global_nodes[i].front()], algorithm);
       }
       const std::string precision = plan->executable->node_precision(i);
       if (precision.empty()) continue;
