@@ -136,6 +136,16 @@ def add_common_arguments(parser):
     parser.add_argument("--warmup", type=int, default=5)
 
 
+def model_files(work, name):
+    """The model's folder under `work`, its ONNX file and its inputs as (name, .npy path) pairs,
+    exporting it from check_models first when it is not there yet."""
+    folder = os.path.join(work, name)
+    path = os.path.join(folder, "model.onnx")
+    if not os.path.exists(path):
+        check_models.export(name, work)
+    return folder, path, [(n, os.path.join(folder, n + ".npy")) for n in check_models.MODELS[name][2]]
+
+
 def tessera_median(tessera, path, inputs, threads, warmup, iterations, backends, plugins=(), precision=None, extra=()):
     """`tessera bench`'s median in ms; backends None: the default list; extra: more CLI options."""
     cmd = [tessera, "bench", path, "--threads", str(threads), "--warmup", str(warmup), "--iterations",
@@ -198,12 +208,7 @@ def main():
         header += " %16s %7s %6s" % (config + " ms", "ratio", "%peak")
     print(header + (" %15s %6s" % ("onnxruntime ms", "%peak") if with_ort else ""))
     for name in args.models.split(","):
-        folder = os.path.join(args.work, name)
-        path = os.path.join(folder, "model.onnx")
-        input_names = check_models.MODELS[name][2]
-        if not os.path.exists(path):
-            check_models.export(name, args.work)
-        inputs = [(n, os.path.join(folder, n + ".npy")) for n in input_names]
+        _, path, inputs = model_files(args.work, name)
         flops = model_flops(path, inputs)
 
         def fraction(ms, threads, precision=None):

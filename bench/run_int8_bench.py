@@ -97,11 +97,7 @@ def main():
         "top-1", "cosine"))
     rows = []
     for name in args.models.split(","):
-        folder = os.path.join(args.work, name)
-        path = os.path.join(folder, "model.onnx")
-        if not os.path.exists(path):
-            check_models.export(name, args.work)
-        inputs = [(n, os.path.join(folder, n + ".npy")) for n in check_models.MODELS[name][2]]
+        folder, path, inputs = run_bench.model_files(args.work, name)
         qdq = quantized_path(tessera, folder, path, args.calibration)
         ops = run_bench.model_flops(path, inputs)
         top1, cos_mean, cos_min = accuracy(name, path, qdq, args.accuracy) if args.accuracy else (None, None, None)

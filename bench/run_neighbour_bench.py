@@ -21,7 +21,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run_bench import add_common_arguments, check_models, ensure_onnxruntime, ort_median, tessera_median  # noqa: E402
+from run_bench import add_common_arguments, ensure_onnxruntime, model_files, ort_median, tessera_median  # noqa: E402
 
 BUSY_LOOP = "while True:\n    pass\n"
 
@@ -54,11 +54,7 @@ def main():
     print("%-26s %7s | %9s %9s %6s | %9s %9s %6s | %13s %9s" %
           ("model", "threads", "alone ms", "ORT ms", "ratio", "loaded ms", "ORT ms", "ratio", "Tessera slows", "ORT slows"))
     for name in args.models.split(","):
-        folder = os.path.join(args.work, name)
-        path = os.path.join(folder, "model.onnx")
-        if not os.path.exists(path):
-            check_models.export(name, args.work)
-        inputs = [(n, os.path.join(folder, n + ".npy")) for n in check_models.MODELS[name][2]]
+        _, path, inputs = model_files(args.work, name)
         ours = tessera_median(tessera, path, inputs, threads, args.warmup, args.iterations, None)
         theirs = ort_median(path, inputs, threads, args.warmup, args.iterations)
         procs = start_neighbours(args.neighbours)

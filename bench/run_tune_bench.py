@@ -31,7 +31,6 @@ sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
 import run_bench  # noqa: E402  (model export, the timing helpers)
-from run_bench import check_models  # noqa: E402
 
 
 def bench(tessera, path, inputs, threads, args, extra):
@@ -57,11 +56,7 @@ def main():
     rows = []
     suffix = "" if not args.plugins else "_" + "_".join(os.path.basename(p).split(".")[0] for p in args.plugins)
     for name in args.models.split(","):
-        folder = os.path.join(args.work, name)
-        path = os.path.join(folder, "model.onnx")
-        if not os.path.exists(path):
-            check_models.export(name, args.work)
-        inputs = [(n, os.path.join(folder, n + ".npy")) for n in check_models.MODELS[name][2]]
+        folder, path, inputs = run_bench.model_files(args.work, name)
         for threads in [int(t) for t in args.threads.split(",")]:
             record_path = os.path.join(folder, "tuning_%dt%s.json" % (threads, suffix))
             cmd = [tessera, "tune", path, "--threads", str(threads), "--budget", str(args.budget), "-o", record_path]
