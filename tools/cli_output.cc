@@ -191,6 +191,12 @@ void print_region_profile(const tsr_model* model, const RunProfile& profile, int
       std::printf("  region %zu: non-finite input, ran on native (%lld of %d run%s)\n", r,
                   static_cast<long long>(profile.region_fallbacks[r]), runs, runs == 1 ? "" : "s");
     }
+  }  const tsr_run_profile& c = profile.c;
+  if (c.shape_cache_hits + c.shape_cache_misses + c.shape_fallbacks > 0) {
+    std::printf("open dims: %lld region runs found their shapes prepared, %lld prepared them (%.3f ms in all), %lld ran "
+                "on native at shapes their backend refused\n",
+                static_cast<long long>(c.shape_cache_hits), static_cast<long long>(c.shape_cache_misses),
+                c.shape_prepare_milliseconds, static_cast<long long>(c.shape_fallbacks));
   }
 }
 

@@ -327,6 +327,15 @@ typedef struct tsr_run_profile {
    * exact only for finite inputs. Absent from callers built before it (a
    * smaller struct_size). */
   int64_t* region_fallbacks;
+  /* Regions compiled with open dims (a model with symbolic dims; added, absent
+   * from callers built before them): how often such a region found what it
+   * prepares per input shape (oneDNN primitives) ready (hits), had to prepare
+   * it for a new shape (misses) and the milliseconds that took, and how often
+   * it could not run at the call's shapes and its nodes ran on native. */
+  int64_t shape_cache_hits;
+  int64_t shape_cache_misses;
+  double shape_prepare_milliseconds;
+  int64_t shape_fallbacks;
 } tsr_run_profile;
 
 /* Same as tsr_model_run_alloc, and fills profile. */

@@ -33,12 +33,13 @@ input. :meth:`InferenceSession.get_inputs` says what each input is
 (``NodeArg.kind``, ``NodeArg.type`` such as ``"seq(tensor(float))"``).
 
 A model whose inputs have open dimensions (e.g. ``["batch", 3, 224, 224]``)
-is compiled per input shape when it runs, keeping the most recently used
-``max_variants`` compiled variants (give ``input_shapes`` to compile one shape
-up front).
+is compiled once, with those dims open, and runs at every shape that fits them
+without compiling again (give ``input_shapes`` to fix them instead). What a
+backend prepares per shape (oneDNN primitives) is kept in a cache bounded by
+bytes (``TESSERA_SHAPE_CACHE_MB``, default 256 per region); ``max_variants``
+is accepted for older code and no longer bounds anything.
 """
 
-import collections
 import json
 import os
 import re
@@ -139,7 +140,7 @@ def tune(model, output, backends=None, threads=None, options=None, budget=None, 
     regions of the fastest moved to other backends) within ``budget`` seconds (default 60), writes the
     tuning record (JSON) to ``output`` and returns the table of candidates. Apply the record with
     ``InferenceSession(model, tuning=output)`` or ``compile(..., tuning=output)``. Options as for
-    InferenceSession (open dims must be bound with input_shapes); progress(phase, done, total) is called
+    InferenceSession (open dims stay open unless input_shapes fixes them); progress(phase, done, total) is called
     before each candidate."""
     unknown = set(overrides) - (set(SessionOptions._FIELDS) - {"threads", "backends", "max_variants", "tuning"})
     if unknown:
@@ -294,9 +295,6 @@ class InferenceSession:
             from_providers = backends is not None
         self._options = _options_from(backends, threads, options, overrides)
         self._lock = threading.Lock()
-        self._variants = collections.OrderedDict()  # input shapes -> _tessera.Model, most recent last
-        self._latest = None
-        self._source = None
         self._closed = False
         self._artifact_backends = None  # for a .tsr artifact: the backends its placement uses (get_backends)
         self._fixed = None
@@ -327,25 +325,12 @@ class InferenceSession:
                   else _tessera.Source.load_path(path, import_options))
         self._inputs = [NodeArg(*i) for i in source.inputs()]
         self._outputs = [NodeArg(*o) for o in source.outputs()]
-        bound = set((self._options.input_shapes or {}).keys())
-        # Only tensor inputs are bound to shapes: a sequence's tensors, or an optional's, may differ in shape
-        # from run to run and are checked when the model runs.
-        open_dims = [n for n in self._inputs if n.kind == "tensor" and n.name not in bound
-                     for d in (n.shape if n.shape is not None else [None])
-                     if not isinstance(d, int) and d not in bound]
-        if not open_dims:
-            # Every shape is known: compile once, now (errors show up here, as ONNX Runtime's do).
-            self._fixed = source.compile(self._options._native())
-            _warn(self._fixed)
-            self._inputs = [NodeArg(*i) for i in self._fixed.inputs()]
-            self._outputs = [NodeArg(*o) for o in self._fixed.outputs()]
-        else:
-            self._fixed = None
-            self._source = source
-            limit = self._options.max_variants
-            self._max_variants = 8 if limit is None else int(limit)
-            if self._max_variants < 1:
-                raise InvalidArgument("max_variants must be at least 1")
+        # Open dims (e.g. ["batch", 3, 224, 224]) stay open: the model compiles once, now, for every value
+        # they take when it runs (errors show up here, as ONNX Runtime's do). input_shapes fixes them.
+        self._fixed = source.compile(self._options._native())
+        _warn(self._fixed)
+        self._inputs = [NodeArg(*i) for i in self._fixed.inputs()]
+        self._outputs = [NodeArg(*o) for o in self._fixed.outputs()]
 
     # -- description -----------------------------------------------------------------------------
 
@@ -376,18 +361,7 @@ class InferenceSession:
     def _model(self, what):
         """The compiled model placement, reports and saving describe."""
         self._check_open()
-        if self._fixed is not None:
-            return self._fixed
-        with self._lock:
-            latest = self._latest
-        if latest is None:
-            open_names = sorted({d if d is not None else n.name for n in self._inputs if n.kind == "tensor"
-                                 for d in (n.shape if n.shape is not None else [None]) if not isinstance(d, int)},
-                                key=str)
-            raise InvalidArgument(
-                "%s: the model has open dimensions (%s), so it is compiled per input shape and has not run yet; "
-                "run it once, or give input_shapes" % (what, ", ".join(str(n) for n in open_names)))
-        return latest
+        return self._fixed
 
     def placement(self):
         """Where each node ran and why: a list of dicts (node, op_type, backend, region, reason, note,
@@ -408,7 +382,7 @@ class InferenceSession:
         return self._model("report").report(format, self._label)
 
     def save(self, path):
-        """Writes the compiled model as a .tsr artifact (for a model with open dims: the latest variant)."""
+        """Writes the compiled model as a .tsr artifact (a model with open dims keeps them open)."""
         self._model("save").save(_path(path, "the path to save to"))
 
     def to_bytes(self):
@@ -438,50 +412,9 @@ class InferenceSession:
         return [_prepare_input(input_feed[n]) for n in names]
 
     def _variant(self, inputs):
-        """The model compiled for these inputs' shapes (compiled now when new)."""
-        if self._fixed is not None:
-            return self._fixed
-        shapes = []
-        for arg, value in zip(self._inputs, inputs):
-            if arg.kind != "tensor":
-                shapes.append(None)  # sequences and optionals are not bound to a shape (see __init__)
-                continue
-            shape = getattr(value, "shape", None)
-            if shape is None:
-                import numpy
-                try:
-                    shape = numpy.shape(value)
-                except ValueError as e:  # a ragged list, e.g. a sequence given for a tensor input
-                    raise InvalidArgument("input '%s' is a tensor, but %s was given that is not one array (%s)"
-                                          % (arg.name, type(value).__name__, e)) from None
-            shapes.append(tuple(int(d) for d in shape))
-        key = tuple(shapes)
-        with self._lock:
-            self._check_open()
-            model = self._variants.get(key)
-            if model is not None:
-                self._variants.move_to_end(key)
-                self._latest = model
-                return model
-            source = self._source  # close() may clear it while this thread compiles
-        data_shapes = {arg.name: list(shape) for arg, shape in zip(self._inputs, shapes) if shape is not None}
-        model = source.compile(self._options._native(data_shapes=data_shapes))  # GIL released inside
-        _warn(model)
-        with self._lock:
-            if self._closed:
-                raise InvalidArgument("the session is closed")
-            existing = self._variants.get(key)
-            if existing is not None:  # another thread compiled it meanwhile
-                model.close()
-                model = existing
-            self._variants[key] = model
-            self._variants.move_to_end(key)
-            while len(self._variants) > self._max_variants:
-                # Dropped, not closed: another thread may hold it between _variant() and its run (closing
-                # it would fail that run with "the session is closed"); it is freed with the last reference.
-                self._variants.popitem(last=False)
-            self._latest = model
-        return model
+        """The compiled model (one for every input shape)."""
+        self._check_open()
+        return self._fixed
 
     def _select(self, outputs, output_names):
         if output_names is None:
@@ -566,16 +499,11 @@ class InferenceSession:
         }
 
     def close(self):
-        """Frees the compiled model(s); runs in flight finish first. Later calls raise InvalidArgument."""
+        """Frees the compiled model; runs in flight finish first. Later calls raise InvalidArgument."""
         with self._lock:
             self._closed = True
-            for model in self._variants.values():
-                model.close()
-            self._variants.clear()
-            self._latest = None
             if self._fixed is not None:
                 self._fixed.close()
-            self._source = None
 
     def __enter__(self):
         return self
@@ -587,7 +515,8 @@ class InferenceSession:
 def compile(model, path, backends=None, threads=None, options=None, **overrides):
     """Compiles ``model`` (an ONNX path, bytes or onnx.ModelProto) and writes it to ``path`` as one .tsr
     artifact (plan, constants and every backend's payload), for ``InferenceSession``, ``tessera run`` and
-    the C API. Options as for InferenceSession; open dims must be bound with input_shapes. Returns path."""
+    the C API. Options as for InferenceSession; open dims stay open unless input_shapes fixes them (the
+artifact then runs at every shape that fits). Returns path."""
     unknown = set(overrides) - (set(SessionOptions._FIELDS) - {"threads", "backends", "max_variants"})
     if unknown:
         raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))

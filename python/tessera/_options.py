@@ -22,7 +22,8 @@ class SessionOptions:
     strict           bool: fail, naming the nodes no listed backend supports, instead of falling back
     input_shapes     dict {input or dim name: list of ints, or int}: compile for these shapes up front
     freeze_weights   bool: initializers listed as graph inputs become constants (default True)
-    max_variants     int: compiled variants kept for models with open dims (default 8)
+    max_variants     int: no longer used (a model with open dims compiles once for every shape); accepted
+                     for older code
     precision        str: "fp32" (default), "bf16" (Conv/MatMul/Gemm in bfloat16 with float32 accumulation
                      where a backend supports it; the final layer in float32) or "bf16-all" (the final layer too)
     tuning           str or os.PathLike: the path of a tuning record (tessera.tune) whose placement to apply

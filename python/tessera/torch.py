@@ -116,8 +116,9 @@ def make_model(data, kind="tsr", **options):
     """A ``torch.classes.tessera.Model`` from bytes (or a path).
 
     kind="tsr": data is a .tsr artifact, or an ONNX model compiled now for its fixed shapes.
-    kind="onnx": data is an ONNX model compiled per input shape at run time (for dynamic axes).
-    options: backends, threads, place, deny, min_region_size, strict, cache_size (compiled shapes kept),
+    kind="onnx": data is an ONNX model compiled once with its open dims open, for every shape that fits
+    them (dynamic axes); only a model with an input of unknown rank is compiled per input shape at run time.
+    options: backends, threads, place, deny, min_region_size, strict, cache_size (shapes kept for such a model),
     precision ("fp32", "bf16" or "bf16-all", as the CLI's --precision), tuning (a tuning record's path, as
     ``tessera.tune`` writes it).
     """
@@ -323,9 +324,9 @@ def compile(module, example_inputs, backends=None, dynamic_axes=None, threads=No
     example_inputs: a tensor or a tuple of tensors, the inputs the forward takes.
     backends: Tessera backends to use, highest priority first ("dnnl,native" or a list); default: all.
     dynamic_axes: as ``torch.onnx.export`` takes it, keyed by input name or position, e.g.
-        ``{0: {0: "batch"}}``: those dims may change from call to call. Each new input shape is
-        compiled on first use and kept (the `cache_size` most recently used shapes). Without
-        dynamic_axes the model is compiled now for the example shapes only.
+        ``{0: {0: "batch"}}``: those dims may change from call to call; the model is compiled once,
+        now, with them open, and runs every shape that fits without compiling again (`cache_size` is
+        accepted for older code). Without dynamic_axes it is compiled for the example shapes only.
     threads: Tessera's intra-op threads (default 1).
     place, deny, min_region_size, strict: Tessera's placement options (see the CLI's --place ...).
     precision: "fp32" (default), "bf16" or "bf16-all" (see the CLI's --precision).

@@ -71,6 +71,10 @@ class ValueStore {
   /// later step may have dropped it. The runtime then runs the region again
   /// on native, from the same inputs, before anything reads its outputs.
   virtual void made_non_finite() {}
+  /// Called by a region compiled with open dims before it runs at the shapes
+  /// of this call: `created` when it had to prepare them first (e.g. create
+  /// oneDNN primitives), taking `milliseconds`; otherwise it found them prepared.
+  virtual void shapes_prepared(bool created, double milliseconds) {}
 };
 
 struct RegionOptions {
@@ -88,6 +92,15 @@ class ExecutableRegion {
   virtual ~ExecutableRegion() = default;
   /// Runs the region once. May be called from several threads at once.
   virtual void run(ValueStore& store) const = 0;
+  /// Runs the region, or returns false without writing anything when it
+  /// cannot run at the shapes of this call's inputs: a region compiled with
+  /// open dims whose backend finds, at these dims, that a node would need
+  /// what its library does not have. The runtime then runs the region's nodes
+  /// on the fallback backend for this call. Regions of static shapes run.
+  virtual bool try_run(ValueStore& store) const {
+    run(store);
+    return true;
+  }
   /// True when the region computes NaN and ±Inf as numpy and PyTorch do only
   /// while its inputs are finite: some step drops or invents them (a max that
   /// turns NaN into its other operand, an exp that turns NaN into +Inf, ...).
@@ -147,7 +160,10 @@ class Backend {
   /// region's boundary values, whose constants are its own, and whose
   /// composite nodes (op "Composite", domain "tessera") hold the fused
   /// patterns this backend declared. Types are static wherever shape
-  /// inference could make them so. The runtime keeps `region` alive as long
+  /// inference could make them so; a model compiled with open dims gives
+  /// regions with -1 dims, which a backend either runs for any shape (native)
+  /// or specialises per input shape at run time (oneDNN: try_run), keeping
+  /// what it prepares per shape in a cache bounded by bytes. The runtime keeps `region` alive as long
   /// as the executable region, which may point into it.
   virtual CompiledRegion compile(const Graph& region, const RegionOptions& options) const = 0;
   /// Rebuilds an executable region from compile()'s payload and the same

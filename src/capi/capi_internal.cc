@@ -71,6 +71,16 @@ DType from_dl(DLDataType t, const std::string& what) {
                             static_cast<int>(t.bits), ")");
 }
 
+tessera::TensorView view_of_input(const DLTensor& t, const tessera::ValueDesc& desc, const std::string& what) {
+  tessera::ValueDesc open = desc;
+  if (t.ndim == static_cast<int32_t>(open.shape.size()) && t.shape) {
+    for (size_t d = 0; d < open.shape.size(); ++d) {
+      if (open.shape[d] < 0) open.shape[d] = t.shape[d];
+    }
+  }
+  return view_of(t, open, what);
+}
+
 /// The caller's tensor for `desc`, checked field by field against what the
 /// model has (device, rank before the shape is read, dtype, dims, strides,
 /// data and its alignment), so no bad tensor reaches a kernel.
@@ -245,8 +255,20 @@ std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTen
     tessera::throw_user_error("the model has ", descs.size(), " inputs but ", num_inputs, " were given");
   }
   std::vector<tessera::TensorView> views;
-  for (size_t i = 0; i < num_inputs; ++i) views.push_back(view_of(inputs[i], descs[i], "input '" + descs[i].name + "'"));
+  for (size_t i = 0; i < num_inputs; ++i) views.push_back(view_of_input(inputs[i], descs[i], "input '" + descs[i].name + "'"));
   return views;
+}
+
+void add_profile_tail(tsr_run_profile& profile, const tessera::RunProfile& measured) {
+  if (profile.struct_size >= offsetof(tsr_run_profile, shape_cache_hits) && profile.region_fallbacks) {
+    for (size_t i = 0; i < measured.region_fallbacks.size(); ++i) profile.region_fallbacks[i] += measured.region_fallbacks[i];
+  }
+  if (profile.struct_size >= sizeof(tsr_run_profile)) {
+    profile.shape_cache_hits += measured.shape_cache_hits;
+    profile.shape_cache_misses += measured.shape_cache_misses;
+    profile.shape_prepare_milliseconds += measured.shape_prepare_milliseconds;
+    profile.shape_fallbacks += measured.shape_fallbacks;
+  }
 }
 
 /// A caller's tsr_run_profile: big enough, with arrays (where given) of the model's node and region counts.
@@ -257,7 +279,7 @@ void check_profile(const tsr_run_profile& profile, const tsr_model* model) {
     tessera::throw_user_error("the model has ", model->compiled->placement().size(), " nodes but room for ",
                               profile.num_nodes, " times was given");
   }
-  const bool fallbacks = profile.struct_size >= sizeof(tsr_run_profile) && profile.region_fallbacks;
+  const bool fallbacks = profile.struct_size >= offsetof(tsr_run_profile, shape_cache_hits) && profile.region_fallbacks;
   if ((profile.region_milliseconds || fallbacks) && profile.num_regions != model->compiled->regions().size()) {
     tessera::throw_user_error("the model has ", model->compiled->regions().size(), " regions but room for ",
                               profile.num_regions, " times was given");
@@ -287,9 +309,7 @@ tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num
       }
       profile->copies += measured.copies;
       profile->copy_bytes += measured.copy_bytes;
-      if (profile->struct_size >= sizeof(tsr_run_profile) && profile->region_fallbacks) {
-        for (size_t i = 0; i < measured.region_fallbacks.size(); ++i) profile->region_fallbacks[i] += measured.region_fallbacks[i];
-      }
+      add_profile_tail(*profile, measured);
     }
     // Built in full before any is handed out: on a failure the caller owns nothing.
     std::vector<std::unique_ptr<ManagedOutput>> holders;

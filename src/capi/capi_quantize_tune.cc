@@ -71,14 +71,8 @@ tsr_status* tsr_quantizer_add_sample(tsr_quantizer* quantizer, const DLTensor* i
     std::vector<tessera::TensorView> views;
     for (size_t i = 0; i < num_inputs; ++i) {
       // Open dims take the sample's size; the others must match.
-      tessera::ValueDesc desc = quantizer->inputs[i];
-      const std::string what = str_cat("calibration input '", desc.name, "'");
-      if (inputs[i].ndim == static_cast<int32_t>(desc.shape.size()) && inputs[i].shape) {
-        for (size_t d = 0; d < desc.shape.size(); ++d) {
-          if (desc.shape[d] < 0) desc.shape[d] = inputs[i].shape[d];
-        }
-      }
-      views.push_back(view_of(inputs[i], desc, what));
+      const tessera::ValueDesc& desc = quantizer->inputs[i];
+      views.push_back(view_of_input(inputs[i], desc, str_cat("calibration input '", desc.name, "'")));
     }
     quantizer->quantizer->add_sample(views);
   });

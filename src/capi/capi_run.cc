@@ -1,5 +1,8 @@
 // The C API: Running a model (caller buffers, allocated outputs, profiles), the accuracy check and the reports. Nothing here throws (guarded).
+#include <cstring>
+
 #include "capi/capi_internal.h"
+#include "ir/shape_util.h"
 
 using namespace tessera::capi;  // NOLINT: the shared helpers
 
@@ -17,11 +20,28 @@ tsr_status* tsr_model_run(const tsr_model* model, const DLTensor* inputs, size_t
     if (num_outputs && !outputs) tessera::throw_user_error("outputs is NULL");
     std::vector<tessera::TensorView> out_views;
     out_views.reserve(num_outputs);
-    for (size_t i = 0; i < num_outputs; ++i) out_views.push_back(view_of(outputs[i], descs[i], "output '" + descs[i].name + "'"));
+    // An output with open dims (a model compiled with symbolic dims) is known in shape only once
+    // the run has made it: it is made in memory of the run's own and copied into the caller's
+    // buffer, which must have that shape.
+    std::vector<char> open(num_outputs, 0);
+    for (size_t i = 0; i < num_outputs; ++i) {
+      for (int64_t d : descs[i].shape) open[i] |= d < 0;
+      const std::string what = "output '" + descs[i].name + "'";
+      out_views.push_back(open[i] ? view_of_input(outputs[i], descs[i], what) : view_of(outputs[i], descs[i], what));
+    }
     check_no_overlap(in, out_views, model);
     std::vector<tessera::TensorView*> out_ptrs;
-    for (auto& v : out_views) out_ptrs.push_back(&v);
-    model->compiled->run(in, out_ptrs);
+    for (size_t i = 0; i < num_outputs; ++i) out_ptrs.push_back(open[i] ? nullptr : &out_views[i]);
+    std::vector<tessera::Tensor> made = model->compiled->run(in, out_ptrs);
+    for (size_t i = 0; i < num_outputs; ++i) {
+      if (!open[i]) continue;
+      if (made[i].shape() != out_views[i].shape) {
+        tessera::throw_user_error("output '", descs[i].name, "' is ", tessera::shape_to_string(made[i].shape()),
+                                  " at these inputs, but the buffer given for it is ",
+                                  tessera::shape_to_string(out_views[i].shape), " (tsr_model_run_alloc allocates it)");
+      }
+      if (made[i].nbytes()) std::memcpy(out_views[i].data, made[i].data(), made[i].nbytes());
+    }
   });
 }
 

@@ -52,27 +52,22 @@ void bind_input_shapes(Graph& graph, const std::map<std::string, Shape>& shapes)
       continue;
     }
     if (!v.type.rank_known) throw_user_error("input '", v.name, "' has no shape in the model; give it with --input-shape ", v.name, "=DIMS");
+    // A dim bound by its symbol's name takes the value; the others stay open (-1, with their
+    // symbol): the model is compiled once for every value they take at run time.
     for (size_t i = 0; i < v.type.dims.size(); ++i) {
       if (v.type.dims[i] >= 0) continue;
       std::string symbol = i < v.type.symbols.size() ? v.type.symbols[i] : "";
       auto bound = symbol.empty() ? shapes.end() : shapes.find(symbol);
       if (bound != shapes.end() && bound->second.size() == 1) {
+        if (bound->second[0] < 0) throw_user_error("dimension '", symbol, "' is given a negative value");
         v.type.dims[i] = bound->second[0];
-      } else {
-        throw_user_error("input '", v.name, "' dimension ", i, (symbol.empty() ? "" : " ('" + symbol + "')"),
-                         " is not fixed; give it with --input-shape ", v.name, "=DIMS",
-                         (symbol.empty() ? "" : " or " + symbol + "=N"));
       }
     }
   }
   for (ValueId id : graph.inputs) {
     const Value& v = graph.value(id);
-    if (!v.type.is_tensor()) continue;
-    for (int64_t d : v.type.dims) {
-      if (d < 0) throw_user_error("input '", v.name, "' is given a negative dimension (", shape_to_string(v.type.dims), ")");
-    }
     // Before any backend sees the shape: a backend's own limits would give a less clear error.
-    check_tensor_size("input '" + v.name + "'", v.type.dims, v.type.dtype);
+    if (v.type.is_static()) check_tensor_size("input '" + v.name + "'", v.type.dims, v.type.dtype);
   }
 }
 

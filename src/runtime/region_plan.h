@@ -36,6 +36,10 @@ struct RegionPlan {
   // run on native after it, from its inputs, which the memory plan keeps live
   // until the region's last node.
   bool guarded = false;
+  /// A host region of a backend other than native whose graph has open dims
+  /// (a model compiled with symbolic dims): run with try_run, and on native
+  /// (fallback_region) where it cannot run at a call's shapes.
+  bool open_shapes = false;
   bool constants_not_finite = false;  // a constant of the region holds NaN or ±Inf: always native
   const Backend* fallback_backend = nullptr;
   RegionOptions fallback_options;  // the session's, as for `executable`

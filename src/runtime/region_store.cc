@@ -106,6 +106,11 @@ class HostRegionStore : public ValueStore {
     add_node_time(profile_, plan_, node_index, milliseconds);
   }
   void made_non_finite() override { made_non_finite_ = true; }
+  void shapes_prepared(bool created, double milliseconds) override {
+    if (!profile_) return;
+    ++(created ? profile_->shape_cache_misses : profile_->shape_cache_hits);
+    profile_->shape_prepare_milliseconds += milliseconds;
+  }
   /// True when the region reported a NaN or ±Inf made inside it.
   bool needs_exact_rerun() const { return made_non_finite_; }
 
@@ -278,7 +283,7 @@ bool inputs_finite(const RegionPlan& plan, RunStore& store) {
   return true;
 }
 
-/// Runs a guarded region's nodes on native, compiling them on first need
+/// Runs a guarded region's (or open-shaped region's) nodes on native, compiling them on first need
 /// (once, whichever thread gets there first).
 void run_on_native(const RegionPlan& plan, RunStore& store, RunProfile* profile) {
   std::call_once(plan.fallback_compiled, [&] {
@@ -299,10 +304,19 @@ void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& residen
     if (profile) ++profile->region_fallbacks[region_index];
   } else if (!plan.space) {
     HostRegionStore region_store(plan, store, profile);
-    plan.executable->run(region_store);
-    // A NaN or ±Inf made inside the region may have been dropped by a later
-    // step: the same inputs (kept intact by the memory plan) run on native.
-    if (plan.guarded && region_store.needs_exact_rerun()) {
+    bool ran = true;
+    if (plan.open_shapes) {
+      ran = plan.executable->try_run(region_store);
+    } else {
+      plan.executable->run(region_store);
+    }
+    if (!ran) {
+      // Open dims at which the backend cannot run the region: its nodes run on native this call.
+      run_on_native(plan, store, profile);
+      if (profile) ++profile->shape_fallbacks;
+    } else if (plan.guarded && region_store.needs_exact_rerun()) {
+      // A NaN or ±Inf made inside the region may have been dropped by a later
+      // step: the same inputs (kept intact by the memory plan) run on native.
       run_on_native(plan, store, profile);
       if (profile) ++profile->region_fallbacks[region_index];
     }

@@ -14,6 +14,8 @@
 #include "backends/native/native_backend.h"
 #include "ir/error.h"
 #include "ir/printer.h"
+#include "ir/shape_util.h"
+#include "ir/specialize_shapes.h"
 #include "ir/verifier.h"
 #include "partition/declarations.h"
 #include "passes/bind_input_shapes.h"
@@ -143,6 +145,10 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   for (const Value& v : graph.values) {
     if (v.constant) model->parameter_count_ += v.constant->numel();
   }
+  // The names the model gives its outputs' open dims (shape inference does not carry names): put back
+  // on the outputs after the passes, where a dim is still open.
+  std::vector<std::vector<std::string>> declared_output_symbols;
+  for (ValueId id : graph.outputs) declared_output_symbols.push_back(graph.value(id).type.symbols);
   bind_input_shapes(graph, given_options.input_shapes);
   after_pass(graph, "bind_input_shapes");
   if (compute_float16_in_float32(graph) > 0) after_pass(graph, "compute_float16_in_float32");
@@ -174,6 +180,16 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
     after_pass(graph, "fold_pad");
   }
   if (!trim_conv_taps(graph).empty()) after_pass(graph, "trim_conv_taps");
+
+  for (size_t i = 0; i < graph.outputs.size() && i < declared_output_symbols.size(); ++i) {
+    TensorType& t = graph.value(graph.outputs[i]).type;
+    const std::vector<std::string>& declared = declared_output_symbols[i];
+    if (!t.rank_known || declared.size() != t.dims.size()) continue;
+    t.symbols.assign(t.dims.size(), "");
+    for (size_t d = 0; d < t.dims.size(); ++d) {
+      if (t.dims[d] < 0) t.symbols[d] = declared[d];
+    }
+  }
 
   // Partition among the chosen backends, then compile each region.
   model->backends_ = choose_backends(options);
@@ -610,6 +626,7 @@ void CompiledModel::finish() {
   for (size_t r = 0; r < regions_.size(); ++r) {
     RegionPlan& plan = *regions_[r];
     plan.guarded = !plan.space && plan.backend->name() != fallback_backend().name && plan.executable->exact_only_for_finite_inputs();
+    plan.open_shapes = !plan.space && plan.backend->name() != fallback_backend().name && !all_shapes_static(plan.region.graph);
     if (!plan.guarded || partition_.regions[r].nodes.empty()) continue;
     int64_t last = 0;
     for (size_t node : partition_.regions[r].nodes) last = std::max(last, node_step[node]);
@@ -622,7 +639,7 @@ void CompiledModel::finish() {
 
   for (size_t r = 0; r < regions_.size(); ++r) {
     RegionPlan& plan = *regions_[r];
-    if (!plan.guarded) continue;
+    if (!plan.guarded && !plan.open_shapes) continue;
     if (!fallback_backend_) fallback_backend_ = fallback_backend().make(plan.fallback_options);
     plan.fallback_backend = fallback_backend_.get();
     Region plain = partition_.regions[r];
@@ -722,11 +739,30 @@ void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs, const
       throw_user_error("input '", want.name, "' is a tensor, but ", value_kind_phrase(boxed->inputs[i]->kind), " was given");
     }
     const TensorView& got = inputs[i];
-    if (got.dtype != want.dtype || got.shape != want.shape) {
+    bool fits = got.dtype == want.dtype && got.shape.size() == want.shape.size();
+    for (size_t d = 0; fits && d < got.shape.size(); ++d) fits = got.shape[d] >= 0 && (want.shape[d] < 0 || got.shape[d] == want.shape[d]);
+    if (!fits) {
       throw_user_error("input '", want.name, "': expected ", dtype_name(want.dtype), "[", shape_to_string(want.shape),
                        "], got ", dtype_name(got.dtype), "[", shape_to_string(got.shape), "]");
     }
+    check_tensor_size("input '" + want.name + "'", got.shape, got.dtype);
     if (!got.data && got.numel() != 0) throw_user_error("input '", want.name, "' has no data");
+  }
+  // Open dims that share a name (ONNX dim_param) take one value in a call.
+  std::map<std::string, std::pair<int64_t, std::string>> named;  // name -> value, where it was first seen
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ValueDesc& want = inputs_[i];
+    if (want.kind != ValueKind::kTensor) continue;
+    for (size_t d = 0; d < want.shape.size() && d < want.dim_names.size(); ++d) {
+      if (want.shape[d] >= 0 || want.dim_names[d].empty()) continue;
+      const int64_t value = inputs[i].shape[d];
+      const std::string where = str_cat("input '", want.name, "' dimension ", d);
+      auto [it, inserted] = named.emplace(want.dim_names[d], std::make_pair(value, where));
+      if (!inserted && it->second.first != value) {
+        throw_user_error(where, " ('", want.dim_names[d], "') is ", value, ", but ", it->second.second, " ('",
+                         want.dim_names[d], "') is ", it->second.first, ": dims of one name must be equal");
+      }
+    }
   }
 }
 

@@ -90,6 +90,14 @@ struct RunProfile {
   /// and the region's backend is exact only for finite inputs.
   std::vector<int64_t> region_fallbacks;
   int64_t copy_bytes = 0;
+  /// Regions compiled with open dims (a model with symbolic dims): how often a
+  /// region found what it needs for the call's shapes prepared (hits), had to
+  /// prepare it (misses, e.g. oneDNN primitives for a new shape) and how long
+  /// that took, and how often it could not run at the shapes and ran on native.
+  int64_t shape_cache_hits = 0;
+  int64_t shape_cache_misses = 0;
+  double shape_prepare_milliseconds = 0;
+  int64_t shape_fallbacks = 0;
 };
 
 /// The accuracy check's defaults by a region's precision (the one home of these numbers; the CLI's

@@ -1,5 +1,5 @@
-// tessera_torch::Model: loading, input checks, the per-shape variant cache and
-// the zero-copy run through DLPack. See model.h.
+// tessera_torch::Model: loading (an ONNX model with open dims compiles once), input checks, the
+// per-shape variant cache (inputs of unknown rank only) and the zero-copy run through DLPack. See model.h.
 #include "model.h"
 
 #include <ATen/DLConvertor.h>
@@ -195,6 +195,15 @@ Model::Model(std::string kind, std::string bytes, OptionDict options)
     source_.reset(raw);
     inputs_ = specs_of(source_.get(), tsr_source_input_count, tsr_source_input_info);
     outputs_ = specs_of(source_.get(), tsr_source_output_count, tsr_source_output_info);
+    // Inputs of known rank: compiled once, now, with their open dims open; the model runs every shape
+    // that fits without compiling again. Only an input of unknown rank needs a compile per shape.
+    if (std::all_of(inputs_.begin(), inputs_.end(), [](const ValueSpec& spec) { return spec.rank >= 0; })) {
+      tsr_model* compiled = nullptr;
+      check(tsr_source_compile(source_.get(), load_options.get(), &compiled));
+      model_ = SharedModel(compiled, ModelDeleter());
+      last_variant_ = model_;
+      compiles_ = 1;
+    }
   } else {
     TORCH_CHECK_VALUE(false, "Tessera: model kind must be 'tsr' (a compiled artifact) or 'onnx', got '", kind_, "'");
   }
@@ -389,7 +398,7 @@ SharedModel Model::variant_for(at::TensorList inputs) {
 
 std::vector<at::Tensor> Model::run(at::TensorList inputs) {
   check_inputs(inputs);
-  SharedModel model = kind_ == "tsr" ? model_ : variant_for(inputs);
+  SharedModel model = model_ ? model_ : variant_for(inputs);
 
   // Inputs: contiguous, element-aligned tensors are read in place; others are copied once (and counted).
   std::vector<at::Tensor> held;
@@ -472,7 +481,7 @@ std::string Model::report(const std::string& format) const {
 
 int64_t Model::cached_variants() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<int64_t>(variants_.size());
+  return model_ ? 1 : static_cast<int64_t>(variants_.size());  // one compiled model serves every shape
 }
 
 int64_t Model::compile_count() const {

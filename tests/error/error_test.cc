@@ -248,12 +248,57 @@ TEST_F(ErrorTest, CycleOrUnproducedValue) {
   expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"loop_b", "cycle"});
 }
 
-TEST_F(ErrorTest, UnboundSymbolicDimension) {
+TEST_F(ErrorTest, OpenSymbolicDimensionCompilesOnceForEveryValue) {
   onnx::ModelProto model = unary_model("Relu");
-  auto* dim = model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0);
-  dim->set_dim_param("batch");
-  expect_load_error(write_model(model), TSR_INVALID_ARGUMENT, {"'x'", "batch", "--input-shape"});
-  // Binding it by name works.
+  for (auto* v : {model.mutable_graph()->mutable_input(0), model.mutable_graph()->mutable_output(0)}) {
+    v->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+  }
+  // Unbound, the dim stays open: one compile runs every batch size, 0 included.
+  tsr_model* open = nullptr;
+  tsr_status* loaded = tsr_model_load(write_model(model).c_str(), nullptr, &open);
+  ASSERT_EQ(loaded, nullptr) << tsr_status_message(loaded);
+  tsr_value_info open_info{};
+  open_info.struct_size = sizeof(open_info);
+  ASSERT_EQ(tsr_model_input_info(open, 0, &open_info), nullptr);
+  ASSERT_EQ(open_info.ndim, 2u);
+  EXPECT_EQ(open_info.shape[0], -1);
+  EXPECT_STREQ(open_info.dim_names[0], "batch");
+  for (int64_t batch : {1, 4, 0, 7}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    std::vector<float> x(static_cast<size_t>(batch * 3)), y(x.size(), -99.0f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 5) - 2.5f;
+    int64_t shape[2] = {batch, 3};
+    DLTensor in{x.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+    DLTensor out{y.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 0};
+    tsr_status* ran = tsr_model_run(open, &in, 1, &out, 1);
+    ASSERT_EQ(ran, nullptr) << tsr_status_message(ran);
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(y[i], x[i] > 0 ? x[i] : 0.0f) << "element " << i;
+  }
+  {
+    // A buffer whose open dim differs from what the run made, and an input whose fixed dim differs,
+    // are errors naming the value and both shapes; the model stays usable.
+    std::vector<float> x(6, 1.0f), y(9, 0.0f);
+    int64_t in_shape[2] = {2, 3}, out_shape[2] = {3, 3}, bad_shape[2] = {2, 4};
+    DLTensor in{x.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, in_shape, nullptr, 0};
+    DLTensor out{y.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, out_shape, nullptr, 0};
+    tsr_status* status = tsr_model_run(open, &in, 1, &out, 1);
+    ASSERT_NE(status, nullptr);
+    EXPECT_NE(std::string(tsr_status_message(status)).find("output 'y' is 2x3"), std::string::npos) << tsr_status_message(status);
+    tsr_status_free(status);
+    std::vector<float> wide(8, 1.0f);
+    DLTensor bad{wide.data(), {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, bad_shape, nullptr, 0};
+    status = tsr_model_run(open, &bad, 1, &out, 1);
+    ASSERT_NE(status, nullptr);
+    EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(tsr_status_message(status)).find("input 'x'"), std::string::npos) << tsr_status_message(status);
+    tsr_status_free(status);
+    out.shape = in_shape;
+    status = tsr_model_run(open, &in, 1, &out, 1);
+    EXPECT_EQ(status, nullptr) << tsr_status_message(status);
+    EXPECT_EQ(y[0], 1.0f);
+  }
+  tsr_model_free(open);
+  // Binding it by name fixes it.
   tsr_options* options = nullptr;
   ASSERT_EQ(tsr_options_create(&options), nullptr);
   int64_t four = 4;

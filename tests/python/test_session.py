@@ -192,19 +192,16 @@ def test_dlpack_only_objects_are_consumed_in_place():
 
 # ------------------------------------------------------------------------------ dynamic shapes ----
 
-def test_open_dims_are_named_and_compiled_per_shape_with_a_bounded_cache():
-    session = tessera.InferenceSession(dense_model(), max_variants=2)
+def test_open_dims_are_named_and_compiled_once_for_every_shape():
+    session = tessera.InferenceSession(dense_model(), max_variants=2)  # max_variants: accepted, unused
     (arg,) = session.get_inputs()
     assert arg.name == "x" and arg.shape == ["batch", 4] and arg.type == "tensor(float)"
     assert session.get_outputs()[0].shape == ["batch", 3]
-    with pytest.raises(tessera.InvalidArgument, match="batch"):
-        session.placement()
-    for batch in (1, 3, 5, 1, 3, 7):
+    assert session.placement()  # compiled already, before any run
+    for batch in (1, 3, 5, 1, 3, 7, 0):
         x = rand(batch, 4, seed=batch)
         (y,) = session.run(None, {"x": x})
         np.testing.assert_allclose(y, dense_reference(x), rtol=1e-5, atol=1e-6)
-        assert len(session._variants) <= 2
-    assert session.placement()  # of the latest variant
     # A shape bound up front compiles once, now; another batch is then an error naming the input.
     fixed = tessera.InferenceSession(dense_model(), input_shapes={"batch": 2})
     assert fixed.get_inputs()[0].shape == [2, 4]
@@ -419,9 +416,14 @@ def test_compile_writes_an_artifact_that_loads_from_path_and_bytes(tmp_path):
         (y,) = session.run(None, {"x": x})
         np.testing.assert_allclose(y, dense_reference(x), rtol=1e-5, atol=1e-6)
     assert tessera.InferenceSession(target).to_bytes() == target.read_bytes()
-    with pytest.raises(tessera.InvalidArgument, match="batch"):
-        tessera.compile(dense_model(), tmp_path / "open.tsr")
-    assert not os.path.exists(tmp_path / "open.tsr")
+    # Unbound, the batch stays open in the artifact, which runs every batch size.
+    assert tessera.compile(dense_model(), tmp_path / "open.tsr") == tmp_path / "open.tsr"
+    session = tessera.InferenceSession(tmp_path / "open.tsr")
+    assert session.get_inputs()[0].shape == ["batch", 4]
+    for batch in (5, 1, 0, 2):
+        xb = rand(batch, 4)
+        (y,) = session.run(None, {"x": xb})
+        np.testing.assert_allclose(y, dense_reference(xb), rtol=1e-5, atol=1e-6)
     with pytest.raises(tessera.InvalidArgument, match="already a compiled artifact"):
         tessera.compile(target, tmp_path / "again.tsr")
     corrupt = bytearray(target.read_bytes())

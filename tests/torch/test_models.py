@@ -55,4 +55,4 @@ def test_transformer_encoder_dynamic_batch_and_sequence():
         with torch.no_grad():
             actual = compiled(x)
         assert_close(actual, encoder(x).detach(), rtol=1e-4, atol_scale=1e-5)
-    assert compiled.tessera_model().compile_count() == 4  # (2, 10) came back from the cache
+    assert compiled.tessera_model().compile_count() == 1  # compiled once, batch and sequence open

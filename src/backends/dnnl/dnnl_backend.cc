@@ -9,8 +9,10 @@
 
 #include "backends/dnnl/dnnl_declarations.h"
 #include "backends/dnnl/dnnl_internal.h"
+#include "backends/dnnl/dnnl_open_region.h"
 #include "backends/dnnl/dnnl_region.h"
 #include "ir/error.h"
+#include "ir/specialize_shapes.h"
 
 namespace tessera {
 namespace {
@@ -56,6 +58,12 @@ class DnnlBackend : public Backend {
 
   CompiledRegion compile(const Graph& region, const RegionOptions& options) const override {
     CompiledRegion result;
+    if (!all_shapes_static(region)) {
+      // Open dims (a model compiled with symbolic dims): lowered per input shape at run time.
+      result.payload = dnnl_backend::open_region_payload();
+      result.executable = load(region, result.payload, options);
+      return result;
+    }
     omp_set_num_threads(options.num_threads);  // layouts are chosen for the thread count runs use
     try {
       result.payload = dnnl_backend::serialize_program(dnnl_backend::lower_region(
@@ -69,6 +77,9 @@ class DnnlBackend : public Backend {
 
   std::unique_ptr<ExecutableRegion> load(const Graph& region, std::span<const uint8_t> payload,
                                          const RegionOptions& options) const override {
+    if (dnnl_backend::is_open_region_payload(payload)) {
+      return std::make_unique<dnnl_backend::OpenDnnlRegion>(region, engine_, options.num_threads);
+    }
     dnnl_backend::Program program = dnnl_backend::parse_program(payload);
     try {
       return std::make_unique<DnnlRegion>(region, std::move(program), engine_, options.num_threads);

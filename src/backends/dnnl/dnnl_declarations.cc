@@ -319,11 +319,14 @@ SupportDecision float32_static_value(const Graph& graph, const std::string& what
   const Value& v = graph.value(id);
   const std::string named = what + " '" + v.name + "'";
   if (v.type.dtype != DType::kFloat32) return refuse(named + " is " + dtype_name(v.type.dtype) + "; oneDNN runs float32 here");
-  if (!v.type.is_static()) return refuse(named + " has a shape known only at run time");
+  if (!v.type.is_tensor() || !v.type.rank_known) return refuse(named + " has a rank known only at run time");
   if (v.type.rank() > 6) return refuse(named + " has rank " + std::to_string(v.type.rank()) + " (at most 6)");
   for (int64_t d : v.type.dims) {
     if (d == 0) return refuse(named + " is empty");
   }
+  // Open dims (a model compiled with symbolic dims): the region is lowered per input shape at run
+  // time, where these checks run again at the concrete dims (dnnl_open_region.cc).
+  if (!v.type.is_static()) return kYes;
   // The payload's own limits (dnnl_internal.h): a value past them runs elsewhere instead of failing
   // when the payload loads. The core has already checked that the size fits kMaxTensorBytes, so the
   // product cannot overflow.

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <dnnl.hpp>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -185,7 +186,13 @@ std::optional<int64_t> step_multiply_adds(const Step& step, const std::vector<me
 /// convolutions and matmuls among them read bf16 sources and weights and
 /// accumulate in float32. Throws a user or unsupported error naming the node
 /// when a node cannot be lowered.
-Program lower_region(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes = {});
+/// `memo` (optional): convolution algorithms chosen by measurement, by
+/// region node. A node found there takes its algorithm unmeasured; one
+/// measured is added. The per-shape lowerings of a region compiled with open
+/// dims share one, so only the first shape pays for measuring.
+using AlgorithmMemo = std::map<int32_t, int32_t>;
+Program lower_region(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes = {},
+                     AlgorithmMemo* memo = nullptr);
 /// True when oneDNN runs bf16 convolutions and matmuls natively on this CPU
 /// (AVX512_BF16 or AMX); elsewhere it would emulate them, slower than float32.
 bool cpu_has_native_bf16();

@@ -153,9 +153,14 @@ void lower_convolution(Lowering& lowering, const FusedNode& fused) {
   };
   if (bias_slot >= 0) step.inputs.push_back(bias_slot);
   std::vector<memory::desc> requests = requests_for(compute_type);
-  if (!transposed) {
+  AlgorithmMemo* memo = bf16 ? nullptr : lowering.algorithm_memo();
+  const auto memoised = memo ? memo->find(fused.region_node) : AlgorithmMemo::iterator();
+  if (!transposed && memo && memoised != memo->end()) {
+    step.algorithm = memoised->second;  // measured at an earlier shape of this region
+  } else if (!transposed) {
     double ms = 0;
     step.algorithm = choose_convolution_algorithm(lowering, step, requests, any_desc(y_dims, output_type), &ms);
+    if (memo) (*memo)[fused.region_node] = step.algorithm;
     if (bf16 && ms > 0) {
       // Where float32 has Winograd (fewer multiplies), it can beat bf16's direct convolution: measure
       // both and keep bf16 unless float32 is clearly (5%) faster.

@@ -25,8 +25,9 @@ memory::desc any_desc(const std::vector<int64_t>& dims, memory::data_type type) 
 
 std::vector<int64_t> dims_of(const Graph& graph, ValueId id) { return graph.value(id).type.dims; }
 
-Lowering::Lowering(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes)
-    : graph_(region), engine_(engine), slot_of_value_(region.values.size(), -1), bf16_nodes_(bf16_nodes) {}
+Lowering::Lowering(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes,
+                   AlgorithmMemo* memo)
+    : graph_(region), engine_(engine), slot_of_value_(region.values.size(), -1), bf16_nodes_(bf16_nodes), memo_(memo) {}
 
 namespace {
 
@@ -433,8 +434,9 @@ std::optional<PostOp> chain_gated_activation(const FusedNode& fused, size_t t, V
   return post_op;
 }
 
-Program lower_region(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes) {
-  Lowering lowering(region, engine, bf16_nodes);
+Program lower_region(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes,
+                     AlgorithmMemo* memo) {
+  Lowering lowering(region, engine, bf16_nodes, memo);
   for (size_t i = 0; i < region.nodes.size(); ++i) {
     const Node& node = region.nodes[i];
     FusedNode fused;

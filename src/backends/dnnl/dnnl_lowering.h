@@ -29,13 +29,16 @@ struct FusedNode {
 
 class Lowering {
  public:
-  Lowering(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes = {});
+  Lowering(const Graph& region, const dnnl::engine& engine, const std::vector<char>& bf16_nodes = {},
+           AlgorithmMemo* memo = nullptr);
   Program finish();
 
   const Graph& graph() const { return graph_; }
   const dnnl::engine& engine() const { return engine_; }
   const memory::desc& desc(int32_t slot) const { return descs_[static_cast<size_t>(slot)]; }
   const std::vector<memory::desc>& slot_descs() const { return descs_; }
+  /// The algorithms measured for earlier shapes of the same region (lower_region's memo), or null.
+  AlgorithmMemo* algorithm_memo() const { return memo_; }
   std::vector<int64_t> dims(int32_t slot) const { return program_.slots[static_cast<size_t>(slot)].dims; }
   bool is_constant_value(ValueId value) const;
   /// True when the core allows region node `node` to compute in bfloat16.
@@ -88,6 +91,7 @@ class Lowering {
   std::vector<char> layout_pending_;     // constant slots whose layout no step has chosen yet
   std::vector<int32_t> slot_of_value_;   // per region value
   std::vector<char> bf16_nodes_;         // per region node
+  AlgorithmMemo* memo_ = nullptr;
 };
 
 memory::desc any_desc(const std::vector<int64_t>& dims, memory::data_type type = memory::data_type::f32);

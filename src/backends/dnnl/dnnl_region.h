@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -10,11 +11,35 @@
 
 namespace tessera::dnnl_backend {
 
+/// Constants in the layouts primitives chose (and Winograd's transformed
+/// weights), shared by the per-shape regions of one region compiled with open
+/// dims (dnnl_open_region.cc): the layout oneDNN picks for weights does not
+/// depend on the batch or spatial size, so a new shape reuses them.
+struct SharedConstants {
+  struct Reordered {
+    std::string slot_key;
+    memory::desc desc;
+    memory data;
+  };
+  struct Winograd {
+    std::string slot_key;
+    int64_t in_blocks, out_blocks;
+    std::shared_ptr<const std::vector<float>> weights;
+  };
+  std::mutex mutex;
+  std::vector<Reordered> reordered;
+  std::vector<Winograd> winograd;
+  int64_t bytes = 0;
+};
+
 class DnnlRegion : public ExecutableRegion {
  public:
   /// Checks the program against the region graph (a hostile payload is a user
   /// error), creates every primitive and reorders the constants.
-  DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads);
+  /// `shared` (optional, outliving the region): constants are looked up there
+  /// first and added to it, instead of being reordered for this region alone.
+  DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads,
+             SharedConstants* shared = nullptr);
   ~DnnlRegion() override;
   void run(ValueStore& store) const override;
   /// True when a step of the program is in finite_only_reason's table. Such
@@ -30,6 +55,9 @@ class DnnlRegion : public ExecutableRegion {
   /// "Winograd F(4x4, 3x3), Tessera's kernel" (or oneDNN's) for a convolution
   /// that measured faster that way than directly.
   std::string node_algorithm(size_t node) const override;
+  /// Bytes this region holds beyond shared constants: one run's workspace,
+  /// constants of its own, and an estimate of its primitives' code.
+  int64_t footprint_bytes() const;
 
  private:
   struct CompiledStep {
@@ -43,7 +71,7 @@ class DnnlRegion : public ExecutableRegion {
     std::optional<ConcatCopyPlan> concat_copy;  // a concat step run as memcpys instead of its primitive
     std::optional<MaxPoolPlan> max_pool;        // a max pooling step run as a direct loop instead of its primitive
     std::optional<WinogradPlan> winograd;       // a 3x3 convolution run by Tessera's Winograd kernel
-    std::vector<float> winograd_weights;        // its transformed weights, from the first_aligned float on
+    std::shared_ptr<const std::vector<float>> winograd_weights;  // its transformed weights, from the first_aligned float on
   };
   /// What one concurrent run needs: a stream, the workspace, memory objects.
   struct RunContext {
@@ -67,6 +95,7 @@ class DnnlRegion : public ExecutableRegion {
   std::vector<memory> constants_;    // per slot (constant slots only; empty for weights only Winograd steps read)
   std::vector<int64_t> offsets_;     // per slot: workspace offset of intermediates
   int64_t workspace_bytes_ = 0;
+  int64_t own_constant_bytes_ = 0;
   int64_t scratchpad_offset_ = 0;
   mutable std::mutex mutex_;
   mutable std::vector<std::unique_ptr<RunContext>> free_contexts_;

@@ -1,0 +1,180 @@
+// A oneDNN region of a model compiled with open dims. oneDNN 2.6 creates
+// convolution, pooling, eltwise and most other primitives for concrete dims
+// only, so the region is lowered per set of input shapes at run time, the
+// first time a call brings them: the region graph's types are inferred again
+// at those dims (specialize_shapes), the nodes are checked against the
+// declarations at them, and the lowering and loading of a static region run as
+// they would at compile time. What a shape costs stays bounded:
+// - constants in their chosen layouts (and Winograd's transformed weights) are
+//   shared by every shape (SharedConstants), so a new shape copies no weights;
+// - convolution algorithms are measured at the first shape only (AlgorithmMemo);
+// - specialisations are kept in one cache per region, bounded by bytes (their
+//   workspaces and primitives' code) and by one bound for the whole process
+//   (TESSERA_SHAPE_CACHE_MB, default 128 MiB): a region that adds one past it
+//   drops its own least recently used first.
+// A shape the declarations or the lowering refuse (an empty dim, a broadcast
+// oneDNN cannot run, a reference kernel on a large tensor) is remembered as
+// refused, and try_run answers false: the runtime runs the region's nodes on
+// native for such calls.
+#include "backends/dnnl/dnnl_open_region.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/dnnl/dnnl_declarations.h"
+#include "ir/error.h"
+#include "ir/shape_util.h"
+#include "ir/specialize_shapes.h"
+
+namespace tessera::dnnl_backend {
+namespace {
+
+constexpr char kOpenMarker[] = "tessera-dnnl-open-dims-1";
+
+/// Bytes held by every open region's specialisations in this process (what the bound applies to).
+std::atomic<int64_t> g_cached_bytes{0};
+
+int64_t shape_cache_bytes() {
+  const char* mb = std::getenv("TESSERA_SHAPE_CACHE_MB");
+  if (!mb || !*mb) return kDefaultShapeCacheBytes;
+  char* end = nullptr;
+  const long long value = std::strtoll(mb, &end, 10);
+  if (*end != '\0' || value < 0 || value > (int64_t{1} << 40)) return kDefaultShapeCacheBytes;
+  return static_cast<int64_t>(value) << 20;
+}
+
+}  // namespace
+
+std::vector<uint8_t> open_region_payload() {
+  return std::vector<uint8_t>(kOpenMarker, kOpenMarker + sizeof kOpenMarker - 1);
+}
+
+bool is_open_region_payload(std::span<const uint8_t> payload) {
+  return payload.size() == sizeof kOpenMarker - 1 && std::memcmp(payload.data(), kOpenMarker, payload.size()) == 0;
+}
+
+OpenDnnlRegion::OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, int num_threads)
+    : region_(region), engine_(engine), num_threads_(num_threads), max_bytes_(shape_cache_bytes()) {
+  for (ValueId id : region.inputs) {
+    if (!region.value(id).type.is_tensor() || !region.value(id).type.rank_known) {
+      throw_user_error("oneDNN payload: region input '", region.value(id).name, "' has no rank");
+    }
+  }
+}
+
+OpenDnnlRegion::~OpenDnnlRegion() {
+  for (const auto& [dims, spec] : cache_) g_cached_bytes -= spec->bytes;
+}
+
+std::shared_ptr<OpenDnnlRegion::Specialization> OpenDnnlRegion::specialize(const std::vector<Shape>& dims) const {
+  auto spec = std::make_shared<Specialization>();
+  spec->graph = specialize_shapes(region_, dims);  // dims that do not fit the graph: the user's error
+  for (const Node& node : spec->graph.nodes) {
+    if (node.domain == "tessera" && node.op_type == "Composite") continue;  // its pattern was matched on the graph
+    const SupportDecision d = dnnl_declarations().supports(spec->graph, node);
+    if (!d.supported) {
+      spec->refusal = node.describe() + ": " + d.reason;
+      return spec;
+    }
+  }
+  try {
+    omp_set_num_threads(num_threads_);  // layouts are chosen for the thread count runs use
+    Program program = lower_region(spec->graph, engine_, {}, &algorithms_);
+    auto region = std::make_unique<DnnlRegion>(spec->graph, std::move(program), engine_, num_threads_, &constants_);
+    for (size_t i = 0; i < spec->graph.nodes.size(); ++i) {
+      const std::string why = region->node_refusal(i);
+      if (!why.empty()) {
+        spec->refusal = spec->graph.nodes[i].describe() + ": " + why;
+        return spec;
+      }
+    }
+    spec->bytes = region->footprint_bytes();
+    spec->region = std::move(region);
+  } catch (const Error& e) {
+    spec->refusal = e.what();
+  } catch (const dnnl::error& e) {
+    spec->refusal = std::string("oneDNN: ") + e.what();
+  }
+  return spec;
+}
+
+std::shared_ptr<const OpenDnnlRegion::Specialization> OpenDnnlRegion::specialization(const std::vector<Shape>& dims,
+                                                                                    bool* created) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = cache_.find(dims);
+  if (found != cache_.end()) {
+    recency_.splice(recency_.begin(), recency_, found->second->recency);
+    *created = false;
+    return found->second;
+  }
+  std::shared_ptr<Specialization> spec = specialize(dims);
+  spec->bytes = std::max<int64_t>(spec->bytes, 4096);  // a refusal still holds its graph
+  recency_.push_front(dims);
+  spec->recency = recency_.begin();
+  cache_.emplace(dims, spec);
+  g_cached_bytes += spec->bytes;
+  // Over the process's bound: this region's least recently used out (a run still using one keeps it
+  // alive until it ends).
+  while (g_cached_bytes.load() > max_bytes_ && recency_.size() > 1) {
+    auto victim = cache_.find(recency_.back());
+    g_cached_bytes -= victim->second->bytes;
+    cache_.erase(victim);
+    recency_.pop_back();
+  }
+  *created = true;
+  return spec;
+}
+
+bool OpenDnnlRegion::try_run(ValueStore& store) const {
+  std::vector<Shape> dims;
+  dims.reserve(region_.inputs.size());
+  for (ValueId id : region_.inputs) dims.push_back(store.get(id).shape);
+  const auto start = std::chrono::steady_clock::now();
+  bool created = false;
+  std::shared_ptr<const Specialization> spec = specialization(dims, &created);
+  const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
+  store.shapes_prepared(created, created ? elapsed.count() : 0.0);
+  if (!spec->region) return false;
+  for (ValueId id : region_.outputs) {
+    TensorView& out = store.output(id);
+    const TensorType& type = spec->graph.value(id).type;
+    if (!out.data) {
+      out.dtype = type.dtype;
+      out.shape = type.dims;
+      store.allocate(id);
+    } else if (out.shape != type.dims) {
+      throw_internal_error("region output '", type.to_string(), "' was planned with another shape (",
+                           shape_to_string(out.shape), ")");
+    }
+  }
+  spec->region->run(store);
+  return true;
+}
+
+void OpenDnnlRegion::run(ValueStore& store) const {
+  if (try_run(store)) return;
+  std::vector<Shape> dims;
+  for (ValueId id : region_.inputs) dims.push_back(store.get(id).shape);
+  bool created = false;
+  throw_unsupported("oneDNN region at these input shapes: ", specialization(dims, &created)->refusal);
+}
+
+std::string OpenDnnlRegion::node_algorithm(size_t node) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto found = algorithms_.find(static_cast<int32_t>(node));
+  if (found == algorithms_.end()) return "";
+  if (found->second == kTesseraWinograd) {
+    return "Winograd F(4x4, 3x3), Tessera's kernel: measured faster than the direct convolution at the first input "
+           "shape run";
+  }
+  if (found->second == static_cast<int32_t>(dnnl::algorithm::convolution_winograd)) {
+    return "Winograd, oneDNN's: measured faster than the direct convolution at the first input shape run";
+  }
+  return "";
+}
+
+}  // namespace tessera::dnnl_backend

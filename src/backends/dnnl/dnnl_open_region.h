@@ -1,0 +1,60 @@
+// A oneDNN region compiled with open dims (see dnnl_open_region.cc).
+#pragma once
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/dnnl/dnnl_region.h"
+
+namespace tessera::dnnl_backend {
+
+/// The payload of a region compiled with open dims: this marker and nothing
+/// else (the region graph, in the artifact, is the plan).
+std::vector<uint8_t> open_region_payload();
+bool is_open_region_payload(std::span<const uint8_t> payload);
+
+/// Default bound of the bytes all open regions of the process keep per shape; TESSERA_SHAPE_CACHE_MB overrides it.
+inline constexpr int64_t kDefaultShapeCacheBytes = int64_t{128} << 20;
+
+class OpenDnnlRegion : public ExecutableRegion {
+ public:
+  OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, int num_threads);
+  ~OpenDnnlRegion() override;
+  /// As try_run; a shape oneDNN cannot run is an unsupported error here.
+  void run(ValueStore& store) const override;
+  bool try_run(ValueStore& store) const override;
+  /// Which steps need finite inputs is known per shape only: the runtime
+  /// guards the region as if any did (a scan of its inputs per run).
+  bool exact_only_for_finite_inputs() const override { return true; }
+  std::string node_algorithm(size_t node) const override;
+
+ private:
+  /// The region lowered for one set of input shapes, or why it cannot be.
+  struct Specialization {
+    Graph graph;
+    std::unique_ptr<DnnlRegion> region;  // null: runs on native (refusal says why)
+    std::string refusal;
+    int64_t bytes = 0;
+    std::list<std::vector<Shape>>::iterator recency;
+  };
+  std::shared_ptr<const Specialization> specialization(const std::vector<Shape>& dims, bool* created) const;
+  std::shared_ptr<Specialization> specialize(const std::vector<Shape>& dims) const;
+
+  const Graph& region_;
+  dnnl::engine engine_;
+  int num_threads_;
+  int64_t max_bytes_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::vector<Shape>, std::shared_ptr<Specialization>> cache_;
+  mutable std::list<std::vector<Shape>> recency_;  // most recently used first
+  mutable SharedConstants constants_;
+  mutable AlgorithmMemo algorithms_;
+};
+
+}  // namespace tessera::dnnl_backend
