@@ -85,7 +85,17 @@ struct RegionOptions {
   /// in float32). A backend that declares bf16 support (Backend::bf16_refusal)
   /// may lower such convolutions and matmuls in bf16; others ignore it.
   std::vector<char> bf16_nodes;
+  /// For a region with open dims (a model compiled with symbolic dims): per
+  /// region input, its dims when every open dim of the model's inputs is
+  /// kProbeDim, from shape inference over the whole model (empty where that
+  /// could not be worked out). A backend that specialises per shape may lower
+  /// the region once at these to see what it would refuse at such sizes.
+  std::vector<Shape> probe_input_dims;
 };
+
+/// The size every open dim of a model's inputs takes in the compile-time probe
+/// (RegionOptions::probe_input_dims): a batch of 256, 256 tokens, a 256-pixel side.
+inline constexpr int64_t kProbeDim = 256;
 
 class ExecutableRegion {
  public:

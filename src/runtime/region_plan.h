@@ -53,7 +53,16 @@ struct RegionPlan {
 /// owned tensors, dynamic values owned.
 class RunStore {
  public:
-  RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison);
+  /// `pool` (optional, outliving the store): buffers of an earlier run's values
+  /// whose shapes were known only at run time; such values (not graph outputs,
+  /// which the caller keeps) take one that is large enough, and every one
+  /// goes back when the store dies. Repeated runs then neither map nor clear
+  /// fresh memory for them (the plan's arena for values of open dims).
+  RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison,
+           std::vector<std::unique_ptr<Buffer>>* pool = nullptr);
+  ~RunStore();
+  RunStore(const RunStore&) = delete;
+  RunStore& operator=(const RunStore&) = delete;
   const TensorView& get(ValueId id) { return views_[static_cast<size_t>(id)]; }
   TensorView& output(ValueId id);
   void allocate(ValueId id);
@@ -69,6 +78,9 @@ class RunStore {
   std::vector<Tensor> owned_;
   std::map<size_t, BoxedValue> boxed_;
   bool poison_;
+  std::vector<char> is_output_;
+  std::vector<std::unique_ptr<Buffer>>* pool_;
+  std::vector<std::unique_ptr<Buffer>> borrowed_;
 };
 
 /// Device-space values of one run that outlive the region that made them

@@ -1,16 +1,21 @@
 // Per-run value stores and the execution of one region, with the copies
 // between memory spaces that the plan calls for (see region_plan.h).
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "ir/error.h"
+#include "ir/shape_util.h"
 #include "runtime/finite_scan.h"
 #include "runtime/region_plan.h"
 
 namespace tessera {
 
-RunStore::RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison)
-    : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()), poison_(poison) {
+RunStore::RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison,
+                   std::vector<std::unique_ptr<Buffer>>* pool)
+    : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()), poison_(poison),
+      is_output_(graph.values.size(), 0), pool_(pool) {
+  for (ValueId id : graph.outputs) is_output_[static_cast<size_t>(id)] = 1;
   auto* base = static_cast<char*>(arena.data());
   if (poison) std::memset(base, 0xFF, arena.size());
   for (size_t i = 0; i < graph.values.size(); ++i) {
@@ -31,9 +36,44 @@ TensorView& RunStore::output(ValueId id) {
   return v;
 }
 
+RunStore::~RunStore() {
+  if (!pool_) return;
+  size_t used = 0, held = 0;
+  for (std::unique_ptr<Buffer>& b : borrowed_) {
+    used += b->size();
+    pool_->push_back(std::move(b));
+  }
+  for (const std::unique_ptr<Buffer>& b : *pool_) held += b->size();
+  // Kept within twice what this run used: buffers left over from other shapes go, smallest first.
+  std::sort(pool_->begin(), pool_->end(), [](const auto& a, const auto& b) { return a->size() > b->size(); });
+  while (held > 2 * used && pool_->size() > borrowed_.size()) {
+    held -= pool_->back()->size();
+    pool_->pop_back();
+  }
+}
+
 void RunStore::allocate(ValueId id) {
   TensorView& v = views_[static_cast<size_t>(id)];
-  owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
+  if (pool_ && v.dtype != DType::kString && !is_output_[static_cast<size_t>(id)]) {
+    check_tensor_size("value '" + graph_.value(id).name + "'", v.shape, v.dtype);
+    const size_t bytes = v.nbytes();
+    // The smallest free buffer that is large enough, else a new one (its memory is kept for later runs).
+    size_t best = pool_->size();
+    for (size_t i = 0; i < pool_->size(); ++i) {
+      if ((*pool_)[i]->size() >= bytes && (best == pool_->size() || (*pool_)[i]->size() < (*pool_)[best]->size())) best = i;
+    }
+    std::unique_ptr<Buffer> buffer;
+    if (best < pool_->size()) {
+      buffer = std::move((*pool_)[best]);
+      pool_->erase(pool_->begin() + static_cast<std::ptrdiff_t>(best));
+    } else {
+      buffer = std::make_unique<Buffer>(std::max<size_t>(bytes, 64), false);
+    }
+    owned_[static_cast<size_t>(id)] = Tensor::wrap(v.dtype, v.shape, buffer->data(), nullptr);
+    borrowed_.push_back(std::move(buffer));
+  } else {
+    owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
+  }
   v.data = owned_[static_cast<size_t>(id)].data();
   if (poison_ && v.dtype != DType::kString) std::memset(v.data, 0xFF, owned_[static_cast<size_t>(id)].nbytes());
 }

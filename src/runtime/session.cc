@@ -127,16 +127,27 @@ class CompiledModel::ArenaLease {
       }
     }
     if (!buffer_) buffer_ = std::make_unique<Buffer>(static_cast<size_t>(model.memory_plan_.arena_bytes), false);
+    {
+      std::lock_guard<std::mutex> lock(model.arena_mutex_);
+      if (!model.free_pools_.empty()) {
+        pool_ = std::move(model.free_pools_.back());
+        model.free_pools_.pop_back();
+      }
+    }
   }
   ~ArenaLease() {
     std::lock_guard<std::mutex> lock(model_.arena_mutex_);
     model_.free_arenas_.push_back(std::move(buffer_));
+    model_.free_pools_.push_back(std::move(pool_));
   }
   Buffer& buffer() { return *buffer_; }
+  /// Memory for values of shapes known only at run time (RunStore's pool).
+  std::vector<std::unique_ptr<Buffer>>* pool() { return &pool_; }
 
  private:
   const CompiledModel& model_;
   std::unique_ptr<Buffer> buffer_;
+  std::vector<std::unique_ptr<Buffer>> pool_;
 };
 
 std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const CompileOptions& given_options) {
@@ -203,6 +214,27 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   policy.deny = options.deny;
   policy.min_region_size = options.min_region_size;
   policy.strict = options.strict;
+  // The probe (RegionOptions::probe_input_dims): with open dims, every value's dims when each open
+  // input dim is kProbeDim, inferred over the whole model with its shape computations folded (a
+  // reshape to a computed shape gets its dims), on a copy. Where that fails nothing is probed.
+  std::vector<Shape> probe_dims;  // per value; empty: not known
+  if (!all_shapes_static(graph)) {
+    try {
+      Graph probe = graph;
+      for (ValueId id : probe.inputs) {
+        TensorType& t = probe.value(id).type;
+        if (!t.is_tensor() || !t.rank_known) continue;
+        for (int64_t& d : t.dims) d = d < 0 ? kProbeDim : d;
+      }
+      infer_and_fold(probe, evaluate_node_natively);
+      probe_dims.resize(probe.values.size());
+      for (size_t v = 0; v < probe.values.size(); ++v) {
+        if (probe.values[v].type.is_static()) probe_dims[v] = probe.values[v].type.dims;
+      }
+    } catch (const Error&) {
+      probe_dims.clear();
+    }
+  }
   model->graph_ = std::move(graph);
   std::vector<char> final_layer;
   std::vector<char> bf16;  // per node of the last partitioning's order
@@ -226,6 +258,11 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
       plan->region = extract_region(model->graph_, region);
       plan->fallback_options = region_options;
       RegionOptions options_here = region_options;
+      if (!probe_dims.empty()) {
+        for (ValueId local : plan->region.graph.inputs) {
+          options_here.probe_input_dims.push_back(probe_dims[static_cast<size_t>(plan->region.global_value[static_cast<size_t>(local)])]);
+        }
+      }
       if (options.precision.bf16) {
         options_here.bf16_nodes.assign(plan->region.graph.nodes.size(), 0);
         for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
@@ -783,7 +820,7 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
     throw_user_error("the model has ", outputs_.size(), " outputs but ", caller_outputs.size(), " output buffers were given");
   }
   ArenaLease arena(*this);
-  RunStore store(graph_, memory_plan_, arena.buffer(), poison_memory());
+  RunStore store(graph_, memory_plan_, arena.buffer(), poison_memory(), arena.pool());
   if (profile) {
     profile->node_milliseconds.resize(placement_.size(), 0.0);
     profile->region_milliseconds.resize(regions_.size(), 0.0);

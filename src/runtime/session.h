@@ -214,6 +214,8 @@ class CompiledModel {
   // Arenas of finished runs, reused by later ones (one per concurrent run at most).
   mutable std::mutex arena_mutex_;
   mutable std::vector<std::unique_ptr<Buffer>> free_arenas_;
+  // With them, the buffers of values of shapes known only at run time (RunStore's pool).
+  mutable std::vector<std::vector<std::unique_ptr<Buffer>>> free_pools_;
   int64_t parameter_count_ = 0;
   std::vector<std::string> warnings_;
   std::string fingerprint_;

@@ -61,7 +61,12 @@ class DnnlBackend : public Backend {
     if (!all_shapes_static(region)) {
       // Open dims (a model compiled with symbolic dims): lowered per input shape at run time.
       result.payload = dnnl_backend::open_region_payload();
-      result.executable = load(region, result.payload, options);
+      try {
+        result.executable = std::make_unique<dnnl_backend::OpenDnnlRegion>(region, engine_, options.num_threads,
+                                                                            options.probe_input_dims);
+      } catch (const dnnl::error& e) {
+        throw_unsupported("oneDNN backend: ", e.what());
+      }
       return result;
     }
     omp_set_num_threads(options.num_threads);  // layouts are chosen for the thread count runs use
@@ -78,7 +83,8 @@ class DnnlBackend : public Backend {
   std::unique_ptr<ExecutableRegion> load(const Graph& region, std::span<const uint8_t> payload,
                                          const RegionOptions& options) const override {
     if (dnnl_backend::is_open_region_payload(payload)) {
-      return std::make_unique<dnnl_backend::OpenDnnlRegion>(region, engine_, options.num_threads);
+      return std::make_unique<dnnl_backend::OpenDnnlRegion>(region, engine_, options.num_threads,
+                                                              std::vector<Shape>{});
     }
     dnnl_backend::Program program = dnnl_backend::parse_program(payload);
     try {

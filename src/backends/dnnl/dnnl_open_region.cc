@@ -8,8 +8,9 @@
 // - constants in their chosen layouts (and Winograd's transformed weights) are
 //   shared by every shape (SharedConstants), so a new shape copies no weights;
 // - convolution algorithms are measured at the first shape only (AlgorithmMemo);
+// - one workspace (grown to the largest shape run) serves every shape;
 // - specialisations are kept in one cache per region, bounded by bytes (their
-//   workspaces and primitives' code) and by one bound for the whole process
+//   primitives' code) and by one bound for the whole process
 //   (TESSERA_SHAPE_CACHE_MB, default 128 MiB): a region that adds one past it
 //   drops its own least recently used first.
 // A shape the declarations or the lowering refuse (an empty dim, a broadcast
@@ -22,6 +23,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -57,13 +59,48 @@ bool is_open_region_payload(std::span<const uint8_t> payload) {
   return payload.size() == sizeof kOpenMarker - 1 && std::memcmp(payload.data(), kOpenMarker, payload.size()) == 0;
 }
 
-OpenDnnlRegion::OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, int num_threads)
+OpenDnnlRegion::OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, int num_threads,
+                               const std::vector<Shape>& probe_input_dims)
     : region_(region), engine_(engine), num_threads_(num_threads), max_bytes_(shape_cache_bytes()) {
   for (ValueId id : region.inputs) {
     if (!region.value(id).type.is_tensor() || !region.value(id).type.rank_known) {
       throw_user_error("oneDNN payload: region input '", region.value(id).name, "' has no rank");
     }
   }
+  // The probe: the inputs at the core's probe dims, convolutions direct (nothing measured), constants
+  // into the shared store (where the shapes run later find them).
+  if (probe_input_dims.size() != region.inputs.size()) return;
+  for (size_t i = 0; i < region.inputs.size(); ++i) {
+    if (static_cast<int64_t>(probe_input_dims[i].size()) != region.value(region.inputs[i]).type.rank()) return;  // not worked out
+  }
+  const std::vector<Shape>& dims = probe_input_dims;
+  try {
+    Graph graph = specialize_shapes(region, dims);
+    AlgorithmMemo direct;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      direct[static_cast<int32_t>(i)] = static_cast<int32_t>(dnnl::algorithm::convolution_direct);
+    }
+    omp_set_num_threads(num_threads_);
+    Program program = lower_region(graph, engine_, {}, &direct);
+    const std::vector<Step> probed_steps = program.steps;
+    DnnlRegion probed(graph, std::move(program), engine_, num_threads_, &constants_);
+    bool convolutions = false;
+    for (const Step& step : probed_steps) convolutions |= step.kind == StepKind::kConvolution;
+    finite_only_ = probed.exact_only_for_finite_inputs() || convolutions;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      std::string why = probed.node_refusal(i);
+      if (!why.empty()) probe_refusals_[static_cast<int32_t>(i)] = why + " (open dims at " + std::to_string(kProbeDim) + ")";
+    }
+  } catch (const Error& e) {
+    if (std::getenv("TESSERA_DNNL_TUNING_LOG")) std::fprintf(stderr, "dnnl open region: not probed: %s\n", e.what());
+  } catch (const dnnl::error& e) {
+    if (std::getenv("TESSERA_DNNL_TUNING_LOG")) std::fprintf(stderr, "dnnl open region: not probed: %s\n", e.what());
+  }
+}
+
+std::string OpenDnnlRegion::node_refusal(size_t node) const {
+  const auto found = probe_refusals_.find(static_cast<int32_t>(node));
+  return found == probe_refusals_.end() ? "" : found->second;
 }
 
 OpenDnnlRegion::~OpenDnnlRegion() {
@@ -112,6 +149,9 @@ std::shared_ptr<const OpenDnnlRegion::Specialization> OpenDnnlRegion::specializa
     return found->second;
   }
   std::shared_ptr<Specialization> spec = specialize(dims);
+  if (!spec->region && std::getenv("TESSERA_DNNL_TUNING_LOG")) {
+    std::fprintf(stderr, "dnnl open region: runs on native at these shapes: %s\n", spec->refusal.c_str());
+  }
   spec->bytes = std::max<int64_t>(spec->bytes, 4096);  // a refusal still holds its graph
   recency_.push_front(dims);
   spec->recency = recency_.begin();
@@ -151,7 +191,20 @@ bool OpenDnnlRegion::try_run(ValueStore& store) const {
                            shape_to_string(out.shape), ")");
     }
   }
-  spec->region->run(store);
+  // One workspace for every shape (grown to the largest), not one per cached shape.
+  const size_t needed = static_cast<size_t>(std::max<int64_t>(spec->region->workspace_bytes(), 64));
+  std::unique_ptr<Buffer> workspace;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!workspaces_.empty()) {
+      workspace = std::move(workspaces_.back());
+      workspaces_.pop_back();
+    }
+  }
+  if (!workspace || workspace->size() < needed) workspace = std::make_unique<Buffer>(needed, false);
+  spec->region->run_in(store, workspace->data());
+  std::lock_guard<std::mutex> lock(mutex_);
+  workspaces_.push_back(std::move(workspace));
   return true;
 }
 

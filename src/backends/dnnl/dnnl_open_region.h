@@ -22,17 +22,26 @@ bool is_open_region_payload(std::span<const uint8_t> payload);
 /// Default bound of the bytes all open regions of the process keep per shape; TESSERA_SHAPE_CACHE_MB overrides it.
 inline constexpr int64_t kDefaultShapeCacheBytes = int64_t{128} << 20;
 
+
 class OpenDnnlRegion : public ExecutableRegion {
  public:
-  OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, int num_threads);
+  /// `probe_input_dims` (when compiling, RegionOptions'; empty when loading an
+  /// artifact): the region is lowered once at them, to find the nodes oneDNN
+  /// would run on a much slower kernel than another backend has at such sizes
+  /// (node_refusal), so that the core places them elsewhere as it does for a
+  /// static region.
+  OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, int num_threads,
+                 const std::vector<Shape>& probe_input_dims);
   ~OpenDnnlRegion() override;
   /// As try_run; a shape oneDNN cannot run is an unsupported error here.
   void run(ValueStore& store) const override;
   bool try_run(ValueStore& store) const override;
-  /// Which steps need finite inputs is known per shape only: the runtime
-  /// guards the region as if any did (a scan of its inputs per run).
-  bool exact_only_for_finite_inputs() const override { return true; }
+  /// Whether a step needs finite inputs is known per shape: from the probe's
+  /// lowering, and true for a region with a convolution (Winograd may be
+  /// chosen at a shape) or one that was not probed.
+  bool exact_only_for_finite_inputs() const override { return finite_only_; }
   std::string node_algorithm(size_t node) const override;
+  std::string node_refusal(size_t node) const override;
 
  private:
   /// The region lowered for one set of input shapes, or why it cannot be.
@@ -54,7 +63,11 @@ class OpenDnnlRegion : public ExecutableRegion {
   mutable std::map<std::vector<Shape>, std::shared_ptr<Specialization>> cache_;
   mutable std::list<std::vector<Shape>> recency_;  // most recently used first
   mutable SharedConstants constants_;
+  /// Workspaces lent to runs (one per concurrent run), each grown to the largest shape it served.
+  mutable std::vector<std::unique_ptr<Buffer>> workspaces_;
   mutable AlgorithmMemo algorithms_;
+  std::map<int32_t, std::string> probe_refusals_;  // region node -> why (found by the probe)
+  bool finite_only_ = true;
 };
 
 }  // namespace tessera::dnnl_backend

@@ -503,10 +503,11 @@ std::string DnnlRegion::node_algorithm(size_t node) const {
 }
 
 int64_t DnnlRegion::footprint_bytes() const {
+  // The workspace is not counted: an open region lends one to every shape's region (run_in).
   // A JIT kernel and its descriptors: a session fed 1,400 shapes of a 3x3 convolution with relu grew by
   // about 145 KB per shape (Zen 3), its workspace a few KB of that.
   constexpr int64_t kCodeBytesPerStep = 64 << 10;
-  return workspace_bytes_ + own_constant_bytes_ + kCodeBytesPerStep * static_cast<int64_t>(steps_.size());
+  return own_constant_bytes_ + kCodeBytesPerStep * static_cast<int64_t>(steps_.size());
 }
 
 std::string DnnlRegion::node_refusal(size_t node) const {
@@ -514,24 +515,28 @@ std::string DnnlRegion::node_refusal(size_t node) const {
   return found == slow_kernels_.end() ? "" : found->second;
 }
 
-std::unique_ptr<DnnlRegion::RunContext> DnnlRegion::make_context() const {
+std::unique_ptr<DnnlRegion::RunContext> DnnlRegion::make_context(bool own_workspace) const {
   auto context = std::make_unique<RunContext>(engine_);
-  context->workspace = std::make_unique<Buffer>(static_cast<size_t>(std::max<int64_t>(workspace_bytes_, 64)), false);
-  auto* base = static_cast<char*>(context->workspace->data());
+  char* base = nullptr;  // without a workspace of its own: pointed at run_in's on every run
+  if (own_workspace) {
+    context->workspace = std::make_unique<Buffer>(static_cast<size_t>(std::max<int64_t>(workspace_bytes_, 64)), false);
+    base = static_cast<char*>(context->workspace->data());
+  }
   context->slots.reserve(descs_.size());
   for (size_t s = 0; s < descs_.size(); ++s) {
     const Slot& slot = program_.slots[s];
     if (slot.kind == Slot::Kind::kConstant) {
       context->slots.push_back(constants_[s]);
     } else if (slot.kind == Slot::Kind::kIntermediate) {
-      context->slots.emplace_back(descs_[s], engine_, offsets_[s] >= 0 ? base + offsets_[s] : base);
+      context->slots.emplace_back(descs_[s], engine_, base && offsets_[s] >= 0 ? base + offsets_[s] : base);
     } else {
       context->slots.push_back(memory(descs_[s], engine_, static_cast<void*>(nullptr)));
     }
   }
   memory scratchpad(memory::desc({std::max<int64_t>(1, workspace_bytes_ - scratchpad_offset_)}, memory::data_type::u8,
                                  memory::format_tag::a),
-                    engine_, base + scratchpad_offset_);
+                    engine_, base ? base + scratchpad_offset_ : nullptr);
+  context->scratchpad = scratchpad;
   for (size_t k = 0; k < program_.steps.size(); ++k) {
     const Step& step = program_.steps[k];
     const std::vector<int> args = role_args(step);
@@ -556,16 +561,28 @@ std::unique_ptr<DnnlRegion::RunContext> DnnlRegion::make_context() const {
   return context;
 }
 
-void DnnlRegion::run(ValueStore& store) const {
+void DnnlRegion::run_in(ValueStore& store, void* workspace) const {
   std::unique_ptr<RunContext> context;
   {
+    // Contexts with a workspace of their own serve run(), the others run_in() with one.
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!free_contexts_.empty()) {
-      context = std::move(free_contexts_.back());
-      free_contexts_.pop_back();
+    for (size_t i = free_contexts_.size(); i-- > 0;) {
+      if ((free_contexts_[i]->workspace != nullptr) != (workspace == nullptr)) continue;
+      context = std::move(free_contexts_[i]);
+      free_contexts_.erase(free_contexts_.begin() + static_cast<std::ptrdiff_t>(i));
+      break;
     }
   }
-  if (!context) context = make_context();
+  if (!context) context = make_context(workspace == nullptr);
+  if (workspace) {
+    auto* base = static_cast<char*>(workspace);
+    for (size_t s = 0; s < program_.slots.size(); ++s) {
+      if (program_.slots[s].kind == Slot::Kind::kIntermediate) {
+        context->slots[s].set_data_handle(offsets_[s] >= 0 ? base + offsets_[s] : base);
+      }
+    }
+    context->scratchpad.set_data_handle(base + scratchpad_offset_);
+  }
   // Boundary values live in the runtime's memory: point the slots at them.
   for (size_t s = 0; s < program_.slots.size(); ++s) {
     const Slot& slot = program_.slots[s];

@@ -41,7 +41,11 @@ class DnnlRegion : public ExecutableRegion {
   DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads,
              SharedConstants* shared = nullptr);
   ~DnnlRegion() override;
-  void run(ValueStore& store) const override;
+  void run(ValueStore& store) const override { run_in(store, nullptr); }
+  /// Runs with the intermediates and scratchpad in `workspace` (workspace_bytes()
+  /// of it, 64-byte aligned), or in a workspace of the region's own when null.
+  void run_in(ValueStore& store, void* workspace) const;
+  int64_t workspace_bytes() const { return workspace_bytes_; }
   /// True when a step of the program is in finite_only_reason's table. Such
   /// a region watches its threads' overflow and invalid-operation flags while
   /// it runs, and reports a NaN or ±Inf made inside it (made_non_finite).
@@ -55,8 +59,8 @@ class DnnlRegion : public ExecutableRegion {
   /// "Winograd F(4x4, 3x3), Tessera's kernel" (or oneDNN's) for a convolution
   /// that measured faster that way than directly.
   std::string node_algorithm(size_t node) const override;
-  /// Bytes this region holds beyond shared constants: one run's workspace,
-  /// constants of its own, and an estimate of its primitives' code.
+  /// Bytes this region holds beyond shared constants and a workspace given to
+  /// run_in: constants of its own and an estimate of its primitives' code.
   int64_t footprint_bytes() const;
 
  private:
@@ -77,11 +81,14 @@ class DnnlRegion : public ExecutableRegion {
   struct RunContext {
     explicit RunContext(const dnnl::engine& engine) : stream(engine) {}
     dnnl::stream stream;
-    std::unique_ptr<Buffer> workspace;
+    std::unique_ptr<Buffer> workspace;  // null where run_in is given one
+    memory scratchpad;
     std::vector<memory> slots;
     std::vector<std::unordered_map<int, memory>> args;  // per step
   };
-  std::unique_ptr<RunContext> make_context() const;
+  /// `own_workspace`: with a workspace of its own; else its intermediates and
+  /// scratchpad are pointed at run_in's on every run.
+  std::unique_ptr<RunContext> make_context(bool own_workspace) const;
 
   const Graph& region_;
   Program program_;
