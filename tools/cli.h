@@ -137,7 +137,7 @@ Args parse_args(int argc, char** argv);
 std::map<std::string, NpyArray> read_input_files(const Args& args);
 
 /// The placement options every command shares (threads, backends, --place, --deny, precision, tuning).
-OptionsHandle placement_options(const Args& args);
+OptionsHandle placement_options(const Args& args, bool with_shapes = true);
 
 void load_model(const Args& args, const std::map<std::string, NpyArray>& files, ModelHandle& handle);
 

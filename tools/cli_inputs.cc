@@ -51,23 +51,27 @@ std::map<std::string, NpyArray> read_input_files(const Args& args) {
   return arrays;
 }
 
-/// The placement options every command shares (threads, backends, --place, --deny, precision, tuning).
-OptionsHandle placement_options(const Args& args) {
+/// The placement options every command shares (threads, backends, --place, --deny, precision, tuning),
+/// and the --input-shape bindings unless `with_shapes` is false.
+OptionsHandle placement_options(const Args& args, bool with_shapes) {
   tsr_options* options = nullptr;
   check(tsr_options_create(&options));
   OptionsHandle guard(options, tsr_options_free);
   check(tsr_options_set_threads(options, args.threads));
   for (const auto& [name, value] : args.settings) check(tsr_options_set(options, name.c_str(), value.c_str()));
-  for (const auto& [name, dims] : args.shapes) check(tsr_options_set_input_shape(options, name.c_str(), dims.data(), dims.size()));
+  if (with_shapes) {
+    for (const auto& [name, dims] : args.shapes) check(tsr_options_set_input_shape(options, name.c_str(), dims.data(), dims.size()));
+  }
   return guard;
 }
 
 void load_model(const Args& args, const std::map<std::string, NpyArray>& files, ModelHandle& handle) {
-  OptionsHandle guard = placement_options(args);
+  // An artifact's input shapes were fixed when it was compiled: files are checked at run time instead,
+  // and --input-shape gives the size of random inputs where its dims are open (make_inputs).
+  const bool artifact = tsr_file_is_artifact(args.model.c_str()) != 0;
+  OptionsHandle guard = placement_options(args, !artifact);
   tsr_options* options = guard.get();
   check(tsr_options_set_freeze_weights(options, args.keep_weights ? 0 : 1));
-  // An artifact's input shapes were fixed when it was compiled: files are checked at run time instead.
-  const bool artifact = tsr_file_is_artifact(args.model.c_str()) != 0;
   std::map<std::string, bool> explicit_shape;
   for (const auto& shape : args.shapes) explicit_shape[shape.first] = true;
   // Only binds inputs the model has: an unknown --input name is reported by make_inputs, by its option.
@@ -77,6 +81,26 @@ void load_model(const Args& args, const std::map<std::string, NpyArray>& files, 
     }
   }
   check(tsr_model_load(args.model.c_str(), options, &handle.model));
+  if (artifact) {
+    // --input-shape on an artifact sizes random inputs at its open dims; its other dims were fixed
+    // when it was compiled.
+    for (const auto& [name, dims] : args.shapes) {
+      bool open = false;
+      for (size_t i = 0; i < tsr_model_input_count(handle.model); ++i) {
+        const tsr_value_info info = input_info(handle.model, i);
+        for (int d = 0; d < info.ndim; ++d) {
+          if (info.shape[d] >= 0) continue;
+          open |= name == info.name && static_cast<int>(dims.size()) == info.ndim;
+          open |= info.dim_names && info.dim_names[d] && name == info.dim_names[d] && dims.size() == 1;
+        }
+      }
+      if (!open) {
+        throw CliError("'" + args.model + "' is a compiled artifact: its input shapes were fixed when it was compiled, " +
+                       "and --input-shape " + name + " names no open dim of it (an artifact compiled with open dims " +
+                       "takes --input-shape for the size of random inputs there)");
+      }
+    }
+  }
   // Warnings go to stderr, one line each, so that a script reading stdout sees them too.
   std::string warnings = tsr_model_warnings(handle.model);
   for (size_t start = 0; start < warnings.size();) {
@@ -213,6 +237,22 @@ std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArr
     } else {
       array.dtype = info.dtype;
       array.shape.assign(info.shape, info.shape + info.ndim);
+      // Open dims (a model compiled with symbolic dims) take their size from --input-shape: the input's
+      // whole shape, or the dim's name.
+      for (size_t d = 0; d < array.shape.size(); ++d) {
+        if (array.shape[d] >= 0) continue;
+        const std::string symbol = info.dim_names && info.dim_names[d] ? info.dim_names[d] : "";
+        for (const auto& [name, dims] : args.shapes) {
+          if (name == info.name && dims.size() == array.shape.size()) array.shape[d] = dims[d];
+          if (!symbol.empty() && name == symbol && dims.size() == 1) array.shape[d] = dims[0];
+        }
+        if (array.shape[d] < 0) {
+          throw CliError("input '" + std::string(info.name) + "' dimension " + std::to_string(d) +
+                         (symbol.empty() ? "" : " ('" + symbol + "')") +
+                         " is open; give the random input's size with --input-shape " + info.name + "=DIMS" +
+                         (symbol.empty() ? "" : " or " + symbol + "=N"));
+        }
+      }
       int64_t n = 1;
       for (int64_t d : array.shape) n *= d;
       array.data.assign(static_cast<size_t>(n) * tessera::tools::dl_dtype_size(info.dtype), 0);
@@ -230,7 +270,7 @@ std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArr
         for (int64_t k = 0; k < n; ++k) p[k] = uniform(rng);
       }
       notes << "input " << info.name << ": " << tessera::tools::dl_dtype_name(info.dtype) << "["
-            << shape_text(info.shape, info.ndim) << "] "
+            << shape_text(array.shape.data(), static_cast<int32_t>(array.shape.size())) << "] "
             << (f32 || f64 || bf16 ? "random, uniform in [-1, 1) (seed " + std::to_string(args.seed) + ")" : std::string("zeros"))
             << ", not read from a file\n";
     }

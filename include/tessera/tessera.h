@@ -336,7 +336,24 @@ typedef struct tsr_run_profile {
   int64_t shape_cache_misses;
   double shape_prepare_milliseconds;
   int64_t shape_fallbacks;
+  /* Working memory allocated during the run, not reused from earlier runs
+   * (values of shapes known only at run time, backends' workspaces; not the
+   * outputs handed to the caller): 0 once warmed up at shapes seen before (added). */
+  int64_t allocations;
 } tsr_run_profile;
+
+/* Counts over every run of a model since it was compiled or loaded, profiled
+ * or not (tsr_model_stats). */
+typedef struct tsr_model_stats_t {
+  size_t struct_size; /* set by the caller to sizeof(tsr_model_stats_t) */
+  int64_t runs;
+  int64_t shape_cache_hits;   /* as tsr_run_profile's, summed over the runs */
+  int64_t shape_cache_misses;
+  double shape_prepare_milliseconds;
+  int64_t shape_fallbacks;
+  int64_t allocations;
+} tsr_model_stats_t;
+TSR_API tsr_status* tsr_model_stats(const tsr_model* model, tsr_model_stats_t* out_stats);
 
 /* Same as tsr_model_run_alloc, and fills profile. */
 TSR_API tsr_status* tsr_model_run_with_profile(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,

@@ -97,6 +97,20 @@ class Model {
     }
     return regions;
   }
+  py::dict stats() const {
+    ModelPtr model = get();
+    tsr_model_stats_t stats{};
+    stats.struct_size = sizeof(stats);
+    check(tsr_model_stats(model.get(), &stats));
+    py::dict s;
+    s["runs"] = stats.runs;
+    s["shape_cache_hits"] = stats.shape_cache_hits;
+    s["shape_cache_misses"] = stats.shape_cache_misses;
+    s["shape_prepare_ms"] = stats.shape_prepare_milliseconds;
+    s["shape_fallbacks"] = stats.shape_fallbacks;
+    s["allocations"] = stats.allocations;
+    return s;
+  }
   py::dict summary() const {
     ModelPtr model = get();
     py::dict s;
@@ -383,6 +397,7 @@ void bind_model(py::module_& m) {
       })
       .def("regions", &Model::regions)
       .def("summary", &Model::summary)
+      .def("stats", &Model::stats)
       .def("run", &Model::run, py::arg("inputs"), py::arg("as_dlpack") = false)
       .def("profile", &Model::profile, py::arg("inputs"), py::arg("runs"), py::arg("as_dlpack") = false)
       .def("report", &Model::report)

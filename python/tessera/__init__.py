@@ -373,6 +373,17 @@ class InferenceSession:
         """The regions, in execution order: dicts of backend, memory_space, nodes, inputs, outputs, payload_bytes."""
         return self._model("regions").regions()
 
+    def stats(self):
+        """What the session's runs have done, counted over every run: a dict of compiles (1: the model
+        compiled once, whatever shapes it ran at; 0 for a .tsr artifact, loaded), runs, shape_cache_hits
+        and shape_cache_misses (regions with open dims that found what they prepare per input shape, e.g.
+        oneDNN primitives, or had to prepare it: misses are new shapes), shape_prepare_ms (the time that
+        took), shape_fallbacks (region runs that went to native at shapes their backend refused) and
+        allocations (memory a run allocated instead of reusing an earlier run's: 0 once warmed up)."""
+        s = dict(self._model("stats").stats())
+        s["compiles"] = 0 if self._is_artifact else 1
+        return s
+
     def summary(self):
         """Arena and constant bytes, parameter count, copies per run and the model's metadata."""
         return self._model("summary").summary()

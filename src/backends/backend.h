@@ -75,6 +75,10 @@ class ValueStore {
   /// of this call: `created` when it had to prepare them first (e.g. create
   /// oneDNN primitives), taking `milliseconds`; otherwise it found them prepared.
   virtual void shapes_prepared(bool created, double milliseconds) {}
+  /// Called by a backend that allocated memory for this run (a workspace for a
+  /// shape larger than any before, a first run's context), so that runs can
+  /// show they allocate nothing once warmed up.
+  virtual void allocated(size_t bytes) {}
 };
 
 struct RegionOptions {

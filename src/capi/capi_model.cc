@@ -188,6 +188,21 @@ tsr_status* tsr_model_node_precision(const tsr_model* model, size_t index, const
   return nullptr;
 }
 
+tsr_status* tsr_model_stats(const tsr_model* model, tsr_model_stats_t* out_stats) {
+  if (!model) return null_argument("model");
+  if (!out_stats) return null_argument("out_stats");
+  return guarded([&] {
+    if (out_stats->struct_size < sizeof(tsr_model_stats_t)) tessera::throw_user_error("out_stats->struct_size is too small");
+    const tessera::ModelStats s = model->compiled->stats();
+    out_stats->runs = s.runs;
+    out_stats->shape_cache_hits = s.shape_cache_hits;
+    out_stats->shape_cache_misses = s.shape_cache_misses;
+    out_stats->shape_prepare_milliseconds = s.shape_prepare_milliseconds;
+    out_stats->shape_fallbacks = s.shape_fallbacks;
+    out_stats->allocations = s.allocations;
+  });
+}
+
 const char* tsr_model_warnings(const tsr_model* model) {
   if (!model) return "";
   return model->warnings.c_str();

@@ -71,6 +71,8 @@ class RunStore {
   Tensor take(ValueId id);
   /// A sequence or optional value of the run.
   BoxedValue& boxed(ValueId id) { return boxed_[static_cast<size_t>(id)]; }
+  /// What this run did that ModelStats counts (runs, hits, misses, ...; runs unused).
+  ModelStats counts;
 
  private:
   const Graph& graph_;

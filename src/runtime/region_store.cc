@@ -67,12 +67,15 @@ void RunStore::allocate(ValueId id) {
       buffer = std::move((*pool_)[best]);
       pool_->erase(pool_->begin() + static_cast<std::ptrdiff_t>(best));
     } else {
-      buffer = std::make_unique<Buffer>(std::max<size_t>(bytes, 64), false);
+      buffer = std::make_unique<Buffer>(std::max<size_t>(bytes + bytes / 4, 64), false);  // room for a larger shape next time
+      ++counts.allocations;
     }
     owned_[static_cast<size_t>(id)] = Tensor::wrap(v.dtype, v.shape, buffer->data(), nullptr);
     borrowed_.push_back(std::move(buffer));
   } else {
     owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
+    // Working memory only: a graph output is the caller's result (bind a buffer to avoid it).
+    if (!is_output_[static_cast<size_t>(id)]) ++counts.allocations;
   }
   v.data = owned_[static_cast<size_t>(id)].data();
   if (poison_ && v.dtype != DType::kString) std::memset(v.data, 0xFF, owned_[static_cast<size_t>(id)].nbytes());
@@ -147,10 +150,10 @@ class HostRegionStore : public ValueStore {
   }
   void made_non_finite() override { made_non_finite_ = true; }
   void shapes_prepared(bool created, double milliseconds) override {
-    if (!profile_) return;
-    ++(created ? profile_->shape_cache_misses : profile_->shape_cache_hits);
-    profile_->shape_prepare_milliseconds += milliseconds;
+    ++(created ? store_.counts.shape_cache_misses : store_.counts.shape_cache_hits);
+    store_.counts.shape_prepare_milliseconds += milliseconds;
   }
+  void allocated(size_t) override { ++store_.counts.allocations; }
   /// True when the region reported a NaN or ±Inf made inside it.
   bool needs_exact_rerun() const { return made_non_finite_; }
 
@@ -353,7 +356,7 @@ void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& residen
     if (!ran) {
       // Open dims at which the backend cannot run the region: its nodes run on native this call.
       run_on_native(plan, store, profile);
-      if (profile) ++profile->shape_fallbacks;
+      ++store.counts.shape_fallbacks;
     } else if (plan.guarded && region_store.needs_exact_rerun()) {
       // A NaN or ±Inf made inside the region may have been dropped by a later
       // step: the same inputs (kept intact by the memory plan) run on native.

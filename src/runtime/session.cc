@@ -746,6 +746,11 @@ void check_boxed_item(const ValueDesc& want, size_t index, const Tensor& item) {
 
 }  // namespace
 
+ModelStats CompiledModel::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return stats_;
+}
+
 void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs, const BoxedIO* boxed) const {
   if (inputs.size() != inputs_.size()) {
     throw_user_error("the model has ", inputs_.size(), " inputs but ", inputs.size(), " were given");
@@ -860,6 +865,23 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
   {
     ResidentValues resident;
     for (size_t r = 0; r < regions_.size(); ++r) run_region(*regions_[r], store, resident, profile, r);
+  }
+  const ModelStats& counts = store.counts;
+  if (profile) {
+    profile->shape_cache_hits += counts.shape_cache_hits;
+    profile->shape_cache_misses += counts.shape_cache_misses;
+    profile->shape_prepare_milliseconds += counts.shape_prepare_milliseconds;
+    profile->shape_fallbacks += counts.shape_fallbacks;
+    profile->allocations += counts.allocations;
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    ++stats_.runs;
+    stats_.shape_cache_hits += counts.shape_cache_hits;
+    stats_.shape_cache_misses += counts.shape_cache_misses;
+    stats_.shape_prepare_milliseconds += counts.shape_prepare_milliseconds;
+    stats_.shape_fallbacks += counts.shape_fallbacks;
+    stats_.allocations += counts.allocations;
   }
   std::vector<Tensor> results(outputs_.size());
   if (boxed) boxed->outputs.assign(outputs_.size(), BoxedValue{});

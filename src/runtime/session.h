@@ -98,6 +98,20 @@ struct RunProfile {
   int64_t shape_cache_misses = 0;
   double shape_prepare_milliseconds = 0;
   int64_t shape_fallbacks = 0;
+  /// Memory allocated during the run (not taken from what earlier runs left
+  /// for reuse): values of shapes known only at run time, backends' workspaces.
+  int64_t allocations = 0;
+};
+
+/// What a model's runs have done since it was compiled or loaded (every run,
+/// profiled or not; CompiledModel::stats).
+struct ModelStats {
+  int64_t runs = 0;
+  int64_t shape_cache_hits = 0;
+  int64_t shape_cache_misses = 0;
+  double shape_prepare_milliseconds = 0;
+  int64_t shape_fallbacks = 0;
+  int64_t allocations = 0;
 };
 
 /// The accuracy check's defaults by a region's precision (the one home of these numbers; the CLI's
@@ -187,6 +201,8 @@ class CompiledModel {
   /// the region just read, comparing every output (src/runtime/region_check.cc).
   /// Regions of native itself are listed, not compared. `model_name` labels the report.
   CheckReport check(const std::vector<TensorView>& inputs, const CheckOptions& options, const std::string& model_name) const;
+  /// Counts over every run so far (thread-safe).
+  ModelStats stats() const;
 
  private:
   CompiledModel();
@@ -216,6 +232,8 @@ class CompiledModel {
   mutable std::vector<std::unique_ptr<Buffer>> free_arenas_;
   // With them, the buffers of values of shapes known only at run time (RunStore's pool).
   mutable std::vector<std::vector<std::unique_ptr<Buffer>>> free_pools_;
+  mutable std::mutex stats_mutex_;
+  mutable ModelStats stats_;
   int64_t parameter_count_ = 0;
   std::vector<std::string> warnings_;
   std::string fingerprint_;

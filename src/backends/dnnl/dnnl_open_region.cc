@@ -201,7 +201,11 @@ bool OpenDnnlRegion::try_run(ValueStore& store) const {
       workspaces_.pop_back();
     }
   }
-  if (!workspace || workspace->size() < needed) workspace = std::make_unique<Buffer>(needed, false);
+  // Grown by half again, so that shapes growing a little at a time do not map fresh memory every call.
+  if (!workspace || workspace->size() < needed) {
+    workspace = std::make_unique<Buffer>(needed + needed / 2, false);
+    store.allocated(workspace->size());
+  }
   spec->region->run_in(store, workspace->data());
   std::lock_guard<std::mutex> lock(mutex_);
   workspaces_.push_back(std::move(workspace));

@@ -573,7 +573,10 @@ void DnnlRegion::run_in(ValueStore& store, void* workspace) const {
       break;
     }
   }
-  if (!context) context = make_context(workspace == nullptr);
+  if (!context) {
+    context = make_context(workspace == nullptr);
+    if (!workspace) store.allocated(static_cast<size_t>(workspace_bytes_));
+  }
   if (workspace) {
     auto* base = static_cast<char*>(workspace);
     for (size_t s = 0; s < program_.slots.size(); ++s) {
