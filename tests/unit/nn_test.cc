@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "backends/native/kernels/nn_internal.h"
 #include "test_util.h"
@@ -62,6 +63,46 @@ TEST(NnGemm, EveryMicrokernelMatchesReference) {
                        c.bias ? bias.as<float>() : nullptr, &pool, &clamp);
       expect_close(clamped, clamped_expected, 1e-4, 1e-4);
     }
+  }
+}
+
+TEST(NnGemm, OneRowAgainstPackedBMatchesReference) {
+  // M = 1 with B packed (a decoder's token times a weight matrix) takes GemmMicrokernel::run_row:
+  // every K-block's panels read once, split among threads. K past one block and not a multiple of
+  // four, N not a multiple of NR, a strided row, accumulate, bias, clamp, with and without threads.
+  native::ThreadPool pool(2);
+  struct Case { int64_t n, k, x_stride; bool accumulate, bias, clamp, threads; };
+  const Case cases[] = {{1, 1, 1, false, false, false, false},   {37, 5, 1, true, true, false, false},
+                        {1700, 300, 3, false, true, true, true},  {50, 513, 1, true, false, false, true},
+                        {33, 1027, 2, false, false, true, false}, {4099, 770, 1, true, true, false, true}};
+  for (const native::GemmMicrokernel* kernel : native::available_gemm_microkernels()) {
+    ASSERT_NE(kernel->run_row, nullptr) << kernel->name;
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(kernel->name) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k));
+      Tensor x = random_float({c.k * c.x_stride}, 11), b = random_float({c.k, c.n}, 12), bias = random_float({1}, 13);
+      Tensor expected = random_float({1, c.n}, 14), actual = expected.clone();
+      std::vector<double> sums(static_cast<size_t>(c.n));
+      for (int64_t j = 0; j < c.n; ++j) {
+        double sum = c.accumulate ? expected.as<float>()[j] : 0.0;
+        for (int64_t p = 0; p < c.k; ++p) sum += double(x.as<float>()[p * c.x_stride]) * b.as<float>()[p * c.n + j];
+        if (c.bias) sum += bias.as<float>()[0];
+        if (c.clamp) sum = std::min(std::max(sum, -0.25), 0.5);
+        expected.as<float>()[j] = static_cast<float>(sum);
+      }
+      native::PackedMatrix pb = native::pack_gemm_b(*kernel, {b.as<float>(), c.n, 1}, c.k, c.n);
+      const native::GemmClamp clamp{-0.25f, 0.5f};
+      native::gemm_f32(*kernel, 1, c.n, c.k, GemmA{nullptr, {x.as<float>(), c.k * c.x_stride, c.x_stride}},
+                       GemmB{&pb, {}, {}}, actual.as<float>(), c.n, c.accumulate, c.bias ? bias.as<float>() : nullptr,
+                       c.threads ? &pool : nullptr, c.clamp ? &clamp : nullptr);
+      expect_close(actual, expected, 1e-4, 1e-4);
+    }
+    // A NaN in the row reaches every column; an Inf times a zero weight is NaN there, as in the sum.
+    Tensor x = random_float({600}, 15), b = random_float({600, 40}, 16), out = random_float({1, 40}, 17);
+    x.as<float>()[300] = std::numeric_limits<float>::quiet_NaN();
+    native::PackedMatrix pb = native::pack_gemm_b(*kernel, {b.as<float>(), 40, 1}, 600, 40);
+    native::gemm_f32(*kernel, 1, 40, 600, GemmA{nullptr, {x.as<float>(), 600, 1}}, GemmB{&pb, {}, {}}, out.as<float>(), 40,
+                     false, nullptr, &pool);
+    for (int64_t j = 0; j < 40; ++j) EXPECT_TRUE(std::isnan(out.as<float>()[j])) << kernel->name << " column " << j;
   }
 }
 

@@ -6,12 +6,44 @@
 #include <cstring>
 
 #include "backends/native/cpu_features.h"
+#include "backends/native/kernels/nn_gemv_body.h"
 #include "backends/native/kernels/nn_internal.h"
 
 namespace tessera::native {
 namespace {
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/// One row of A (x, element k at x[k * x_stride]) times packed B into c[0, n): each K-block's panels are
+/// read front to back (the threads split them), their sums kept in a row of partial sums (in cache),
+/// then written with the epilogue (accumulate, bias, clamp).
+void gemv_packed(int64_t n, int64_t k, const float* x, int64_t x_stride, const PackedMatrix& b, float* c, bool accumulate,
+                 const float* row_bias, const GemmClamp* clamp, ThreadPool* pool) {
+  const GemmMicrokernel& kernel = *b.kernel;
+  const int nr = kernel.nr;
+  const int64_t panels = (n + nr - 1) / nr;
+  thread_local std::vector<float> partial;
+  partial.resize(static_cast<size_t>(panels * nr));
+  float* sums = partial.data();
+  const int64_t threads = pool ? pool->num_threads() : 1;
+  for (int64_t k0 = 0; k0 < k; k0 += kGemmBlockK) {
+    const int64_t kc = std::min(kGemmBlockK, k - k0);
+    const float* block = b.data.data() + k0 * b.padded_width;
+    auto run = [&](int64_t begin, int64_t end) {
+      kernel.run_row(kc, x + k0 * x_stride, x_stride, block + begin * kc * nr, end - begin, sums + begin * nr, k0 == 0);
+    };
+    if (threads > 1 && panels >= 8 * threads) {
+      pool->parallel_for(panels, 4, run);
+    } else {
+      run(0, panels);
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    float v = sums[j] + (accumulate ? c[j] : 0.0f) + (row_bias ? row_bias[0] : 0.0f);
+    if (clamp) v = std::min(std::max(v, clamp->lo), clamp->hi);
+    c[j] = v;
+  }
+}
 
 /// Packs rows [m0, m0+mc) x depth [k0, k0+kc) of A into MR-row panels.
 void pack_a_block(MatrixRef a, int64_t m0, int64_t mc, int64_t k0, int64_t kc, int mr, float* dst) {
@@ -85,7 +117,8 @@ void portable_microkernel(int64_t k, const float* a, int64_t a_row_stride, const
 }  // namespace
 
 const GemmMicrokernel& gemm_microkernel_portable() {
-  static const GemmMicrokernel kernel{"portable", kPortableMr, kPortableNr, portable_microkernel};
+  static const GemmMicrokernel kernel{"portable", kPortableMr, kPortableNr, portable_microkernel, nullptr,
+                                      gemv_row_block<kPortableNr>};
   return kernel;
 }
 
@@ -141,6 +174,11 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
         c[i * ldc + j] = clamp ? std::min(std::max(v, clamp->lo), clamp->hi) : v;
       }
     }
+    return;
+  }
+  // One row against packed B (a decoder's token): B streamed once, no tile padding.
+  if (m == 1 && b.packed && !a.packed && b.packed->kernel->run_row) {
+    gemv_packed(n, k, a.ref.data, a.ref.col_stride, *b.packed, c, accumulate, row_bias, clamp, pool);
     return;
   }
   // GotoBLAS order: for each NC-column chunk and KC-deep block, B's block is

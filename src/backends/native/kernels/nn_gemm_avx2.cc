@@ -67,10 +67,47 @@ void microkernel(int64_t k, const float* a, int64_t a_row_stride, const float* b
   }
 }
 
+/// GemmMicrokernel::run_row (the contract in nn_gemv_body.h): four rows of a panel at a time into four
+/// pairs of accumulators, so that four rows' loads of B are in flight.
+void row_kernel(int64_t kc, const float* x, int64_t x_stride, const float* panels, int64_t count, float* partial,
+                bool first) {
+  for (int64_t p = 0; p < count; ++p) {
+    const float* r = panels + p * kc * kNr;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, d0 = a0, d1 = a0;
+    int64_t kk = 0;
+    for (; kk + 3 < kc; kk += 4, r += 4 * kNr) {
+      const __m256 x0 = _mm256_broadcast_ss(x + kk * x_stride), x1 = _mm256_broadcast_ss(x + (kk + 1) * x_stride);
+      const __m256 x2 = _mm256_broadcast_ss(x + (kk + 2) * x_stride), x3 = _mm256_broadcast_ss(x + (kk + 3) * x_stride);
+      a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(r), a0);
+      a1 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(r + 8), a1);
+      b0 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(r + 16), b0);
+      b1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(r + 24), b1);
+      c0 = _mm256_fmadd_ps(x2, _mm256_loadu_ps(r + 32), c0);
+      c1 = _mm256_fmadd_ps(x2, _mm256_loadu_ps(r + 40), c1);
+      d0 = _mm256_fmadd_ps(x3, _mm256_loadu_ps(r + 48), d0);
+      d1 = _mm256_fmadd_ps(x3, _mm256_loadu_ps(r + 56), d1);
+    }
+    for (; kk < kc; ++kk, r += kNr) {
+      const __m256 x0 = _mm256_broadcast_ss(x + kk * x_stride);
+      a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(r), a0);
+      a1 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(r + 8), a1);
+    }
+    __m256 s0 = _mm256_add_ps(_mm256_add_ps(a0, b0), _mm256_add_ps(c0, d0));
+    __m256 s1 = _mm256_add_ps(_mm256_add_ps(a1, b1), _mm256_add_ps(c1, d1));
+    float* out = partial + p * kNr;
+    if (!first) {
+      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(out));
+      s1 = _mm256_add_ps(s1, _mm256_loadu_ps(out + 8));
+    }
+    _mm256_storeu_ps(out, s0);
+    _mm256_storeu_ps(out + 8, s1);
+  }
+}
+
 }  // namespace
 
 const GemmMicrokernel& gemm_microkernel_avx2() {
-  static const GemmMicrokernel kernel{"avx2", kMr, kNr, microkernel};
+  static const GemmMicrokernel kernel{"avx2", kMr, kNr, microkernel, nullptr, row_kernel};
   return kernel;
 }
 

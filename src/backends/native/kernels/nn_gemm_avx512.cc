@@ -127,10 +127,47 @@ void microkernel_offset_b(int64_t k, const float* a, const float* b, const int64
   tiles[n > 16][rows - 1](k, a, 0, b, b_offsets, c, ldc, n, accumulate, row_bias, clamp);
 }
 
+/// GemmMicrokernel::run_row (the contract in nn_gemv_body.h): four rows of a 32-column panel at a time
+/// into four pairs of accumulators.
+void row_kernel(int64_t kc, const float* x, int64_t x_stride, const float* panels, int64_t count, float* partial,
+                bool first) {
+  for (int64_t p = 0; p < count; ++p) {
+    const float* r = panels + p * kc * kNr;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, d0 = a0, d1 = a0;
+    int64_t kk = 0;
+    for (; kk + 3 < kc; kk += 4, r += 4 * kNr) {
+      const __m512 x0 = _mm512_set1_ps(x[kk * x_stride]), x1 = _mm512_set1_ps(x[(kk + 1) * x_stride]);
+      const __m512 x2 = _mm512_set1_ps(x[(kk + 2) * x_stride]), x3 = _mm512_set1_ps(x[(kk + 3) * x_stride]);
+      a0 = _mm512_fmadd_ps(x0, _mm512_loadu_ps(r), a0);
+      a1 = _mm512_fmadd_ps(x0, _mm512_loadu_ps(r + 16), a1);
+      b0 = _mm512_fmadd_ps(x1, _mm512_loadu_ps(r + 32), b0);
+      b1 = _mm512_fmadd_ps(x1, _mm512_loadu_ps(r + 48), b1);
+      c0 = _mm512_fmadd_ps(x2, _mm512_loadu_ps(r + 64), c0);
+      c1 = _mm512_fmadd_ps(x2, _mm512_loadu_ps(r + 80), c1);
+      d0 = _mm512_fmadd_ps(x3, _mm512_loadu_ps(r + 96), d0);
+      d1 = _mm512_fmadd_ps(x3, _mm512_loadu_ps(r + 112), d1);
+    }
+    for (; kk < kc; ++kk, r += kNr) {
+      const __m512 x0 = _mm512_set1_ps(x[kk * x_stride]);
+      a0 = _mm512_fmadd_ps(x0, _mm512_loadu_ps(r), a0);
+      a1 = _mm512_fmadd_ps(x0, _mm512_loadu_ps(r + 16), a1);
+    }
+    __m512 s0 = _mm512_add_ps(_mm512_add_ps(a0, b0), _mm512_add_ps(c0, d0));
+    __m512 s1 = _mm512_add_ps(_mm512_add_ps(a1, b1), _mm512_add_ps(c1, d1));
+    float* out = partial + p * kNr;
+    if (!first) {
+      s0 = _mm512_add_ps(s0, _mm512_loadu_ps(out));
+      s1 = _mm512_add_ps(s1, _mm512_loadu_ps(out + 16));
+    }
+    _mm512_storeu_ps(out, s0);
+    _mm512_storeu_ps(out + 16, s1);
+  }
+}
+
 }  // namespace
 
 const GemmMicrokernel& gemm_microkernel_avx512() {
-  static const GemmMicrokernel kernel{"avx512", kMr, kNr, microkernel, microkernel_offset_b};
+  static const GemmMicrokernel kernel{"avx512", kMr, kNr, microkernel, microkernel_offset_b, row_kernel};
   return kernel;
 }
 

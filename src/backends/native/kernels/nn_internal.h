@@ -71,6 +71,10 @@ struct GemmMicrokernel {
   void (*run_offset_b)(int64_t k, const float* a, const float* b, const int64_t* b_offsets, float* c, int64_t ldc,
                        int64_t m, int64_t n, bool accumulate, const float* row_bias,
                        const GemmClamp* clamp) = nullptr;
+  /// One row against `count` consecutive NR-column panels of one K-block of
+  /// packed B (nn_gemv_body.h's gemv_row_block): gemm_f32's path for M = 1.
+  void (*run_row)(int64_t kc, const float* x, int64_t x_stride, const float* panels, int64_t count, float* partial,
+                  bool first) = nullptr;
 };
 
 // One per ISA file (nn_gemm_avx512.cc, nn_gemm_avx2.cc, nn_gemm.cc).

@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""Token generation: Tessera against ONNX Runtime 1.30 on a GPT-2-style decoder with a key/value cache
+(bench/decoder.py; GPT-2 small's shape by default: 12 layers, d=768, 12 heads, vocab 50257, random
+weights), greedy decoding of a prompt then one token a step, each runtime feeding the present cache back
+as the past, in a process of its own (ONNX Runtime through bench/ort_generate.js, Tessera through
+tessera.InferenceSession, this file's --worker). The model is compiled once with its sequence and cache
+lengths open.
+
+Reported per thread count: session creation, prompt latency, decode step median / p99 and tokens per
+second, the weights' read rate per decode step (the float32 weights' bytes over the median step, GB/s:
+each step reads all of them), Tessera / ORT, and whether both produced the same tokens.
+
+Usage: /usr/bin/python3 bench/run_generation.py [--threads 1,2] [--prompt 32] [--new-tokens 128]
+           [--layers 12 --d 768 --heads 12 --vocab 50257] [--json FILE]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def worker(path, threads, layers, heads, head_dim, new_tokens, prompt):
+    sys.path.insert(0, os.path.join(HERE, "..", "build", "python"))
+    sys.path.insert(0, HERE)
+    import numpy as np
+    import tessera
+    import decoder
+    start = time.perf_counter()
+    session = tessera.InferenceSession(path, threads=threads)
+    create_ms = (time.perf_counter() - start) * 1e3
+    names = decoder.input_names(layers)
+
+    def step(ids, past):
+        out = session.run(None, dict(zip(names, [ids] + list(past))))
+        return out[0], out[1:]
+
+    empty = [np.zeros((1, heads, 0, head_dim), np.float32) for _ in range(2 * layers)]
+    tokens, seconds = decoder.greedy(step, prompt, new_tokens, empty)
+    print(json.dumps({"create_ms": create_ms, "step_ms": [s * 1e3 for s in seconds], "tokens": tokens,
+                      "stats": session.stats()}))
+
+
+def percentile(values, p):
+    values = sorted(values)
+    pos = p * (len(values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
+
+
+def summarise(result, weight_bytes):
+    decode = result["step_ms"][1:]
+    median = percentile(decode, 0.5)
+    return {"create_ms": result["create_ms"], "prompt_ms": result["step_ms"][0], "decode_median_ms": median,
+            "decode_p99_ms": percentile(decode, 0.99), "tokens_per_s": 1e3 / median,
+            "weights_gb_per_s": weight_bytes / (median * 1e-3) / 1e9,
+            "total_ms": result["create_ms"] + sum(result["step_ms"])}
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        path, threads, layers, heads, head_dim, new_tokens = sys.argv[2], *map(int, sys.argv[3:8])
+        worker(path, threads, layers, heads, head_dim, new_tokens, [int(t) for t in sys.argv[8].split(",")])
+        return
+    sys.path.insert(0, HERE)
+    from run_bench import add_common_arguments, ensure_onnxruntime
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common_arguments(parser)
+    parser.add_argument("--prompt", type=int, default=32, help="prompt length in tokens")
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--d", type=int, default=768)
+    parser.add_argument("--heads", type=int, default=12)
+    parser.add_argument("--vocab", type=int, default=50257)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    ensure_onnxruntime()
+    import decoder
+    name = f"decoder_{args.layers}x{args.d}_{args.vocab}"
+    path = os.path.join(args.work, "generation", name + ".onnx")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        decoder.export(decoder.make(args.layers, args.d, args.heads, args.vocab), path)
+    model = decoder.make(args.layers, args.d, args.heads, args.vocab)
+    weight_bytes = 4 * sum(p.numel() for p in model.parameters())
+    del model
+    prompt = ",".join(str((7 * i + 3) % args.vocab) for i in range(args.prompt))
+    head_dim = args.d // args.heads
+    rows = []
+    for threads in [int(t) for t in args.threads.split(",")]:
+        common = [str(threads), str(args.layers), str(args.heads), str(head_dim), str(args.new_tokens), prompt]
+        ort = json.loads(subprocess.run(["node", os.path.join(HERE, "ort_generate.js"), path, *common], check=True,
+                                        capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        tsr = json.loads(subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", path, *common],
+                                        check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        t, o = summarise(tsr, weight_bytes), summarise(ort, weight_bytes)
+        same = tsr["tokens"] == ort["tokens"]
+        row = {"threads": threads, "tessera": t, "ort": o, "same_tokens": same, "tessera_stats": tsr["stats"],
+               "ratio_decode": t["decode_median_ms"] / o["decode_median_ms"], "ratio_prompt": t["prompt_ms"] / o["prompt_ms"],
+               "ratio_total": t["total_ms"] / o["total_ms"]}
+        rows.append(row)
+        print(f"{threads}t: prompt {t['prompt_ms']:.1f} vs ORT {o['prompt_ms']:.1f} ms ({row['ratio_prompt']:.2f}x) | decode "
+              f"{t['decode_median_ms']:.2f} vs {o['decode_median_ms']:.2f} ms ({row['ratio_decode']:.2f}x; "
+              f"{t['tokens_per_s']:.1f} vs {o['tokens_per_s']:.1f} tokens/s; weights read at {t['weights_gb_per_s']:.1f} vs "
+              f"{o['weights_gb_per_s']:.1f} GB/s) | p99 {t['decode_p99_ms']:.2f} vs {o['decode_p99_ms']:.2f} ms | whole run "
+              f"{t['total_ms']:.0f} vs {o['total_ms']:.0f} ms ({row['ratio_total']:.2f}x) | same tokens: {same}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
