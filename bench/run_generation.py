@@ -21,6 +21,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_shape_churn import percentile  # noqa: E402  (no heavy imports there)
 
 
 def worker(path, threads, layers, heads, head_dim, new_tokens, prompt):
@@ -42,14 +44,6 @@ def worker(path, threads, layers, heads, head_dim, new_tokens, prompt):
     tokens, seconds = decoder.greedy(step, prompt, new_tokens, empty)
     print(json.dumps({"create_ms": create_ms, "step_ms": [s * 1e3 for s in seconds], "tokens": tokens,
                       "stats": session.stats()}))
-
-
-def percentile(values, p):
-    values = sorted(values)
-    pos = p * (len(values) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
 
 
 def summarise(result, weight_bytes):

@@ -263,12 +263,12 @@ void add_profile_tail(tsr_run_profile& profile, const tessera::RunProfile& measu
   if (profile.struct_size >= offsetof(tsr_run_profile, shape_cache_hits) && profile.region_fallbacks) {
     for (size_t i = 0; i < measured.region_fallbacks.size(); ++i) profile.region_fallbacks[i] += measured.region_fallbacks[i];
   }
-  if (profile.struct_size >= sizeof(tsr_run_profile)) profile.allocations += measured.allocations;
+  if (profile.struct_size >= sizeof(tsr_run_profile)) profile.allocations += measured.counts.allocations;
   if (profile.struct_size >= offsetof(tsr_run_profile, allocations)) {
-    profile.shape_cache_hits += measured.shape_cache_hits;
-    profile.shape_cache_misses += measured.shape_cache_misses;
-    profile.shape_prepare_milliseconds += measured.shape_prepare_milliseconds;
-    profile.shape_fallbacks += measured.shape_fallbacks;
+    profile.shape_cache_hits += measured.counts.shape_cache_hits;
+    profile.shape_cache_misses += measured.counts.shape_cache_misses;
+    profile.shape_prepare_milliseconds += measured.counts.shape_prepare_milliseconds;
+    profile.shape_fallbacks += measured.counts.shape_fallbacks;
   }
 }
 

@@ -195,11 +195,11 @@ tsr_status* tsr_model_stats(const tsr_model* model, tsr_model_stats_t* out_stats
     if (out_stats->struct_size < sizeof(tsr_model_stats_t)) tessera::throw_user_error("out_stats->struct_size is too small");
     const tessera::ModelStats s = model->compiled->stats();
     out_stats->runs = s.runs;
-    out_stats->shape_cache_hits = s.shape_cache_hits;
-    out_stats->shape_cache_misses = s.shape_cache_misses;
-    out_stats->shape_prepare_milliseconds = s.shape_prepare_milliseconds;
-    out_stats->shape_fallbacks = s.shape_fallbacks;
-    out_stats->allocations = s.allocations;
+    out_stats->shape_cache_hits = s.counts.shape_cache_hits;
+    out_stats->shape_cache_misses = s.counts.shape_cache_misses;
+    out_stats->shape_prepare_milliseconds = s.counts.shape_prepare_milliseconds;
+    out_stats->shape_fallbacks = s.counts.shape_fallbacks;
+    out_stats->allocations = s.counts.allocations;
   });
 }
 

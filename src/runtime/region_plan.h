@@ -71,8 +71,8 @@ class RunStore {
   Tensor take(ValueId id);
   /// A sequence or optional value of the run.
   BoxedValue& boxed(ValueId id) { return boxed_[static_cast<size_t>(id)]; }
-  /// What this run did that ModelStats counts (runs, hits, misses, ...; runs unused).
-  ModelStats counts;
+  /// What this run did that profiles and ModelStats count.
+  RunCounts counts;
 
  private:
   const Graph& graph_;

@@ -866,22 +866,11 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
     ResidentValues resident;
     for (size_t r = 0; r < regions_.size(); ++r) run_region(*regions_[r], store, resident, profile, r);
   }
-  const ModelStats& counts = store.counts;
-  if (profile) {
-    profile->shape_cache_hits += counts.shape_cache_hits;
-    profile->shape_cache_misses += counts.shape_cache_misses;
-    profile->shape_prepare_milliseconds += counts.shape_prepare_milliseconds;
-    profile->shape_fallbacks += counts.shape_fallbacks;
-    profile->allocations += counts.allocations;
-  }
+  if (profile) profile->counts += store.counts;
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     ++stats_.runs;
-    stats_.shape_cache_hits += counts.shape_cache_hits;
-    stats_.shape_cache_misses += counts.shape_cache_misses;
-    stats_.shape_prepare_milliseconds += counts.shape_prepare_milliseconds;
-    stats_.shape_fallbacks += counts.shape_fallbacks;
-    stats_.allocations += counts.allocations;
+    stats_.counts += store.counts;
   }
   std::vector<Tensor> results(outputs_.size());
   if (boxed) boxed->outputs.assign(outputs_.size(), BoxedValue{});

@@ -81,6 +81,31 @@ struct RegionSummary {
   size_t payload_bytes = 0;
 };
 
+/// What runs did that a profile and the model's stats count.
+struct RunCounts {
+  /// Regions compiled with open dims (a model with symbolic dims): how often a
+  /// region found what it needs for the call's shapes prepared (hits), had to
+  /// prepare it (misses, e.g. oneDNN primitives for a new shape) and how long
+  /// that took, and how often it could not run at the shapes and ran on native.
+  int64_t shape_cache_hits = 0;
+  int64_t shape_cache_misses = 0;
+  double shape_prepare_milliseconds = 0;
+  int64_t shape_fallbacks = 0;
+  /// Working memory allocated during the run (not taken from what earlier runs
+  /// left for reuse): values of shapes known only at run time, backends'
+  /// workspaces; not the outputs handed to the caller.
+  int64_t allocations = 0;
+
+  RunCounts& operator+=(const RunCounts& other) {
+    shape_cache_hits += other.shape_cache_hits;
+    shape_cache_misses += other.shape_cache_misses;
+    shape_prepare_milliseconds += other.shape_prepare_milliseconds;
+    shape_fallbacks += other.shape_fallbacks;
+    allocations += other.allocations;
+    return *this;
+  }
+};
+
 /// What a profiled run measured.
 struct RunProfile {
   std::vector<double> node_milliseconds;    // per placement() row (folded nodes: 0)
@@ -90,28 +115,14 @@ struct RunProfile {
   /// and the region's backend is exact only for finite inputs.
   std::vector<int64_t> region_fallbacks;
   int64_t copy_bytes = 0;
-  /// Regions compiled with open dims (a model with symbolic dims): how often a
-  /// region found what it needs for the call's shapes prepared (hits), had to
-  /// prepare it (misses, e.g. oneDNN primitives for a new shape) and how long
-  /// that took, and how often it could not run at the shapes and ran on native.
-  int64_t shape_cache_hits = 0;
-  int64_t shape_cache_misses = 0;
-  double shape_prepare_milliseconds = 0;
-  int64_t shape_fallbacks = 0;
-  /// Memory allocated during the run (not taken from what earlier runs left
-  /// for reuse): values of shapes known only at run time, backends' workspaces.
-  int64_t allocations = 0;
+  RunCounts counts;  // open-dim regions' shape cache, native fallbacks, allocations
 };
 
 /// What a model's runs have done since it was compiled or loaded (every run,
 /// profiled or not; CompiledModel::stats).
 struct ModelStats {
   int64_t runs = 0;
-  int64_t shape_cache_hits = 0;
-  int64_t shape_cache_misses = 0;
-  double shape_prepare_milliseconds = 0;
-  int64_t shape_fallbacks = 0;
-  int64_t allocations = 0;
+  RunCounts counts;
 };
 
 /// The accuracy check's defaults by a region's precision (the one home of these numbers; the CLI's

@@ -161,17 +161,17 @@ TEST(OpenDims, OneCompileRunsEveryShapeOnOneDnnAndCountsWhatItPrepares) {
     ASSERT_EQ(out.size(), 1u);
     EXPECT_EQ(out[0].shape(), (Shape{c.shape[0], 4, c.shape[2], c.shape[3]}));
     expect_matches(out[0], m.reference(x));
-    EXPECT_EQ(profile.shape_cache_misses, c.new_shape ? 1 : 0);
-    EXPECT_EQ(profile.shape_cache_hits, c.new_shape ? 0 : 1);
-    EXPECT_EQ(profile.shape_fallbacks, 0);
-    EXPECT_EQ(c.new_shape, profile.shape_prepare_milliseconds > 0);
+    EXPECT_EQ(profile.counts.shape_cache_misses, c.new_shape ? 1 : 0);
+    EXPECT_EQ(profile.counts.shape_cache_hits, c.new_shape ? 0 : 1);
+    EXPECT_EQ(profile.counts.shape_fallbacks, 0);
+    EXPECT_EQ(c.new_shape, profile.counts.shape_prepare_milliseconds > 0);
   }
   // An empty batch: oneDNN refuses empty tensors, so the region's nodes run on native.
   RunProfile profile;
   const Tensor empty(DType::kFloat32, {0, 8, 5, 5});
   const std::vector<Tensor> out = model->run({empty.view()}, {}, &profile);
   EXPECT_EQ(out[0].shape(), (Shape{0, 4, 5, 5}));
-  EXPECT_EQ(profile.shape_fallbacks, 1);
+  EXPECT_EQ(profile.counts.shape_fallbacks, 1);
   // A fixed dim that differs, or another rank: errors naming the input; the model still runs.
   const Tensor seven = uniform({1, 7, 4, 4}, 99, -1, 1);
   expect_user_error([&] { model->run({seven.view()}); }, {"input 'x'", "1x7x4x4"});
@@ -189,7 +189,7 @@ TEST(OpenDims, ShapeCacheStaysWithinItsBoundAndEvictsTheLeastRecentlyUsed) {
     const Tensor x = uniform(shape, 5, -1, 1);
     RunProfile profile;
     model.run({x.view()}, {}, &profile);
-    return profile.shape_cache_misses;
+    return profile.counts.shape_cache_misses;
   };
   const Shape first = {1, 8, 4, 4};
   {
