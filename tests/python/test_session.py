@@ -542,3 +542,25 @@ def test_check_passes_a_correct_session_and_finds_a_planted_error(monkeypatch):
     assert wide["reference"] == "native (float64)" and wide["regions_over_tolerance"] >= 1
     with pytest.raises(tessera.InvalidArgument):
         planted.check({"x": x}, reference="fp16")
+
+
+def test_open_dims_that_break_a_broadcast_name_the_node_and_the_session_goes_on():
+    # x[a, 4] + y[b, 4]: two open dims of different names, which the model broadcasts; at shapes that
+    # do not broadcast, the error names the node and both shapes, and later calls still run.
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "y"], ["z"], name="the_add"), helper.make_node("Relu", ["z"], ["r"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["a", 4]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 4])],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, None)])
+    session = tessera.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    x, y = rand(2, 4, seed=1), rand(1, 4, seed=2)
+    np.testing.assert_allclose(session.run(None, {"x": x, "y": y})[0], np.maximum(x + y, 0), rtol=1e-6)
+    with pytest.raises(tessera.InvalidArgument, match=r"the_add.*2x4.*3x4"):
+        session.run(None, {"x": x, "y": rand(3, 4, seed=3)})
+    x5, y5 = rand(5, 4, seed=4), rand(5, 4, seed=5)
+    np.testing.assert_allclose(session.run(None, {"x": x5, "y": y5})[0], np.maximum(x5 + y5, 0), rtol=1e-6)
+    # Dims of one name must agree: batch in both inputs.
+    graph.input[1].type.tensor_type.shape.dim[0].dim_param = "a"
+    same = tessera.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    with pytest.raises(tessera.InvalidArgument, match=r"input 'y' dimension 0 \('a'\) is 1, but input 'x' dimension 0"):
+        same.run(None, {"x": x, "y": y})
