@@ -121,15 +121,11 @@ const tsr_options* native(const Options* options) { return options ? options->op
 /// Options from (name, text) settings, each set through tsr_options_set (the C API's one list of option
 /// names; the package turns its typed values into that text), and the shapes to bind.
 std::unique_ptr<Options> make_options(const std::vector<std::pair<std::string, std::string>>& settings,
-                                      const std::map<std::string, std::vector<int64_t>>& shapes,
-                                      const std::map<std::string, std::vector<int64_t>>& data_shapes) {
+                                      const std::map<std::string, std::vector<int64_t>>& shapes) {
   auto options = std::make_unique<Options>();
   tsr_options* o = options->options;
   for (const auto& [name, value] : settings) check(tsr_options_set(o, c_text(name), c_text(value)));
   for (const auto& [name, dims] : shapes) check(tsr_options_set_input_shape(o, c_text(name), dims.data(), dims.size()));
-  for (const auto& [name, dims] : data_shapes) {
-    check(tsr_options_set_input_data_shape(o, c_text(name), dims.data(), dims.size()));
-  }
   return options;
 }
 
@@ -172,8 +168,7 @@ void bind_common(py::module_& m) {
 
   py::class_<Options>(m, "Options")
       .def(py::init(&make_options), py::arg("settings") = std::vector<std::pair<std::string, std::string>>{},
-           py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{},
-           py::arg("data_shapes") = std::map<std::string, std::vector<int64_t>>{});
+           py::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{});
   m.def("option_names", [] {
     std::vector<std::string> names;
     std::string all = tsr_option_names();

@@ -61,7 +61,7 @@ class SessionOptions:
                 setattr(merged, name, value)
         return merged
 
-    def _native(self, data_shapes=None, for_artifact=False):
+    def _native(self, for_artifact=False):
         """The _tessera.Options for a compile (or, for_artifact, a .tsr load: threads only): each C option
         set as the text tsr_options_set takes."""
         settings = []
@@ -84,7 +84,7 @@ class SessionOptions:
         shapes = {}
         for name, dims in (self.input_shapes or {}).items():
             shapes[name] = [dims] if isinstance(dims, int) else list(dims)
-        return _tessera.Options(settings, shapes, data_shapes or {})
+        return _tessera.Options(settings, shapes)
 
     def _fixed_in_artifact(self):
         """The options set here that a compiled artifact cannot apply (its placement, precision and shapes

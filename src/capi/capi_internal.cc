@@ -71,20 +71,11 @@ DType from_dl(DLDataType t, const std::string& what) {
                             static_cast<int>(t.bits), ")");
 }
 
-tessera::TensorView view_of_input(const DLTensor& t, const tessera::ValueDesc& desc, const std::string& what) {
-  tessera::ValueDesc open = desc;
-  if (t.ndim == static_cast<int32_t>(open.shape.size()) && t.shape) {
-    for (size_t d = 0; d < open.shape.size(); ++d) {
-      if (open.shape[d] < 0) open.shape[d] = t.shape[d];
-    }
-  }
-  return view_of(t, open, what);
-}
-
 /// The caller's tensor for `desc`, checked field by field against what the
 /// model has (device, rank before the shape is read, dtype, dims, strides,
 /// data and its alignment), so no bad tensor reaches a kernel.
-tessera::TensorView view_of(const DLTensor& t, const tessera::ValueDesc& desc, const std::string& what) {
+tessera::TensorView view_of(const DLTensor& t, const tessera::ValueDesc& desc, const std::string& what,
+                            bool open_dims_free) {
   if (t.device.device_type != kDLCPU) tessera::throw_user_error(what, ": only CPU tensors (kDLCPU) are supported");
   tessera::TensorView view;
   view.dtype = from_dl(t.dtype, what);
@@ -97,13 +88,16 @@ tessera::TensorView view_of(const DLTensor& t, const tessera::ValueDesc& desc, c
   for (size_t i = 0; i < view.shape.size(); ++i) {
     if (view.shape[i] < 0) tessera::throw_user_error(what, ": dimension ", i, " is ", view.shape[i]);
   }
-  for (int64_t d : desc.shape) {
-    if (d < 0) {
+  bool fits = view.dtype == desc.dtype;
+  for (size_t i = 0; i < desc.shape.size(); ++i) {
+    if (desc.shape[i] >= 0) {
+      fits &= view.shape[i] == desc.shape[i];
+    } else if (!open_dims_free) {
       tessera::throw_user_error(what, ": its shape (", tessera::shape_to_string(desc.shape),
                                 ") is only known after running; use tsr_model_run_alloc");
     }
   }
-  if (view.dtype != desc.dtype || view.shape != desc.shape) {
+  if (!fits) {
     tessera::throw_user_error(what, ": expected ", expected, ", got ", tessera::dtype_name(view.dtype), "[",
                               tessera::shape_to_string(view.shape), "]");
   }
@@ -255,7 +249,7 @@ std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTen
     tessera::throw_user_error("the model has ", descs.size(), " inputs but ", num_inputs, " were given");
   }
   std::vector<tessera::TensorView> views;
-  for (size_t i = 0; i < num_inputs; ++i) views.push_back(view_of_input(inputs[i], descs[i], "input '" + descs[i].name + "'"));
+  for (size_t i = 0; i < num_inputs; ++i) views.push_back(view_of(inputs[i], descs[i], "input '" + descs[i].name + "'", true));
   return views;
 }
 

@@ -150,10 +150,11 @@ DType from_dl(DLDataType t, const std::string& what);
 /// The caller's tensor for `desc`, checked field by field against what the
 /// model has (device, rank before the shape is read, dtype, dims, strides,
 /// data and its alignment), so no bad tensor reaches a kernel.
-tessera::TensorView view_of(const DLTensor& t, const tessera::ValueDesc& desc, const std::string& what);
-/// The same for a model input: its open dims (-1) take the tensor's sizes (the
-/// runtime checks that dims sharing a name agree).
-tessera::TensorView view_of_input(const DLTensor& t, const tessera::ValueDesc& desc, const std::string& what);
+/// `open_dims_free`: the desc's open dims (-1) take any size (a model input, whose
+/// dims sharing a name the runtime checks; an open output's buffer); otherwise
+/// an open dim is an error (its shape is known only after running).
+tessera::TensorView view_of(const DLTensor& t, const tessera::ValueDesc& desc, const std::string& what,
+                            bool open_dims_free = false);
 
 /// Throws when a caller's output buffer shares bytes with an input or another
 /// output: a kernel would read what it already overwrote, or two outputs would

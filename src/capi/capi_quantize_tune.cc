@@ -72,7 +72,7 @@ tsr_status* tsr_quantizer_add_sample(tsr_quantizer* quantizer, const DLTensor* i
     for (size_t i = 0; i < num_inputs; ++i) {
       // Open dims take the sample's size; the others must match.
       const tessera::ValueDesc& desc = quantizer->inputs[i];
-      views.push_back(view_of_input(inputs[i], desc, str_cat("calibration input '", desc.name, "'")));
+      views.push_back(view_of(inputs[i], desc, str_cat("calibration input '", desc.name, "'"), true));
     }
     quantizer->quantizer->add_sample(views);
   });

@@ -27,7 +27,7 @@ tsr_status* tsr_model_run(const tsr_model* model, const DLTensor* inputs, size_t
     for (size_t i = 0; i < num_outputs; ++i) {
       for (int64_t d : descs[i].shape) open[i] |= d < 0;
       const std::string what = "output '" + descs[i].name + "'";
-      out_views.push_back(open[i] ? view_of_input(outputs[i], descs[i], what) : view_of(outputs[i], descs[i], what));
+      out_views.push_back(view_of(outputs[i], descs[i], what, open[i] != 0));
     }
     check_no_overlap(in, out_views, model);
     std::vector<tessera::TensorView*> out_ptrs;

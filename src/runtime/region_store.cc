@@ -55,7 +55,7 @@ RunStore::~RunStore() {
 void RunStore::allocate(ValueId id) {
   TensorView& v = views_[static_cast<size_t>(id)];
   if (pool_ && v.dtype != DType::kString && !is_output_[static_cast<size_t>(id)]) {
-    check_tensor_size("value '" + graph_.value(id).name + "'", v.shape, v.dtype);
+    if (!shape_fits_in_memory(v.shape, v.dtype)) check_tensor_size("value '" + graph_.value(id).name + "'", v.shape, v.dtype);
     const size_t bytes = v.nbytes();
     // The smallest free buffer that is large enough, else a new one (its memory is kept for later runs).
     size_t best = pool_->size();

@@ -124,16 +124,11 @@ class CompiledModel::ArenaLease {
       if (!model.free_arenas_.empty()) {
         buffer_ = std::move(model.free_arenas_.back());
         model.free_arenas_.pop_back();
-      }
-    }
-    if (!buffer_) buffer_ = std::make_unique<Buffer>(static_cast<size_t>(model.memory_plan_.arena_bytes), false);
-    {
-      std::lock_guard<std::mutex> lock(model.arena_mutex_);
-      if (!model.free_pools_.empty()) {
-        pool_ = std::move(model.free_pools_.back());
+        pool_ = std::move(model.free_pools_.back());  // given back together with its arena
         model.free_pools_.pop_back();
       }
     }
+    if (!buffer_) buffer_ = std::make_unique<Buffer>(static_cast<size_t>(model.memory_plan_.arena_bytes), false);
   }
   ~ArenaLease() {
     std::lock_guard<std::mutex> lock(model_.arena_mutex_);
@@ -717,6 +712,19 @@ void CompiledModel::finish() {
     const TensorType& t = g.value(id).type;
     outputs_.push_back({g.value(id).name, t.kind, t.dtype, t.rank_known ? t.dims : Shape{}, dim_names(t), t.rank_known});
   }
+  // Open input dims that share a name, grouped once here for validate_inputs.
+  named_open_dims_.clear();
+  std::map<std::string, size_t> group_of;
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const ValueDesc& d = inputs_[i];
+    if (d.kind != ValueKind::kTensor) continue;
+    for (size_t k = 0; k < d.shape.size() && k < d.dim_names.size(); ++k) {
+      if (d.shape[k] >= 0 || d.dim_names[k].empty()) continue;
+      auto [it, inserted] = group_of.emplace(d.dim_names[k], named_open_dims_.size());
+      if (inserted) named_open_dims_.emplace_back();
+      named_open_dims_[it->second].push_back({i, k});
+    }
+  }
 }
 
 int64_t CompiledModel::constant_bytes() const {
@@ -787,23 +795,18 @@ void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs, const
       throw_user_error("input '", want.name, "': expected ", dtype_name(want.dtype), "[", shape_to_string(want.shape),
                        "], got ", dtype_name(got.dtype), "[", shape_to_string(got.shape), "]");
     }
-    check_tensor_size("input '" + want.name + "'", got.shape, got.dtype);
+    if (!shape_fits_in_memory(got.shape, got.dtype)) check_tensor_size("input '" + want.name + "'", got.shape, got.dtype);
     if (!got.data && got.numel() != 0) throw_user_error("input '", want.name, "' has no data");
   }
   // Open dims that share a name (ONNX dim_param) take one value in a call.
-  std::map<std::string, std::pair<int64_t, std::string>> named;  // name -> value, where it was first seen
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const ValueDesc& want = inputs_[i];
-    if (want.kind != ValueKind::kTensor) continue;
-    for (size_t d = 0; d < want.shape.size() && d < want.dim_names.size(); ++d) {
-      if (want.shape[d] >= 0 || want.dim_names[d].empty()) continue;
-      const int64_t value = inputs[i].shape[d];
-      const std::string where = str_cat("input '", want.name, "' dimension ", d);
-      auto [it, inserted] = named.emplace(want.dim_names[d], std::make_pair(value, where));
-      if (!inserted && it->second.first != value) {
-        throw_user_error(where, " ('", want.dim_names[d], "') is ", value, ", but ", it->second.second, " ('",
-                         want.dim_names[d], "') is ", it->second.first, ": dims of one name must be equal");
-      }
+  for (const std::vector<std::pair<size_t, size_t>>& group : named_open_dims_) {
+    const auto [first, first_dim] = group.front();
+    for (const auto& [i, d] : group) {
+      if (inputs[i].shape[d] == inputs[first].shape[first_dim]) continue;
+      const std::string& name = inputs_[i].dim_names[d];
+      throw_user_error("input '", inputs_[i].name, "' dimension ", d, " ('", name, "') is ", inputs[i].shape[d],
+                       ", but input '", inputs_[first].name, "' dimension ", first_dim, " ('", name, "') is ",
+                       inputs[first].shape[first_dim], ": dims of one name must be equal");
     }
   }
 }

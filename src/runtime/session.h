@@ -241,8 +241,10 @@ class CompiledModel {
   // Arenas of finished runs, reused by later ones (one per concurrent run at most).
   mutable std::mutex arena_mutex_;
   mutable std::vector<std::unique_ptr<Buffer>> free_arenas_;
-  // With them, the buffers of values of shapes known only at run time (RunStore's pool).
+  // With them (one per arena, same order), the buffers of values of shapes known only at run time (RunStore's pool).
   mutable std::vector<std::vector<std::unique_ptr<Buffer>>> free_pools_;
+  // Open input dims that share an ONNX name, as (input, dim) groups: one value per call (validate_inputs).
+  std::vector<std::vector<std::pair<size_t, size_t>>> named_open_dims_;
   mutable std::mutex stats_mutex_;
   mutable ModelStats stats_;
   int64_t parameter_count_ = 0;

@@ -268,6 +268,10 @@ void run_max_pool(const MaxPoolPlan& plan, const float* src, float* dst);
 /// primitive is still created as a direct convolution: it fixes the layouts,
 /// and runs instead wherever the kernel cannot (another CPU, a capped ISA).
 constexpr int32_t kTesseraWinograd = 0x7e01;
+/// The placement note for a convolution step's algorithm chosen by measurement
+/// ("Winograd F(4x4, 3x3), Tessera's kernel: measured faster than the direct
+/// convolution", or oneDNN's Winograd), or "" for the direct one.
+std::string measured_algorithm_note(int32_t algorithm);
 /// An element-wise post-op or sum the kernel applies in its output transform.
 struct WinogradPostOp {
   enum class Kind : uint8_t { kRelu, kClip, kSum };

@@ -73,23 +73,21 @@ OpenDnnlRegion::OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, 
   for (size_t i = 0; i < region.inputs.size(); ++i) {
     if (static_cast<int64_t>(probe_input_dims[i].size()) != region.value(region.inputs[i]).type.rank()) return;  // not worked out
   }
-  const std::vector<Shape>& dims = probe_input_dims;
   try {
-    Graph graph = specialize_shapes(region, dims);
+    Graph graph = specialize_shapes(region, probe_input_dims);
     AlgorithmMemo direct;
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       direct[static_cast<int32_t>(i)] = static_cast<int32_t>(dnnl::algorithm::convolution_direct);
     }
     omp_set_num_threads(num_threads_);
     Program program = lower_region(graph, engine_, {}, &direct);
-    const std::vector<Step> probed_steps = program.steps;
-    DnnlRegion probed(graph, std::move(program), engine_, num_threads_, &constants_);
     bool convolutions = false, heavy = false;
-    for (const Step& step : probed_steps) {
+    for (const Step& step : program.steps) {
       convolutions |= step.kind == StepKind::kConvolution;
       heavy |= step.kind == StepKind::kConvolution || step.kind == StepKind::kDeconvolution ||
                step.kind == StepKind::kMatMul || step.kind == StepKind::kInnerProduct || step.kind == StepKind::kPooling;
     }
+    DnnlRegion probed(graph, std::move(program), engine_, num_threads_, &constants_);
     finite_only_ = probed.exact_only_for_finite_inputs() || convolutions;
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       std::string why = probed.node_refusal(i);
@@ -238,15 +236,8 @@ void OpenDnnlRegion::run(ValueStore& store) const {
 std::string OpenDnnlRegion::node_algorithm(size_t node) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto found = algorithms_.find(static_cast<int32_t>(node));
-  if (found == algorithms_.end()) return "";
-  if (found->second == kTesseraWinograd) {
-    return "Winograd F(4x4, 3x3), Tessera's kernel: measured faster than the direct convolution at the first input "
-           "shape run";
-  }
-  if (found->second == static_cast<int32_t>(dnnl::algorithm::convolution_winograd)) {
-    return "Winograd, oneDNN's: measured faster than the direct convolution at the first input shape run";
-  }
-  return "";
+  const std::string note = found == algorithms_.end() ? "" : measured_algorithm_note(found->second);
+  return note.empty() ? note : note + " at the first input shape run";
 }
 
 }  // namespace tessera::dnnl_backend

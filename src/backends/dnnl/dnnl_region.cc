@@ -366,12 +366,10 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       auto weights = std::make_shared<std::vector<float>>(static_cast<size_t>(plan.weight_floats()) + 16, 0.0f);
       write_winograd_weights(plan, plain_data().data(), first_aligned(weights->data()));
       compiled.winograd_weights = weights;
-      const int64_t bytes = static_cast<int64_t>(weights->size() * sizeof(float));
       if (shared) {
         shared->winograd.push_back({key, plan.in_blocks, plan.out_blocks, weights});
-        shared->bytes += bytes;
       } else {
-        own_constant_bytes_ += bytes;
+        own_constant_bytes_ += static_cast<int64_t>(weights->size() * sizeof(float));
       }
     }
     if (!winograd_readers[s].empty() && !other_readers[s]) continue;
@@ -387,13 +385,11 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     dnnl::reorder(source, constants_[s]).execute(stream, source, constants_[s]);
     if (shared) {
       shared->reordered.push_back({key, descs_[s], constants_[s]});
-      shared->bytes += static_cast<int64_t>(descs_[s].get_size());
     } else {
       own_constant_bytes_ += static_cast<int64_t>(descs_[s].get_size());
     }
     stream.wait();  // `plain` is freed at the end of this iteration
   }
-  stream.wait();
 
   // Workspace: intermediates by liveness (step indices), then the scratchpad.
   std::vector<int64_t> first(num_slots, -1), last(num_slots, -1);
@@ -490,14 +486,11 @@ std::string DnnlRegion::node_algorithm(size_t node) const {
   for (size_t k = 0; k < program_.steps.size(); ++k) {
     const Step& step = program_.steps[k];
     if (step.node != static_cast<int32_t>(node) || step.kind != StepKind::kConvolution) continue;
-    if (steps_[k].winograd) return "Winograd F(4x4, 3x3), Tessera's kernel: measured faster than the direct convolution";
-    if (step.algorithm == kTesseraWinograd) {
+    if (step.algorithm == kTesseraWinograd && !steps_[k].winograd) {
       return "direct convolution: Tessera's Winograd kernel was measured faster when compiling, but this CPU "
              "(or TESSERA_ISA) lacks AVX2";
     }
-    if (step.algorithm == static_cast<int32_t>(dnnl::algorithm::convolution_winograd)) {
-      return "Winograd, oneDNN's: measured faster than the direct convolution";
-    }
+    if (const std::string note = measured_algorithm_note(step.algorithm); !note.empty()) return note;
   }
   return "";
 }

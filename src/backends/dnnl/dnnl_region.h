@@ -29,7 +29,6 @@ struct SharedConstants {
   std::mutex mutex;
   std::vector<Reordered> reordered;
   std::vector<Winograd> winograd;
-  int64_t bytes = 0;
 };
 
 class DnnlRegion : public ExecutableRegion {
