@@ -55,6 +55,13 @@ class ValueStore {
   /// must set dtype/shape and call allocate().
   virtual TensorView& output(ValueId id) = 0;
   virtual void allocate(ValueId id) = 0;
+  /// Lets `output` view the bytes of `input` (same dtype and byte size, a
+  /// new shape: Reshape, Squeeze...) instead of memory of its own, where the
+  /// store can promise that those bytes stay unchanged while `output` may be
+  /// read in this run. Returns false (the caller allocates and copies) where
+  /// it cannot: output memory already planned or owned by the caller, an
+  /// input whose memory the plan reuses after its last reader.
+  virtual bool alias(ValueId output, ValueId input) { return false; }
   /// The box of a sequence or optional value (ValueKind other than tensor):
   /// read for an input, filled in for an output. Only the native backend gets
   /// such values (the partitioner keeps their nodes there); stores of regions

@@ -66,6 +66,11 @@ class RunStore {
   const TensorView& get(ValueId id) { return views_[static_cast<size_t>(id)]; }
   TensorView& output(ValueId id);
   void allocate(ValueId id);
+  /// ValueStore::alias for the run's values: `output` not planned, not a
+  /// graph output and not yet written; `input` anywhere but the arena (whose
+  /// slots later values reuse): a graph input, a constant, or memory that
+  /// stays borrowed or owned until the store dies.
+  bool alias(ValueId output, ValueId input);
   void bind(ValueId id, const TensorView& view) { views_[static_cast<size_t>(id)] = view; }
   /// The owned tensor holding a value, or a copy when the value lives elsewhere.
   Tensor take(ValueId id);
@@ -81,6 +86,8 @@ class RunStore {
   std::map<size_t, BoxedValue> boxed_;
   bool poison_;
   std::vector<char> is_output_;
+  const char* arena_begin_;
+  const char* arena_end_;
   std::vector<std::unique_ptr<Buffer>>* pool_;
   std::vector<std::unique_ptr<Buffer>> borrowed_;
 };

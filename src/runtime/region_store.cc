@@ -14,7 +14,8 @@ namespace tessera {
 RunStore::RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison,
                    std::vector<std::unique_ptr<Buffer>>* pool)
     : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()), poison_(poison),
-      is_output_(graph.values.size(), 0), pool_(pool) {
+      is_output_(graph.values.size(), 0), arena_begin_(static_cast<const char*>(arena.data())),
+      arena_end_(arena_begin_ + arena.size()), pool_(pool) {
   for (ValueId id : graph.outputs) is_output_[static_cast<size_t>(id)] = 1;
   auto* base = static_cast<char*>(arena.data());
   if (poison) std::memset(base, 0xFF, arena.size());
@@ -81,6 +82,18 @@ void RunStore::allocate(ValueId id) {
   if (poison_ && v.dtype != DType::kString) std::memset(v.data, 0xFF, owned_[static_cast<size_t>(id)].nbytes());
 }
 
+bool RunStore::alias(ValueId output, ValueId input) {
+  TensorView& out = views_[static_cast<size_t>(output)];
+  const TensorView& in = views_[static_cast<size_t>(input)];
+  const auto* bytes = static_cast<const char*>(in.data);
+  if (out.data || is_output_[static_cast<size_t>(output)] || !bytes || in.dtype != out.dtype ||
+      in.dtype == DType::kString || in.nbytes() != out.nbytes() || (bytes >= arena_begin_ && bytes < arena_end_)) {
+    return false;
+  }
+  out.data = in.data;
+  return true;
+}
+
 Tensor RunStore::take(ValueId id) {
   const TensorView& v = views_[static_cast<size_t>(id)];
   Tensor& t = owned_[static_cast<size_t>(id)];
@@ -143,6 +156,7 @@ class HostRegionStore : public ValueStore {
   const TensorView& get(ValueId id) override { return store_.get(global(id)); }
   TensorView& output(ValueId id) override { return store_.output(global(id)); }
   void allocate(ValueId id) override { store_.allocate(global(id)); }
+  bool alias(ValueId output, ValueId input) override { return store_.alias(global(output), global(input)); }
   BoxedValue& boxed(ValueId id) override { return store_.boxed(global(id)); }
   bool profiling() const override { return profile_ != nullptr; }
   void node_finished(size_t node_index, double milliseconds) override {

@@ -1,11 +1,11 @@
 // Tests of the nn family: the packed GEMM (every microkernel this CPU runs)
 // and the Conv / MatMul / Gemm fast paths against plain references on random
 // shapes with odd sizes, groups, strides, dilations and padding.
-#include <random>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "backends/native/kernels/nn_internal.h"
 #include "test_util.h"
@@ -564,6 +564,37 @@ TEST(NnNorm, LayerNormalizationRows) {
   expect_close(out[0], testing::make_float({2, 2}, {-2, 2, -2, 2}));
   expect_close(out[1], testing::make_float({2, 1}, {2, 0}));
   expect_close(out[2], testing::make_float({2, 1}, {1, 0.5f}));
+}
+
+TEST(NnNorm, LayerNormalizationOfRowsFarFromZeroMatchesDouble) {
+  // Rows of 1000 values (blocks of the vectorised sums, and a tail) around 1e4, 1 and
+  // -3e3 with small spreads: float rounding of the mean is large against these
+  // deviations, and a float sum of the squares would lose them.
+  const int64_t cols = 1003;
+  const double centres[] = {1e4, 1.0, -3e3}, spreads[] = {0.05, 1e-3, 0.5};
+  Tensor x(DType::kFloat32, {3, cols});
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> unit(-1, 1);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t i = 0; i < cols; ++i) x.as<float>()[r * cols + i] = static_cast<float>(centres[r] + spreads[r] * unit(rng));
+  OneOpGraph spec{.op_type = "LayerNormalization", .inputs = {x}};
+  spec.attrs.set("epsilon", Attribute::of_float(0.0f));
+  spec.constants = {{1, testing::make_float({cols}, std::vector<float>(cols, 1.0f))}};
+  const Tensor out = run_one_op(spec)[0];
+  for (int64_t r = 0; r < 3; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < cols; ++i) mean += x.as<float>()[r * cols + i];
+    mean /= cols;
+    for (int64_t i = 0; i < cols; ++i) var += (x.as<float>()[r * cols + i] - mean) * (x.as<float>()[r * cols + i] - mean);
+    const double inv_std = 1 / std::sqrt(var / cols);
+    double worst = 0;
+    for (int64_t i = 0; i < cols; ++i) {
+      const double expected = (x.as<float>()[r * cols + i] - mean) * inv_std;
+      const double error = std::fabs(out.as<float>()[r * cols + i] - expected);
+      worst = std::isnan(error) ? INFINITY : std::max(worst, error);
+    }
+    EXPECT_LT(worst, 2e-6) << "row " << r;  // outputs are within about 1.7 of zero: a few float ulps
+  }
 }
 
 }  // namespace

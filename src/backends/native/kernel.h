@@ -92,6 +92,10 @@ struct KernelDef {
   std::string domain;
   KernelFn run = nullptr;
   PrepareFn prepare = nullptr;
+  /// The output has input 0's bytes (a view with a new shape): run_node asks
+  /// the store to alias them (ValueStore::alias) and the kernel copies only
+  /// where it could not.
+  bool output_aliases_input = false;
 };
 
 class KernelRegistry {

@@ -78,6 +78,37 @@ CompiledNode compile_node(const Graph& graph, const Node& node) {
 /// kernels run: ConvActivation becomes its Conv with the activation as the
 /// attribute tessera_clamp = [low, high], applied in the Conv's epilogue;
 /// LayerNorm becomes a LayerNormalization over the last axis.
+/// MatMul→Add(bias)[→Relu/Clip] as one MatMul carrying the bias's values and
+/// the clamp (native_declarations.h, kMatMulBias).
+template <typename ToRegion>
+Node lower_matmul_bias(const Graph& region, const Node& composite, const Graph& body, const ToRegion& to_region) {
+  const size_t count = body.nodes.size();
+  if ((count != 2 && count != 3) || body.nodes[0].op_type != "MatMul" || body.nodes[1].op_type != "Add" ||
+      body.inputs.size() != composite.inputs.size() || composite.outputs.size() != 1) {
+    throw_user_error(composite.describe(), ": composite MatMulBias whose body is not MatMul, Add and an activation");
+  }
+  Node matmul = body.nodes[0];
+  for (ValueId& id : matmul.inputs) id = to_region(id);
+  const Node& add = body.nodes[1];
+  const ValueId product = body.nodes[0].outputs[0];
+  const ValueId bias_id = to_region(add.inputs[0] == product ? add.inputs[1] : add.inputs[0]);
+  const Value& bias = region.value(bias_id);
+  if (!bias.constant || bias.constant->dtype() != DType::kFloat32) {
+    throw_user_error(composite.describe(), ": the bias of a composite MatMulBias is not a float32 constant");
+  }
+  matmul.attrs.set("tessera_bias", Attribute::of_floats(std::vector<float>(bias.constant->as<float>(),
+                                                                           bias.constant->as<float>() + bias.constant->numel())));
+  if (count == 3) {
+    Node activation = body.nodes[2];
+    for (ValueId& id : activation.inputs) id = id == add.outputs[0] ? kNoValue : to_region(id);
+    const auto [low, high] = native::clamp_of_activation(region, activation);
+    matmul.attrs.set("tessera_clamp", Attribute::of_floats({low, high}));
+  }
+  matmul.outputs = composite.outputs;
+  matmul.name = composite.name;
+  return matmul;
+}
+
 Node lower_composite(const Graph& region, const Node& composite) {
   const Attribute* pattern = composite.attrs.find("pattern");
   const Attribute* body_attr = composite.attrs.find("body");
@@ -101,10 +132,6 @@ Node lower_composite(const Graph& region, const Node& composite) {
     norm.attrs.set("stash_type", Attribute::of_int(1));
     return norm;
   }
-  if (pattern->s != native::kConvActivation || body.nodes.size() != 2 || body.nodes[0].op_type != "Conv" ||
-      body.inputs.size() != composite.inputs.size() || composite.outputs.size() != 1) {
-    throw_user_error(composite.describe(), ": the native backend cannot run composite '", pattern->s, "'");
-  }
   // Body values map to region values through the body's inputs (same order
   // as the composite node's); constants in the body are region constants.
   auto to_region = [&](ValueId body_id) -> ValueId {
@@ -114,6 +141,11 @@ Node lower_composite(const Graph& region, const Node& composite) {
     }
     throw_user_error(composite.describe(), ": composite body reads a value that is not one of its inputs");
   };
+  if (pattern->s == native::kMatMulBias) return lower_matmul_bias(region, composite, body, to_region);
+  if (pattern->s != native::kConvActivation || body.nodes.size() != 2 || body.nodes[0].op_type != "Conv" ||
+      body.inputs.size() != composite.inputs.size() || composite.outputs.size() != 1) {
+    throw_user_error(composite.describe(), ": the native backend cannot run composite '", pattern->s, "'");
+  }
   Node conv = body.nodes[0];
   for (ValueId& id : conv.inputs) id = to_region(id);
   Node activation = body.nodes[1];

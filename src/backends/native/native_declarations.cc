@@ -1,7 +1,9 @@
 // What the native backend declares: every op that has a native kernel, and
-// two fused patterns (see lower_composite in native_backend.cc): Conv→Relu /
-// Conv→Clip (constant bounds), which its GEMM and depthwise epilogues apply,
-// and the decomposed LayerNorm, which runs as one LayerNormalization.
+// three fused patterns (see lower_composite in native_backend.cc): Conv→Relu /
+// Conv→Clip (constant bounds), which its GEMM and depthwise epilogues apply;
+// MatMul (constant weights)→Add (constant bias)[→Relu / Clip], one GEMM that
+// starts from the bias and clamps as it stores; and the decomposed LayerNorm,
+// which runs as one LayerNormalization.
 #include "backends/native/native_declarations.h"
 
 #include <limits>
@@ -27,6 +29,37 @@ bool constant_clip_bounds(const Graph& graph, const Node& node) {
   return true;
 }
 
+/// MatMul by a constant float32 matrix [K, N] (the native GEMM packs it once).
+bool constant_matrix_weight(const Graph& graph, const Node& node) {
+  if (!float32_output(graph, node) || node.inputs.size() != 2 || !graph.is_constant(node.inputs[1])) return false;
+  const TensorType& a = graph.value(node.inputs[0]).type;
+  const TensorType& b = graph.value(node.inputs[1]).type;
+  return a.rank_known && a.dims.size() >= 2 && b.dims.size() == 2 && b.dtype == DType::kFloat32;
+}
+
+/// Add of the MatMul's output and a constant float32 bias of N values over
+/// its last axis ([N], [1, N], ...; no higher rank than the product's), so
+/// the sum has the product's shape.
+bool bias_over_last_axis(const Graph& graph, const Node& node) {
+  if (!float32_output(graph, node) || node.inputs.size() != 2) return false;
+  for (size_t i = 0; i < 2; ++i) {
+    const ValueId bias = node.inputs[i], product = node.inputs[1 - i];
+    if (!graph.is_constant(bias)) continue;
+    const TensorType& b = graph.value(bias).type;
+    const TensorType& p = graph.value(product).type;
+    if (b.dtype != DType::kFloat32 || !p.rank_known || p.dims.empty() || b.dims.empty() || b.dims.size() > p.dims.size()) {
+      return false;
+    }
+    const int64_t n = p.dims.back();
+    if (n < 0 || b.dims.back() != n) return false;
+    for (size_t d = 0; d + 1 < b.dims.size(); ++d) {
+      if (b.dims[d] != 1) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
 Declarations make_declarations() {
   Declarations d;
   d.any_op([](const Graph&, const Node& node) -> SupportDecision {
@@ -40,6 +73,14 @@ Declarations make_declarations() {
   std::vector<Pattern> clips = {op("Clip", {conv}), op("Clip", {conv, bound()}), op("Clip", {conv, bound(), bound()})};
   for (Pattern& clip : clips) clip.where(constant_clip_bounds);
   d.pattern(kConvActivation, either({op("Relu", {conv}), clips[0], clips[1], clips[2]}));
+  Pattern matmul = op("MatMul", {any(), constant()});
+  matmul.where(constant_matrix_weight);
+  Pattern biased = op("Add", {matmul, constant()});
+  biased.where(bias_over_last_axis);
+  std::vector<Pattern> biased_clips = {op("Clip", {biased}), op("Clip", {biased, bound()}),
+                                       op("Clip", {biased, bound(), bound()})};
+  for (Pattern& clip : biased_clips) clip.where(constant_clip_bounds);
+  d.pattern(kMatMulBias, either({op("Relu", {biased}), biased_clips[0], biased_clips[1], biased_clips[2], biased}));
   d.pattern(kLayerNorm, layer_norm_pattern(any(), [](const Graph& graph, const Node& node) {
               return node.has_output(0) && graph.value(node.outputs[0]).type.dtype == DType::kFloat32;
             }));

@@ -8,6 +8,11 @@ namespace tessera::native {
 
 /// The composite a Conv followed by a Relu or Clip becomes.
 inline constexpr const char* kConvActivation = "ConvActivation";
+/// The composite a MatMul by a constant 2-D float32 matrix becomes with the
+/// Add of a constant bias over its last axis, and optionally a Relu or Clip
+/// after: one MatMul whose GEMM starts from the bias and clamps as it stores
+/// (attributes tessera_bias and tessera_clamp).
+inline constexpr const char* kMatMulBias = "MatMulBias";
 /// The decomposed LayerNorm (common_patterns.h) becomes one LayerNormalization.
 inline constexpr const char* kLayerNorm = "LayerNorm";
 

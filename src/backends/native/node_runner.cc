@@ -59,6 +59,10 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
       if (t.is_static()) {
         outputs[i]->dtype = t.dtype;
         outputs[i]->shape = t.dims;
+        if (i == 0 && cn.kernel->output_aliases_input && inputs[0] && inputs[0]->dtype == t.dtype &&
+            store.alias(node.outputs[0], node.inputs[0])) {
+          continue;
+        }
         store.allocate(node.outputs[i]);
       }
     }

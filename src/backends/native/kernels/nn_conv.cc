@@ -469,14 +469,6 @@ void conv_implicit_im2col(const ConvShape& s, const GemmMicrokernel& kernel, con
   });
 }
 
-/// The clamp a fused Relu or Clip left on the node (native ConvActivation pattern), if any.
-std::optional<GemmClamp> fused_clamp(const KernelContext& ctx) {
-  std::vector<float> bounds = ctx.attrs().get_floats_or("tessera_clamp", {});
-  if (bounds.empty()) return std::nullopt;
-  if (bounds.size() != 2) ctx.fail("attribute 'tessera_clamp' must hold [low, high]");
-  return GemmClamp{bounds[0], bounds[1]};
-}
-
 /// Applies a clamp after a path that could not fuse it.
 template <typename T>
 void clamp_output(const GemmClamp& clamp, T* y, int64_t count, ThreadPool& pool) {
@@ -626,6 +618,13 @@ void conv_transpose_kernel(KernelContext& ctx) {
 void register_nn_conv_kernels(KernelRegistry& registry) {
   registry.add({.op_type = "Conv", .run = conv_kernel, .prepare = prepare_conv});
   registry.add({.op_type = "ConvTranspose", .run = conv_transpose_kernel});
+}
+
+std::optional<GemmClamp> fused_clamp(const KernelContext& ctx) {
+  std::vector<float> bounds = ctx.attrs().get_floats_or("tessera_clamp", {});
+  if (bounds.empty()) return std::nullopt;
+  if (bounds.size() != 2) ctx.fail("attribute 'tessera_clamp' must hold [low, high]");
+  return GemmClamp{bounds[0], bounds[1]};
 }
 
 }  // namespace tessera::native

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backends/native/kernel.h"
@@ -123,6 +124,10 @@ struct GemmB {
   PackBFn pack;                          // then this when set
   MatrixRef ref;                         // else this
 };
+
+/// The clamp a fused Relu or Clip left on a Conv or MatMul (attribute
+/// tessera_clamp of the native ConvActivation and MatMulBias composites), if any.
+std::optional<GemmClamp> fused_clamp(const KernelContext& ctx);
 
 /// C[M x N] (row stride ldc) = A * B (+ C when accumulate) (+ row_bias[i]),
 /// then clamped when clamp is given, parallelised over output tiles. Packed

@@ -1,6 +1,8 @@
 // Native Gemm and MatMul. float32 runs on the packed GEMM (constant B packed
 // once in prepare); other dtypes take the plain reference loops.
 #include <algorithm>
+#include <cstring>
+#include <optional>
 
 #include "backends/native/dispatch.h"
 #include "backends/native/kernels/nn_internal.h"
@@ -111,6 +113,18 @@ std::shared_ptr<void> prepare_matmul(const Node& node, const std::vector<const T
   return state;
 }
 
+/// Writes the bias a native MatMulBias composite left on the node (attribute
+/// tessera_bias, N values) into every row of y; false when there is none.
+bool fill_fused_bias(const KernelContext& ctx, float* y, int64_t count, int64_t n) {
+  const Attribute* bias = ctx.attrs().find("tessera_bias");
+  if (!bias) return false;
+  if (static_cast<int64_t>(bias->floats.size()) != n) {
+    ctx.fail("attribute 'tessera_bias' holds ", bias->floats.size(), " values for a product of ", n, " columns");
+  }
+  for (int64_t row = 0; n > 0 && row < count / n; ++row) std::memcpy(y + row * n, bias->floats.data(), n * sizeof(float));
+  return true;
+}
+
 void matmul_kernel(KernelContext& ctx) {
   const TensorView& a = ctx.input(0);
   const TensorView& b = ctx.input(1);
@@ -154,16 +168,20 @@ void matmul_kernel(KernelContext& ctx) {
       GemmB gb;
       if (packed) gb.packed = &packed->b;
       gb.ref = {pb, n, 1};
+      // A fused bias (native MatMulBias): every row of Y starts as the bias and the products accumulate onto it.
+      const bool biased = fill_fused_bias(ctx, out, y.numel(), n);
+      const std::optional<GemmClamp> clamp = fused_clamp(ctx);
+      const GemmClamp* clamp_ptr = clamp ? &*clamp : nullptr;
       const bool a_contiguous = shape_numel(batch_a) == batches;  // A not broadcast over batch
       if (b_shared && a_contiguous) {
-        gemm_f32(kernel, batches * m, n, k, GemmA{nullptr, {pa, k, 1}}, gb, out, n, false, nullptr, &ctx.pool());
+        gemm_f32(kernel, batches * m, n, k, GemmA{nullptr, {pa, k, 1}}, gb, out, n, biased, nullptr, &ctx.pool(), clamp_ptr);
         return;
       }
       auto one = [&](int64_t t, ThreadPool* pool) {
         GemmB bt = gb;
         bt.ref.data = pb + b_offsets[static_cast<size_t>(t)];
         gemm_f32(kernel, m, n, k, GemmA{nullptr, {pa + a_offsets[static_cast<size_t>(t)], k, 1}}, bt, out + t * m * n, n,
-                 false, nullptr, pool);
+                 biased, nullptr, pool, clamp_ptr);
       };
       // Many small products (attention heads): one per thread; few big ones: parallel inside.
       if (batches >= ctx.pool().num_threads()) {

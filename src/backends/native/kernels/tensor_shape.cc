@@ -27,8 +27,11 @@ void constant_of_shape_kernel(KernelContext& ctx) {
   fill_elements(out.data, out.numel(), value->tensor->data(), dtype_size(out.dtype));
 }
 
-/// Reshape, Flatten, Squeeze, Unsqueeze: same bytes, new shape.
-void copy_kernel(KernelContext& ctx) { copy_bytes(ctx.input(0), ctx.output(0)); }
+/// Reshape, Flatten, Squeeze, Unsqueeze: same bytes, new shape (none to copy
+/// where the store let the output alias the input).
+void copy_kernel(KernelContext& ctx) {
+  if (ctx.output(0).data != ctx.input(0).data) copy_bytes(ctx.input(0), ctx.output(0));
+}
 
 void shape_kernel(KernelContext& ctx) {
   const TensorView& in = ctx.input(0);
@@ -80,7 +83,7 @@ void eye_like_kernel(KernelContext& ctx) {
 void register_tensor_shape_kernels(KernelRegistry& registry) {
   registry.add({.op_type = "Constant", .run = constant_kernel});
   registry.add({.op_type = "ConstantOfShape", .run = constant_of_shape_kernel});
-  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) registry.add({.op_type = op, .run = copy_kernel});
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}) registry.add({.op_type = op, .run = copy_kernel, .output_aliases_input = true});
   registry.add({.op_type = "Shape", .run = shape_kernel});
   registry.add({.op_type = "Size", .run = size_kernel});
   registry.add({.op_type = "Range", .run = range_kernel});
