@@ -51,5 +51,31 @@ TEST(DnnlPayload, ConcatAxisAndSourceRanksAreChecked) {
   }
 }
 
+TEST(DnnlPayload, FormatTagOfNamesEachLayoutAtEveryDims) {
+  // Payloads store a layout as the format tag that names it; format_tag_of remembers the tag of each
+  // layout it saw (lowering a region for a new shape asks about the same layouts at new dims), so
+  // the same layouts come back here at dims where sizes of 1 make their strides ambiguous.
+  using dnnl::memory;
+  const std::vector<memory::format_tag> tags = {memory::format_tag::nChw8c, memory::format_tag::nChw16c,
+                                                memory::format_tag::nhwc,   memory::format_tag::OIhw8i8o,
+                                                memory::format_tag::Ohwi8o, memory::format_tag::cdba,
+                                                memory::format_tag::nchw};
+  const std::vector<memory::dims> dims_list = {{2, 16, 5, 7}, {1, 16, 1, 1}, {1, 8, 1, 9}, {3, 24, 4, 1},
+                                               {1, 1, 1, 1},  {2, 16, 5, 7}, {16, 8, 3, 3}, {1, 8, 1, 9}};
+  for (const memory::dims& dims : dims_list) {
+    for (const memory::format_tag tag : tags) {
+      SCOPED_TRACE(std::to_string(dims[0]) + "x" + std::to_string(dims[1]) + "x" + std::to_string(dims[2]) + "x" +
+                   std::to_string(dims[3]) + " tag " + std::to_string(static_cast<int>(tag)));
+      const memory::desc desc(dims, memory::data_type::f32, tag);
+      const int32_t named = dnnl_backend::format_tag_of(desc);
+      ASSERT_GE(named, 0);
+      const memory::desc rebuilt =
+          named == 0 ? dnnl_backend::plain_desc(std::vector<int64_t>(dims.begin(), dims.end()), memory::data_type::f32)
+                     : memory::desc(dims, memory::data_type::f32, static_cast<memory::format_tag>(named));
+      EXPECT_TRUE(rebuilt == desc);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::testing

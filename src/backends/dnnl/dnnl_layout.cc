@@ -2,7 +2,9 @@
 // region's boundary values, and the format tag that names a layout a
 // primitive chose (the payload stores tags, never raw descriptors, so a
 // loaded layout is always one oneDNN itself can make).
+#include <algorithm>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "backends/dnnl/dnnl_internal.h"
@@ -88,8 +90,11 @@ bool is_plain(const memory::desc& desc) {
   return desc == plain_desc(std::vector<int64_t>(dims.begin(), dims.end()), desc.data_type());
 }
 
-int32_t format_tag_of(const memory::desc& desc) {
-  if (is_plain(desc)) return 0;
+namespace {
+
+/// The tag whose descriptor for `desc`'s dims equals `desc`, by trying each
+/// (about 500; 15-90 us), or -1.
+int32_t scan_format_tags(const memory::desc& desc) {
   const memory::dims dims = desc.dims();
   for (int tag = dnnl_format_tag_any + 1; tag < dnnl_format_tag_last; ++tag) {
     dnnl_memory_desc_t candidate;
@@ -100,6 +105,58 @@ int32_t format_tag_of(const memory::desc& desc) {
     if (dnnl_memory_desc_equal(&candidate, &desc.data)) return tag;
   }
   return -1;
+}
+
+/// What a layout is regardless of dims: rank, element type, inner blocks and
+/// the order of the strides. Equal signatures usually share a tag (dims of 1
+/// can make the order ambiguous: the guess is checked).
+std::string layout_signature(const memory::desc& desc) {
+  const dnnl_memory_desc_t& md = desc.data;
+  std::string key = std::to_string(md.ndims) + "/" + std::to_string(md.data_type) + "/" + std::to_string(md.format_kind);
+  if (md.format_kind != dnnl_blocked) return key;
+  const dnnl_blocking_desc_t& blocking = md.format_desc.blocking;
+  for (int i = 0; i < blocking.inner_nblks; ++i) {
+    key += "/" + std::to_string(blocking.inner_idxs[i]) + "x" + std::to_string(blocking.inner_blks[i]);
+  }
+  std::vector<int> order(static_cast<size_t>(md.ndims));
+  for (int d = 0; d < md.ndims; ++d) order[static_cast<size_t>(d)] = d;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return blocking.strides[a] > blocking.strides[b]; });
+  key += "/";
+  for (int d : order) key += static_cast<char>('a' + d);
+  return key;
+}
+
+}  // namespace
+
+int32_t format_tag_of(const memory::desc& desc) {
+  if (is_plain(desc)) return 0;
+  // Lowering a region for each new shape asks for the tags of the same few
+  // layouts at new dims: remember the tag of each layout signature, check it
+  // with one descriptor, and scan only when that fails.
+  static std::mutex mutex;
+  static std::unordered_map<std::string, int32_t> known;
+  const std::string key = layout_signature(desc);
+  int32_t guess = -1;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = known.find(key);
+    if (it != known.end()) guess = it->second;
+  }
+  if (guess > 0) {
+    const memory::dims dims = desc.dims();
+    dnnl_memory_desc_t candidate;
+    if (dnnl_memory_desc_init_by_tag(&candidate, static_cast<int>(dims.size()), dims.data(), desc.data.data_type,
+                                     static_cast<dnnl_format_tag_t>(guess)) == dnnl_success &&
+        dnnl_memory_desc_equal(&candidate, &desc.data)) {
+      return guess;
+    }
+  }
+  const int32_t tag = scan_format_tags(desc);
+  if (tag > 0) {
+    std::lock_guard<std::mutex> lock(mutex);
+    known[key] = tag;
+  }
+  return tag;
 }
 
 int64_t element_count(const memory::desc& desc) {

@@ -199,6 +199,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
   };
   int64_t scratchpad = 0;
   std::vector<char> layout_resolved(num_slots, 0);
+  std::vector<dnnl::primitive_desc_base> pending_primitives;  // per step, in order
   for (const Step& step : program_.steps) {
     finite_only_ |= finite_only_reason(step).has_value();
     for (int32_t slot : step.inputs) check_read(slot);
@@ -271,7 +272,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
         if (role_desc(step, pd, i) != roles[i]) throw_user_error("oneDNN payload: step layout differs from the primitive's");
       }
       scratchpad = std::max<int64_t>(scratchpad, static_cast<int64_t>(pd.scratchpad_desc().get_size()));
-      compiled.primitive = dnnl::primitive(pd.get());
+      pending_primitives.push_back(pd);  // created below, for the steps that run it
       compiled.roles = roles;
       if (step.kind == StepKind::kConcat && step.post_ops.empty() && !step.ints.empty()) {
         compiled.concat_copy = concat_copy_plan(roles, static_cast<int>(step.ints[0]));
@@ -338,6 +339,22 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       if (p.kind != PostOpKind::kEltwise) other_readers[static_cast<size_t>(p.slot)] = 1;
     }
   }
+  // Primitives (their JIT kernels: a third of lowering a region for a new
+  // shape) only for the steps that run them, not for those Tessera's own
+  // loops run (Winograd, max pooling, concat copies).
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    CompiledStep& compiled = steps_[k];
+    if (compiled.concat_copy || compiled.max_pool || compiled.winograd) continue;
+    omp_set_num_threads(compiled.threads);
+    try {
+      compiled.primitive = dnnl::primitive(pending_primitives[k].get());
+    } catch (const dnnl::error& e) {
+      omp_set_num_threads(num_threads_);
+      throw_user_error("oneDNN payload: step ", k, " cannot be created: ", e.what());
+    }
+  }
+  omp_set_num_threads(num_threads_);
+  pending_primitives.clear();
   constants_.resize(num_slots);
   dnnl::stream stream(engine_);
   std::unique_lock<std::mutex> shared_lock;
@@ -499,8 +516,12 @@ int64_t DnnlRegion::footprint_bytes() const {
   // The workspace is not counted: an open region lends one to every shape's region (run_in).
   // A JIT kernel and its descriptors: a session fed 1,400 shapes of a 3x3 convolution with relu grew by
   // about 145 KB per shape (Zen 3), its workspace a few KB of that.
-  constexpr int64_t kCodeBytesPerStep = 64 << 10;
-  return own_constant_bytes_ + kCodeBytesPerStep * static_cast<int64_t>(steps_.size());
+  // Steps that Tessera's own loops run (Winograd, max pooling, concat copies) have no primitive: a
+  // plan and descriptors.
+  constexpr int64_t kCodeBytesPerStep = 64 << 10, kPlanBytesPerStep = 4 << 10;
+  int64_t bytes = own_constant_bytes_;
+  for (const CompiledStep& step : steps_) bytes += step.primitive ? kCodeBytesPerStep : kPlanBytesPerStep;
+  return bytes;
 }
 
 std::string DnnlRegion::node_refusal(size_t node) const {
