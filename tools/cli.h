@@ -66,6 +66,7 @@ struct Args {
   std::string method;
   double percentile = 0;
   bool per_channel = false;
+  bool weights_only = false;  // quantize --weights-only
   std::string exclude;  // comma-separated; repeated --exclude options are joined
   // tune
   double budget = 0;       // --budget SECONDS (0: the library's default)

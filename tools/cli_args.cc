@@ -49,7 +49,7 @@ const char* const kUsage =
     "              exits 2 when a region is over its tolerance (default 1e-4 relative; with bf16\n"
     "              nodes 3e-2 and cosine >= 0.999; with quantized ops 0.1 and cosine >= 0.99)\n"
     "  tessera quantize MODEL.onnx -o MODEL.qdq.onnx [--calibration DIR | --random N] [--method minmax|percentile|entropy]\n"
-    "              [--percentile P] [--per-channel] [--exclude NODES] [--input-shape NAME=DIMS ...] [--threads N] [--seed S]\n"
+    "              [--percentile P] [--per-channel] [--weights-only] [--exclude NODES] [--input-shape NAME=DIMS ...] [--threads N] [--seed S]\n"
     "              static post-training quantization: writes a QDQ ONNX model (int8 weights, uint8 activations,\n"
     "              int32 biases around Conv, MatMul, Gemm, Add, pooling and Concat) that ONNX Runtime runs too.\n"
     "              Calibration runs the float model on DIR's samples: DIR/*.npy, one file per sample, for a\n"
@@ -237,6 +237,8 @@ Args parse_args(int argc, char** argv) {
       args.percentile = parse_number(value(), a, 50, 100);
     } else if (a == "--per-channel" && args.command == "quantize") {
       args.per_channel = true;
+    } else if (a == "--weights-only" && args.command == "quantize") {
+      args.weights_only = true;
     } else if (a == "--exclude" && args.command == "quantize") {
       args.exclude += (args.exclude.empty() ? "" : ",") + value();
     } else if (a == "--min-cosine" && args.command == "check") {

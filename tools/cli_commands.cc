@@ -133,6 +133,7 @@ int command_quantize(const Args& args) {
   config.method = args.method.empty() ? nullptr : args.method.c_str();
   config.percentile = args.percentile;
   config.per_channel = args.per_channel ? 1 : 0;
+  config.weights_only = args.weights_only ? 1 : 0;
   config.exclude = args.exclude.empty() ? nullptr : args.exclude.c_str();
   config.random_samples = args.random_samples;
   config.seed = args.seed;

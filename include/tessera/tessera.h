@@ -416,6 +416,11 @@ typedef struct tsr_quantize_config {
   /* Asked after each progress call (may be NULL): nonzero stops the calibration with an error
    * ("stopped by the caller"), and nothing is written. */
   tsr_stop_fn stop;
+  /* 1: weight-only int8: the constant weights of MatMul and Gemm become int8 (symmetric, a scale per
+   * output column) behind a DequantizeLinear; activations stay float, nothing is calibrated (samples
+   * and method are ignored). Native runs products of few rows (a decoder's token step) reading the
+   * 8-bit weights. */
+  int32_t weights_only;
 } tsr_quantize_config;
 /* config may be NULL (the defaults); options set threads, backends and the
  * shapes of open input dims for the calibration runs. */

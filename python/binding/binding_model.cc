@@ -321,13 +321,14 @@ void bind_model(py::module_& m) {
   // in input order), or empty for `random` random samples; progress(phase, done, total) may be None.
   m.def("quantize", [](const std::string& model, const std::string& output, const Options* options, py::list samples,
                        const std::string& method, double percentile, bool per_channel, const std::string& exclude,
-                       int random, uint64_t seed, py::object progress) {
+                       int random, uint64_t seed, py::object progress, bool weights_only) {
     PythonProgress state{progress, ""};
     tsr_quantize_config config{};
     config.struct_size = sizeof(config);
     config.method = c_text(method);
     config.percentile = percentile;
     config.per_channel = per_channel ? 1 : 0;
+    config.weights_only = weights_only ? 1 : 0;
     config.exclude = exclude.empty() ? nullptr : c_text(exclude);
     config.random_samples = random;
     config.seed = seed;

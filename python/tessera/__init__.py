@@ -102,7 +102,7 @@ def load_backend_plugin(path):
 
 
 def quantize(model, output, calibration=None, method="minmax", percentile=None, per_channel=False, exclude=(),
-             random=None, seed=0, progress=None, backends=None, threads=None, options=None):
+             random=None, seed=0, progress=None, backends=None, threads=None, options=None, weights_only=False):
     """Static post-training quantization, as `tessera quantize` does: writes `output`, a QDQ ONNX model
     (QuantizeLinear / DequantizeLinear around Conv, MatMul, Gemm, Add, pooling and Concat; int8 weights,
     uint8 activations, int32 biases) that Tessera and ONNX Runtime both run, and returns the summary
@@ -113,7 +113,12 @@ def quantize(model, output, calibration=None, method="minmax", percentile=None, 
     method: "minmax", "percentile" (keeping `percentile` percent of the values, default 99.99) or
     "entropy". per_channel: one weight scale per output channel. exclude: node names or op types left in
     float. progress(phase, done, total) is called after each calibration run. backends, threads and
-    options set how the calibration runs."""
+    options set how the calibration runs.
+
+    weights_only: weight-only int8 instead: the constant weights of MatMul and Gemm become int8 with a
+    scale per output column behind a DequantizeLinear, activations stay float, nothing is calibrated
+    (calibration and method are ignored). Tessera's native backend then runs products of few rows (a
+    decoder's token steps) reading the 8-bit weights."""
     names = [info[0] for info in _tessera.Source.load_path(_path(model, "model"), None).inputs()]
     samples = []
     for sample in calibration or ():
@@ -131,7 +136,7 @@ def quantize(model, output, calibration=None, method="minmax", percentile=None, 
     native = _options_from(backends, threads, options, {})._native()
     return _tessera.quantize(_path(model, "model"), _path(output, "output"), native, samples, method,
                              float(percentile or 0), bool(per_channel), ",".join(exclude),
-                             int(random or 0), int(seed), progress)
+                             int(random or 0), int(seed), progress, bool(weights_only))
 
 
 def tune(model, output, backends=None, threads=None, options=None, budget=None, progress=None, **overrides):

@@ -22,6 +22,7 @@ tsr_status* tsr_quantizer_create(const char* model_path, const tsr_options* opti
       if (TSR_QCONFIG_HAS(method) && config->method) q.method = tessera::quantize::parse_calibration_method(config->method);
       if (TSR_QCONFIG_HAS(percentile) && config->percentile != 0) q.percentile = config->percentile;
       if (TSR_QCONFIG_HAS(per_channel)) q.per_channel = config->per_channel != 0;
+      if (TSR_QCONFIG_HAS(weights_only)) q.weights_only = config->weights_only != 0;
       if (TSR_QCONFIG_HAS(exclude) && config->exclude) {
         std::string list = config->exclude;
         size_t start = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "ir/error.h"
+#include "ir/int8_weights.h"
 #include "ir/op_schema.h"
 #include "ir/shape_util.h"
 
@@ -27,6 +28,23 @@ std::string dtype_list(const std::vector<DType>& types) {
 }  // namespace
 
 void infer_and_fold(Graph& graph, const NodeEvaluator& evaluate) {
+  // Weight-only int8 weights (ir/int8_weights.h) that only MatMuls read as their weights stay 8-bit:
+  // folded, they would be float32 four times the size (and above kMaxFoldedBytes a dequantization
+  // every run).
+  std::vector<int> weight_readers(graph.values.size(), 0), other_readers(graph.values.size(), 0);
+  for (const Node& node : graph.nodes) {
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if (node.inputs[i] == kNoValue) continue;
+      const bool weight = node.op_type == "MatMul" && node.domain.empty() && i == 1 && node.inputs[0] != node.inputs[1];
+      ++(weight ? weight_readers : other_readers)[static_cast<size_t>(node.inputs[i])];
+    }
+  }
+  for (ValueId id : graph.outputs) ++other_readers[static_cast<size_t>(id)];
+  auto int8_weights_kept = [&](const Node& node) {
+    if (!dequantizes_int8_weights(graph, node)) return false;
+    const size_t out = static_cast<size_t>(node.outputs[0]);
+    return weight_readers[out] > 0 && other_readers[out] == 0;
+  };
   for (Node& node : graph.nodes) {
     const OpSchema* schema = OpRegistry::instance().find(node.domain, node.op_type);
     if (!schema) throw_unsupported(node.describe(), ": unknown op");
@@ -44,7 +62,7 @@ void infer_and_fold(Graph& graph, const NodeEvaluator& evaluate) {
     // Fold when every input is constant, or when only input shapes matter and they are static.
     bool shapes_suffice = schema->reads_shapes_only;
     for (ValueId id : node.inputs) shapes_suffice &= id == kNoValue || graph.value(id).type.is_static();
-    bool fold = schema->deterministic && (all_inputs_constant(graph, node) || shapes_suffice);
+    bool fold = schema->deterministic && (all_inputs_constant(graph, node) || shapes_suffice) && !int8_weights_kept(node);
     // Constants are tensors: a node that makes or reads a sequence or optional runs.
     // String tensors are not folded either: artifacts hold no string constants.
     for (const TensorType& t : outputs) fold &= t.is_tensor() && t.dtype != DType::kString;

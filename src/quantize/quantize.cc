@@ -14,6 +14,7 @@
 #include "artifact/safe_file.h"
 #include "ir/error.h"
 #include "quantize/calibration.h"
+#include "quantize/quantize_internal.h"
 
 namespace tessera::quantize {
 
@@ -234,7 +235,8 @@ ActivationParams uint8_params(double lo, double hi) {
   return p;
 }
 
-/// Symmetric int8 weights in [-127, 127]: one scale, or one per slice along `axis`.
+}  // namespace
+
 onnx_frontend::QdqConstant quantize_weight(const std::string& name, const Tensor& w, int64_t axis) {
   onnx_frontend::QdqConstant out;
   out.tensor = name;
@@ -267,8 +269,6 @@ onnx_frontend::QdqConstant quantize_weight(const std::string& name, const Tensor
   }
   return out;
 }
-
-}  // namespace
 
 Quantizer::Quantizer(std::string model_path, Graph graph, CompileOptions compile, QuantizeOptions options)
     : model_path_(std::move(model_path)), graph_(std::move(graph)), compile_(std::move(compile)), options_(std::move(options)) {
@@ -373,6 +373,7 @@ std::string Quantizer::write(const std::string& output_path) {
     throw_user_error("quantize: the output '", output_path, "' is the float model '", model_path_,
                      "' itself; write the quantized model to another file");
   }
+  if (options_.weights_only) return write_weights_only(output_path);
   const bool random = samples_.empty();
   const std::vector<std::vector<Tensor>> samples = random ? random_samples() : samples_;
 

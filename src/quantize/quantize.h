@@ -43,6 +43,9 @@ struct QuantizeOptions {
   /// evenly from both tails.
   double percentile = 99.99;
   bool per_channel = false;
+  /// Weight-only int8 (write_weights_only): MatMul and Gemm weights only,
+  /// per output channel, no calibration; activations stay float.
+  bool weights_only = false;
   /// Node names or op types left in float.
   std::vector<std::string> exclude;
   /// When no sample was added: this many random inputs (float: standard
@@ -72,6 +75,8 @@ class Quantizer {
  private:
   struct Plan;
   std::vector<std::vector<Tensor>> random_samples() const;
+  /// write() for options.weights_only (quantize_weights_only.cc).
+  std::string write_weights_only(const std::string& output_path);
 
   std::string model_path_;
   Graph graph_;

@@ -12,6 +12,7 @@
 
 import itertools
 import json
+import math
 import os
 import subprocess
 import sys
@@ -724,3 +725,47 @@ def test_float_products_run_on_the_integers(case, backends, tmp_path):
     # Only float32 rounding separates the int32 product scaled once from the float64 meaning.
     bound = FLOAT32_ROUNDING if op == "MatMulInteger" and placed[op] == "native" else 1e-5
     assert np.abs(actual - expected).max() <= bound * np.abs(expected).max(), case
+
+
+def test_cli_weights_only_quantizes_the_matmul_weights_and_refuses_models_without_any(tmp_path):
+    """`tessera quantize --weights-only`: Attention's four constant Linear weights become int8 per output
+    column behind DequantizeLinear (the product of two activations stays float), nothing is calibrated,
+    and the file runs what it means: float32 activations times the dequantized weights (numpy, float64).
+    A model with no constant MatMul/Gemm weight (a convolution) is a clear error that writes nothing."""
+    torch.manual_seed(3)
+    net = Attention().eval()
+    path, out = str(tmp_path / "attention.onnx"), str(tmp_path / "attention.w8.onnx")
+    torch.onnx.export(net, torch.randn(2, 5, 16), path, input_names=["x"], output_names=["y"], opset_version=17)
+    run = subprocess.run([CLI, "quantize", path, "-o", out, "--weights-only"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "weight-only int8" in run.stdout and "MatMul 4" in run.stdout, run.stdout
+    assert "MatMul (2): its second operand is not a constant" in run.stdout, run.stdout
+    model = onnx.load(out)
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    dq = [n for n in model.graph.node if n.op_type == "DequantizeLinear"]
+    assert len(dq) == 4 and not [n for n in model.graph.node if n.op_type == "QuantizeLinear"]
+    for node in dq:
+        q, scale = inits[node.input[0]], inits[node.input[1]]
+        assert q.dtype == np.int8 and scale.shape == (q.shape[1],) and np.abs(q).max() == 127
+    # The weights as the file states them, in float64, through the module's own structure.
+    weights = {}
+    for node in dq:
+        q, scale = inits[node.input[0]], inits[node.input[1]]
+        weights[q.shape] = weights.get(q.shape, []) + [q.astype(np.float64) * scale.astype(np.float64)]
+    x = np.random.default_rng(0).standard_normal((2, 5, 16)).astype(np.float32)
+    lin = {name: (weights[tuple(getattr(net, name).weight.shape[::-1])].pop(0), getattr(net, name).bias.detach().double().numpy())
+           for name in ("lin1", "lin2", "ff1", "ff2")}
+    affine = lambda v, name: v @ lin[name][0] + lin[name][1]  # noqa: E731
+    h = np.maximum(affine(x.astype(np.float64), "lin1"), 0)
+    y = (h @ h.transpose(0, 2, 1)) @ affine(h, "lin2")
+    f = affine(y, "ff1")
+    f = 0.5 * f * (1 + np.vectorize(math.erf)(f / math.sqrt(2)))
+    expected = affine(f, "ff2")
+    got = tessera.InferenceSession(out).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+    conv_path = str(tmp_path / "conv.onnx")
+    torch.onnx.export(nn.Conv2d(3, 4, 3).eval(), torch.randn(1, 3, 8, 8), conv_path, opset_version=17)
+    bad = subprocess.run([CLI, "quantize", conv_path, "-o", str(tmp_path / "conv.w8.onnx"), "--weights-only"],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "no MatMul or Gemm whose second operand is a constant float32 matrix" in bad.stderr
+    assert not os.path.exists(tmp_path / "conv.w8.onnx")

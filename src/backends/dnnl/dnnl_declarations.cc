@@ -8,6 +8,7 @@
 
 #include "backends/dnnl/dnnl_lowering.h"
 #include "backends/dnnl/dnnl_op_tables.h"
+#include "ir/int8_weights.h"
 #include "partition/common_patterns.h"
 
 namespace tessera::dnnl_backend {
@@ -253,6 +254,13 @@ SupportDecision check_matmul(const Graph& graph, const Node& node) {
   if (a.size() != y.size()) return refuse("the first operand has a lower rank than the output");
   if (b.size() != y.size() && !graph.is_constant(node.inputs[1])) {
     return refuse("a computed second operand of lower rank than the output");
+  }
+  // Weight-only int8 (ir/int8_weights.h): native reads the 8-bit weights; here they would be
+  // dequantized to float32 on every run.
+  for (const Node& producer : graph.nodes) {
+    if (!producer.outputs.empty() && producer.outputs[0] == node.inputs[1] && dequantizes_int8_weights(graph, producer)) {
+      return refuse("its weights are int8 behind a DequantizeLinear (native's MatMulInt8Weights reads them as they are)");
+    }
   }
   return kYes;
 }

@@ -128,6 +128,9 @@ SupportDecision check_quantize_linear(const Graph& graph, const Node& node) {
   const DType x = graph.value(node.inputs[0]).type.dtype;
   const DType y = graph.value(node.outputs[0]).type.dtype;
   const bool dequantize = node.op_type == "DequantizeLinear";
+  if (dequantize && graph.value(node.inputs[0]).constant) {
+    return refuse("it dequantizes a constant (folded when compiling, or int8 weights that native's MatMul reads)");
+  }
   if (dequantize ? !(eight_bit(x) && y == DType::kFloat32) : !(x == DType::kFloat32 && eight_bit(y))) {
     return refuse("only between float32 and uint8 / int8");
   }

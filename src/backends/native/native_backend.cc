@@ -78,31 +78,56 @@ CompiledNode compile_node(const Graph& graph, const Node& node) {
 /// kernels run: ConvActivation becomes its Conv with the activation as the
 /// attribute tessera_clamp = [low, high], applied in the Conv's epilogue;
 /// LayerNorm becomes a LayerNormalization over the last axis.
-/// MatMul→Add(bias)[→Relu/Clip] as one MatMul carrying the bias's values and
-/// the clamp (native_declarations.h, kMatMulBias).
+/// MatMul→Add(bias)[→Relu/Clip] (kMatMulBias), and the same with the weights
+/// behind a DequantizeLinear (kMatMulInt8Weights), as one MatMul carrying the
+/// bias's values, the clamp and, for the latter, the int8 weights as B and
+/// their scales (native_declarations.h).
 template <typename ToRegion>
-Node lower_matmul_bias(const Graph& region, const Node& composite, const Graph& body, const ToRegion& to_region) {
+Node lower_matmul_chain(const Graph& region, const Node& composite, const Graph& body, const ToRegion& to_region,
+                        bool int8_weights) {
+  auto fail = [&] {
+    throw_user_error(composite.describe(), ": composite ", int8_weights ? native::kMatMulInt8Weights : native::kMatMulBias,
+                     " whose body is not ", int8_weights ? "DequantizeLinear, " : "", "MatMul, Add and an activation");
+  };
+  const size_t first = int8_weights ? 1 : 0;  // the MatMul's index in the body
   const size_t count = body.nodes.size();
-  if ((count != 2 && count != 3) || body.nodes[0].op_type != "MatMul" || body.nodes[1].op_type != "Add" ||
+  if (count < first + 1 || count > first + 3 || body.nodes[first].op_type != "MatMul" ||
+      (int8_weights && body.nodes[0].op_type != "DequantizeLinear") || (count > first + 1 && body.nodes[first + 1].op_type != "Add") ||
       body.inputs.size() != composite.inputs.size() || composite.outputs.size() != 1) {
-    throw_user_error(composite.describe(), ": composite MatMulBias whose body is not MatMul, Add and an activation");
+    fail();
   }
-  Node matmul = body.nodes[0];
-  for (ValueId& id : matmul.inputs) id = to_region(id);
-  const Node& add = body.nodes[1];
-  const ValueId product = body.nodes[0].outputs[0];
-  const ValueId bias_id = to_region(add.inputs[0] == product ? add.inputs[1] : add.inputs[0]);
-  const Value& bias = region.value(bias_id);
-  if (!bias.constant || bias.constant->dtype() != DType::kFloat32) {
-    throw_user_error(composite.describe(), ": the bias of a composite MatMulBias is not a float32 constant");
+  if (!int8_weights && count == 1) fail();  // MatMulBias has its Add
+  Node matmul = body.nodes[first];
+  if (int8_weights) {
+    const Node& dq = body.nodes[0];
+    if (matmul.inputs.size() != 2 || matmul.inputs[1] != dq.outputs[0] || matmul.inputs[0] == dq.outputs[0]) fail();
+    matmul.inputs[0] = to_region(matmul.inputs[0]);
+    matmul.inputs[1] = to_region(dq.inputs[0]);
+    const Value& scales = region.value(to_region(dq.inputs[1]));
+    if (!scales.constant || scales.constant->dtype() != DType::kFloat32) {
+      throw_user_error(composite.describe(), ": the scales of a composite MatMulInt8Weights are not float32 constants");
+    }
+    matmul.attrs.set("tessera_int8_scales", Attribute::of_floats(std::vector<float>(
+                                                scales.constant->as<float>(), scales.constant->as<float>() + scales.constant->numel())));
+  } else {
+    for (ValueId& id : matmul.inputs) id = to_region(id);
   }
-  matmul.attrs.set("tessera_bias", Attribute::of_floats(std::vector<float>(bias.constant->as<float>(),
-                                                                           bias.constant->as<float>() + bias.constant->numel())));
-  if (count == 3) {
-    Node activation = body.nodes[2];
-    for (ValueId& id : activation.inputs) id = id == add.outputs[0] ? kNoValue : to_region(id);
-    const auto [low, high] = native::clamp_of_activation(region, activation);
-    matmul.attrs.set("tessera_clamp", Attribute::of_floats({low, high}));
+  if (count > first + 1) {
+    const Node& add = body.nodes[first + 1];
+    const ValueId product = body.nodes[first].outputs[0];
+    const ValueId bias_id = to_region(add.inputs[0] == product ? add.inputs[1] : add.inputs[0]);
+    const Value& bias = region.value(bias_id);
+    if (!bias.constant || bias.constant->dtype() != DType::kFloat32) {
+      throw_user_error(composite.describe(), ": the bias of a composite matmul is not a float32 constant");
+    }
+    matmul.attrs.set("tessera_bias", Attribute::of_floats(std::vector<float>(bias.constant->as<float>(),
+                                                                             bias.constant->as<float>() + bias.constant->numel())));
+    if (count == first + 3) {
+      Node activation = body.nodes[first + 2];
+      for (ValueId& id : activation.inputs) id = id == add.outputs[0] ? kNoValue : to_region(id);
+      const auto [low, high] = native::clamp_of_activation(region, activation);
+      matmul.attrs.set("tessera_clamp", Attribute::of_floats({low, high}));
+    }
   }
   matmul.outputs = composite.outputs;
   matmul.name = composite.name;
@@ -141,7 +166,9 @@ Node lower_composite(const Graph& region, const Node& composite) {
     }
     throw_user_error(composite.describe(), ": composite body reads a value that is not one of its inputs");
   };
-  if (pattern->s == native::kMatMulBias) return lower_matmul_bias(region, composite, body, to_region);
+  if (pattern->s == native::kMatMulBias || pattern->s == native::kMatMulInt8Weights) {
+    return lower_matmul_chain(region, composite, body, to_region, pattern->s == native::kMatMulInt8Weights);
+  }
   if (pattern->s != native::kConvActivation || body.nodes.size() != 2 || body.nodes[0].op_type != "Conv" ||
       body.inputs.size() != composite.inputs.size() || composite.outputs.size() != 1) {
     throw_user_error(composite.describe(), ": the native backend cannot run composite '", pattern->s, "'");

@@ -1,14 +1,16 @@
 // What the native backend declares: every op that has a native kernel, and
-// three fused patterns (see lower_composite in native_backend.cc): Conv→Relu /
+// four fused patterns (see lower_composite in native_backend.cc): Conv→Relu /
 // Conv→Clip (constant bounds), which its GEMM and depthwise epilogues apply;
 // MatMul (constant weights)→Add (constant bias)[→Relu / Clip], one GEMM that
-// starts from the bias and clamps as it stores; and the decomposed LayerNorm,
-// which runs as one LayerNormalization.
+// starts from the bias and clamps as it stores; the same with the weights
+// int8 behind a DequantizeLinear (weight-only int8), one MatMul on the 8-bit
+// weights; and the decomposed LayerNorm, which runs as one LayerNormalization.
 #include "backends/native/native_declarations.h"
 
 #include <limits>
 
 #include "backends/native/kernel.h"
+#include "ir/int8_weights.h"
 #include "partition/common_patterns.h"
 
 namespace tessera::native {
@@ -81,6 +83,21 @@ Declarations make_declarations() {
                                        op("Clip", {biased, bound(), bound()})};
   for (Pattern& clip : biased_clips) clip.where(constant_clip_bounds);
   d.pattern(kMatMulBias, either({op("Relu", {biased}), biased_clips[0], biased_clips[1], biased_clips[2], biased}));
+  // Weight-only int8: the same shapes around MatMul(x, DequantizeLinear(q, scale[, zero point])).
+  std::vector<Pattern> int8_matmuls;
+  for (Pattern dq : {op("DequantizeLinear", {constant(), constant()}), op("DequantizeLinear", {constant(), constant(), constant()})}) {
+    dq.where(dequantizes_int8_weights);
+    Pattern product = op("MatMul", {any(), dq});
+    product.where(float32_output);
+    Pattern product_biased = op("Add", {product, constant()});
+    product_biased.where(bias_over_last_axis);
+    std::vector<Pattern> product_clips = {op("Clip", {product_biased}), op("Clip", {product_biased, bound()}),
+                                          op("Clip", {product_biased, bound(), bound()})};
+    for (Pattern& clip : product_clips) clip.where(constant_clip_bounds);
+    int8_matmuls.insert(int8_matmuls.end(), {op("Relu", {product_biased}), product_clips[0], product_clips[1],
+                                             product_clips[2], product_biased, product});
+  }
+  d.pattern(kMatMulInt8Weights, either(int8_matmuls));
   d.pattern(kLayerNorm, layer_norm_pattern(any(), [](const Graph& graph, const Node& node) {
               return node.has_output(0) && graph.value(node.outputs[0]).type.dtype == DType::kFloat32;
             }));

@@ -13,6 +13,10 @@ inline constexpr const char* kConvActivation = "ConvActivation";
 /// after: one MatMul whose GEMM starts from the bias and clamps as it stores
 /// (attributes tessera_bias and tessera_clamp).
 inline constexpr const char* kMatMulBias = "MatMulBias";
+/// MatMul(x, DequantizeLinear(int8 weights, scales)) (ir/int8_weights.h),
+/// optionally with a bias Add and a Relu or Clip as kMatMulBias has them: one
+/// MatMul reading the int8 weights (tessera_int8_scales, nn_int8_weights.h).
+inline constexpr const char* kMatMulInt8Weights = "MatMulInt8Weights";
 /// The decomposed LayerNorm (common_patterns.h) becomes one LayerNormalization.
 inline constexpr const char* kLayerNorm = "LayerNorm";
 

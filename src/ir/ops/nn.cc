@@ -41,7 +41,10 @@ void infer_gemm(InferContext& ctx) {
 void infer_matmul(InferContext& ctx) {
   const TensorType& a = ctx.input_type(0);
   const TensorType& b = ctx.input_type(1);
-  if (a.dtype != b.dtype) ctx.fail("A is ", dtype_name(a.dtype), " but B is ", dtype_name(b.dtype));
+  // The native backend's MatMulInt8Weights composite lowers to a MatMul of float32 A and int8 B that
+  // carries B's scales (tessera_int8_scales): a float32 product.
+  const bool int8_weights = a.dtype == DType::kFloat32 && b.dtype == DType::kInt8 && ctx.attrs().has("tessera_int8_scales");
+  if (a.dtype != b.dtype && !int8_weights) ctx.fail("A is ", dtype_name(a.dtype), " but B is ", dtype_name(b.dtype));
   set_matmul_output(ctx, 0, 1, a.dtype);
 }
 

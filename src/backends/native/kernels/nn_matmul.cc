@@ -1,10 +1,15 @@
 // Native Gemm and MatMul. float32 runs on the packed GEMM (constant B packed
-// once in prepare); other dtypes take the plain reference loops.
+// once in prepare); other dtypes take the plain reference loops. A MatMul
+// lowered from native's MatMulInt8Weights composite (float32 A, int8 B and
+// B's scales in tessera_int8_scales) runs on the int8 panels of
+// nn_int8_weights.h.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <optional>
 
 #include "backends/native/dispatch.h"
+#include "backends/native/kernels/nn_int8_weights.h"
 #include "backends/native/kernels/nn_internal.h"
 #include "ir/shape_util.h"
 
@@ -14,6 +19,7 @@ namespace {
 /// Packed constant B of a MatMul or Gemm node.
 struct PackedWeights {
   PackedMatrix b;
+  std::optional<Int8Weights> int8;  // MatMul with tessera_int8_scales: B's int8 panels instead
 };
 
 template <typename Fn>
@@ -106,6 +112,16 @@ void gemm_kernel(KernelContext& ctx) {
 std::shared_ptr<void> prepare_matmul(const Node& node, const std::vector<const Tensor*>& constants,
                                      const std::vector<TensorType>& types) {
   const Tensor* b = constants.size() > 1 ? constants[1] : nullptr;
+  if (const Attribute* scales = node.attrs.find("tessera_int8_scales")) {
+    // Checked again (with a message) when the node runs.
+    if (!b || b->dtype() != DType::kInt8 || b->shape().size() != 2) return nullptr;
+    const int64_t k = b->shape()[0], n = b->shape()[1];
+    const auto count = static_cast<int64_t>(scales->floats.size());
+    if (count != 1 && count != n) return nullptr;
+    auto state = std::make_shared<PackedWeights>();
+    state->int8 = pack_int8_weights(b->as<int8_t>(), k, n, scales->floats.data(), count);
+    return state;
+  }
   if (!b || b->dtype() != DType::kFloat32 || b->shape().size() != 2) return nullptr;
   const int64_t k = b->shape()[0], n = b->shape()[1];
   auto state = std::make_shared<PackedWeights>();
@@ -125,7 +141,37 @@ bool fill_fused_bias(const KernelContext& ctx, float* y, int64_t count, int64_t 
   return true;
 }
 
+/// float32 A by int8 B [K, N] with B's scales (tessera_int8_scales: one or N),
+/// the bias and clamp the composite carries: the rows of A (every batch) as
+/// rows of one product.
+void matmul_int8_weights(KernelContext& ctx, const Attribute& scales) {
+  const TensorView& a = ctx.input(0);
+  const TensorView& b = ctx.input(1);
+  const TensorView& y = ctx.output(0);
+  if (a.dtype != DType::kFloat32 || b.dtype != DType::kInt8 || b.rank() != 2 || a.rank() < 1) {
+    ctx.fail("int8 weights (tessera_int8_scales) need float32 A and a 2-D int8 B, got ", dtype_name(a.dtype), " ",
+             shape_to_string(a.shape), " and ", dtype_name(b.dtype), " ", shape_to_string(b.shape));
+  }
+  const int64_t k = b.shape[0], n = b.shape[1];
+  if (a.shape.back() != k) ctx.fail("inner dimensions differ: ", shape_to_string(a.shape), " x ", shape_to_string(b.shape));
+  const auto count = static_cast<int64_t>(scales.floats.size());
+  if (count != 1 && count != n) ctx.fail("attribute 'tessera_int8_scales' holds ", count, " scales for ", n, " columns");
+  const Attribute* bias = ctx.attrs().find("tessera_bias");
+  if (bias && static_cast<int64_t>(bias->floats.size()) != n) {
+    ctx.fail("attribute 'tessera_bias' holds ", bias->floats.size(), " values for a product of ", n, " columns");
+  }
+  if (y.numel() == 0) return;
+  const std::optional<GemmClamp> clamp = fused_clamp(ctx);
+  const PackedWeights* packed = ctx.state<PackedWeights>();
+  std::optional<Int8Weights> local;
+  if (!packed || !packed->int8) local = pack_int8_weights(b.as<int8_t>(), k, n, scales.floats.data(), count);
+  const Int8Weights& weights = local ? *local : *packed->int8;
+  int8_weight_rows(weights, y.numel() / n, a.as<float>(), k, y.as<float>(), n, bias ? bias->floats.data() : nullptr,
+                   clamp ? clamp->lo : -INFINITY, clamp ? clamp->hi : INFINITY, &ctx.pool());
+}
+
 void matmul_kernel(KernelContext& ctx) {
+  if (const Attribute* scales = ctx.attrs().find("tessera_int8_scales")) return matmul_int8_weights(ctx, *scales);
   const TensorView& a = ctx.input(0);
   const TensorView& b = ctx.input(1);
   const TensorView& y = ctx.output(0);

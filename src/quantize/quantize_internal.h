@@ -1,0 +1,15 @@
+// Pieces the two quantize modes share (quantize.cc: static QDQ;
+// quantize_weights_only.cc: weight-only int8).
+#pragma once
+#include <string>
+
+#include "frontend/onnx/onnx_qdq_writer.h"
+#include "ir/tensor.h"
+
+namespace tessera::quantize {
+
+/// Symmetric int8 weights in [-127, 127]: one scale, or one per slice along
+/// `axis` (-1: per tensor). NaN or infinity is a user error naming the weight.
+onnx_frontend::QdqConstant quantize_weight(const std::string& name, const Tensor& w, int64_t axis);
+
+}  // namespace tessera::quantize
