@@ -10,11 +10,19 @@ Reported per thread count: session creation, prompt latency, decode step median 
 second, the weights' read rate per decode step (the float32 weights' bytes over the median step, GB/s:
 each step reads all of them), Tessera / ORT, and whether both produced the same tokens.
 
+--weights-only adds weight-only int8: the file `tessera quantize --weights-only` writes from the float
+model (MatMul weights int8, a scale per output column), run by Tessera, against ONNX Runtime on the float
+model (the goal: at least 2x its tokens per second; ONNX Runtime folds the int8 file's DequantizeLinear at
+load and runs float32). Its read rate counts the bytes as stored (int8 matrices, float32 the rest). Once,
+at the first thread count: the int8 run's logits against Tessera's float32 run's at every step, both fed
+the float run's tokens (the lowest cosine, and the steps whose greedy token agrees).
+
 Usage: /usr/bin/python3 bench/run_generation.py [--threads 1,2] [--prompt 32] [--new-tokens 128]
-           [--layers 12 --d 768 --heads 12 --vocab 50257] [--json FILE]
+           [--layers 12 --d 768 --heads 12 --vocab 50257] [--weights-only] [--json FILE]
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -46,6 +54,32 @@ def worker(path, threads, layers, heads, head_dim, new_tokens, prompt):
                       "stats": session.stats()}))
 
 
+def cosine_worker(float_path, int8_path, layers, heads, head_dim, new_tokens, prompt):
+    """Both files through Tessera, the int8 one fed the float one's greedy tokens: per step, the cosine of
+    the last position's logits and whether their argmax agrees."""
+    sys.path.insert(0, os.path.join(HERE, "..", "build", "python"))
+    sys.path.insert(0, HERE)
+    import numpy as np
+    import tessera
+    import decoder
+    names = decoder.input_names(layers)
+    sessions = [tessera.InferenceSession(float_path, threads=2), tessera.InferenceSession(int8_path, threads=2)]
+    pasts = [[np.zeros((1, heads, 0, head_dim), np.float32) for _ in range(2 * layers)] for _ in sessions]
+    ids = np.asarray(prompt, dtype=np.int64)[None]
+    cosines, agree = [], 0
+    for _ in range(new_tokens + 1):
+        logits = []
+        for k, session in enumerate(sessions):
+            out = session.run(None, dict(zip(names, [ids] + list(pasts[k]))))
+            logits.append(out[0][0, -1].astype(np.float64))
+            pasts[k] = out[1:]
+        a, b = logits
+        cosines.append(float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)))
+        agree += int(np.argmax(a) == np.argmax(b))
+        ids = np.asarray([[int(np.argmax(a))]], dtype=np.int64)
+    print(json.dumps({"min_cosine": min(cosines), "steps": len(cosines), "argmax_agree": agree}))
+
+
 def summarise(result, weight_bytes):
     decode = result["step_ms"][1:]
     median = percentile(decode, 0.5)
@@ -56,6 +90,10 @@ def summarise(result, weight_bytes):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--cosine":
+        float_path, int8_path, layers, heads, head_dim, new_tokens = sys.argv[2], sys.argv[3], *map(int, sys.argv[4:8])
+        cosine_worker(float_path, int8_path, layers, heads, head_dim, new_tokens, [int(t) for t in sys.argv[8].split(",")])
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         path, threads, layers, heads, head_dim, new_tokens = sys.argv[2], *map(int, sys.argv[3:8])
         worker(path, threads, layers, heads, head_dim, new_tokens, [int(t) for t in sys.argv[8].split(",")])
@@ -70,6 +108,7 @@ def main():
     parser.add_argument("--d", type=int, default=768)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--vocab", type=int, default=50257)
+    parser.add_argument("--weights-only", action="store_true", help="also run the weight-only int8 file (see above)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     ensure_onnxruntime()
@@ -84,6 +123,17 @@ def main():
     del model
     prompt = ",".join(str((7 * i + 3) % args.vocab) for i in range(args.prompt))
     head_dim = args.d // args.heads
+    int8_path, int8_bytes = None, None
+    if args.weights_only:
+        int8_path = os.path.join(args.work, "generation", name + ".w8.onnx")
+        if not os.path.exists(int8_path):
+            subprocess.run([args.tessera, "quantize", path, "-o", int8_path, "--weights-only"], check=True,
+                           capture_output=True, text=True)
+        import onnx
+        stored = onnx.load(int8_path, load_external_data=False)
+        int8_numel = sum(math.prod(t.dims) for t in stored.graph.initializer if t.data_type == onnx.TensorProto.INT8)
+        int8_bytes = weight_bytes - 3 * int8_numel
+        del stored
     rows = []
     for threads in [int(t) for t in args.threads.split(",")]:
         common = [str(threads), str(args.layers), str(args.heads), str(head_dim), str(args.new_tokens), prompt]
@@ -96,6 +146,24 @@ def main():
         row = {"threads": threads, "tessera": t, "ort": o, "same_tokens": same, "tessera_stats": tsr["stats"],
                "ratio_decode": t["decode_median_ms"] / o["decode_median_ms"], "ratio_prompt": t["prompt_ms"] / o["prompt_ms"],
                "ratio_total": t["total_ms"] / o["total_ms"]}
+        if int8_path:
+            w8 = json.loads(subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", int8_path, *common],
+                                           check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+            q = summarise(w8, int8_bytes)
+            row["int8"] = q
+            row["int8_speedup_over_ort"] = o["decode_median_ms"] / q["decode_median_ms"]
+            row["int8_same_tokens_as_float"] = sum(a == b for a, b in zip(w8["tokens"], ort["tokens"]))
+            print(f"{threads}t int8 weights: prompt {q['prompt_ms']:.1f} ms | decode {q['decode_median_ms']:.2f} ms "
+                  f"({q['tokens_per_s']:.1f} tokens/s, {row['int8_speedup_over_ort']:.2f}x ONNX Runtime's float32; "
+                  f"weights read at {q['weights_gb_per_s']:.1f} GB/s) | p99 {q['decode_p99_ms']:.2f} ms | create "
+                  f"{q['create_ms']:.0f} ms | tokens as float32's: {row['int8_same_tokens_as_float']} of "
+                  f"{len(ort['tokens'])}", flush=True)
+            if len(rows) == 0:
+                c = json.loads(subprocess.run([sys.executable, os.path.abspath(__file__), "--cosine", path, int8_path,
+                                               *common[1:]], check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+                row["int8_cosine"] = c
+                print(f"int8 weights against float32 (Tessera, same tokens fed): lowest logits cosine {c['min_cosine']:.5f} "
+                      f"over {c['steps']} steps; greedy token agrees at {c['argmax_agree']}", flush=True)
         rows.append(row)
         print(f"{threads}t: prompt {t['prompt_ms']:.1f} vs ORT {o['prompt_ms']:.1f} ms ({row['ratio_prompt']:.2f}x) | decode "
               f"{t['decode_median_ms']:.2f} vs {o['decode_median_ms']:.2f} ms ({row['ratio_decode']:.2f}x; "

@@ -4,7 +4,8 @@
 // double, where it must apply and where it must not; and values of run-time
 // shapes that view their input's bytes (Reshape and kin, ValueStore::alias)
 // instead of copies, with the cases the store must refuse: graph outputs, and
-// inputs in the memory plan's arena, whose slots later values reuse.
+// inputs in the memory plan's arena, whose slots later values reuse; and
+// MatMul of a Transpose of the last two axes (MatMulTransposedB) read in place.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -121,6 +122,48 @@ TEST(NativeMatMulBias, AddsThatAreNoBiasStayAdds) {
       expected[static_cast<size_t>(r * 6 + j)] = std::max(sum, 0.0);
     }
   expect_close(out[0], expected, 1e-5);
+}
+
+TEST(NativeMatMulTransposedB, ProductsWithATransposedOperandReadItInPlace) {
+  // Attention's Q x K^T: a[2, 3, m, 8] x Transpose(b[2, 3, 7, 8], perm 0 1 3 2), m open (1 and 3 take the
+  // dot-product path, 9 the GEMM reading B with strides); and a 2-D Transpose without perm.
+  GraphBuilder g;
+  const ValueId a = g.input("a", {2, 3, -1, 8});
+  g.graph.value(a).type.symbols = {"", "", "m", ""};
+  const ValueId b = g.input("b", {2, 3, 7, 8});
+  g.output(g.node("MatMul", {a, g.node("Transpose", {b}, attributes({{"perm", Attribute::of_ints({0, 1, 3, 2})}}))}));
+  const ValueId c = g.input("c", {5, 8});
+  g.output(g.node("MatMul", {a, g.node("Transpose", {c}, attributes({{"perm", Attribute::of_ints({1, 0})}}))}));
+  CompileOptions options;
+  options.backends = {"native"};
+  std::unique_ptr<CompiledModel> model = CompiledModel::compile(g.graph, options);
+  int fused = 0;
+  for (const NodePlacement& p : model->placement()) fused += p.why.find("MatMulTransposedB") != std::string::npos;
+  EXPECT_EQ(fused, 4);
+  const Tensor bt = uniform({2, 3, 7, 8}, 31, -1, 1), ct = uniform({5, 8}, 32, -1, 1);
+  for (int64_t m : {1, 3, 9}) {
+    SCOPED_TRACE("m " + std::to_string(m));
+    const Tensor at = uniform({2, 3, m, 8}, static_cast<uint32_t>(40 + m), -1, 1);
+    const std::vector<Tensor> out = model->run({at.view(), bt.view(), ct.view()});
+    ASSERT_EQ(out[0].shape(), (Shape{2, 3, m, 7}));
+    ASSERT_EQ(out[1].shape(), (Shape{2, 3, m, 5}));
+    std::vector<double> first, second;
+    for (int64_t h = 0; h < 6; ++h)
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < 7; ++j) {
+          double sum = 0;
+          for (int64_t p = 0; p < 8; ++p) sum += double(at.as<float>()[(h * m + i) * 8 + p]) * bt.as<float>()[(h * 7 + j) * 8 + p];
+          first.push_back(sum);
+        }
+        for (int64_t j = 0; j < 5; ++j) {
+          double sum = 0;
+          for (int64_t p = 0; p < 8; ++p) sum += double(at.as<float>()[(h * m + i) * 8 + p]) * ct.as<float>()[j * 8 + p];
+          second.push_back(sum);
+        }
+      }
+    expect_close(out[0], first, 1e-6);
+    expect_close(out[1], second, 1e-6);
+  }
 }
 
 TEST(NativeAlias, ReshapesOfRunTimeShapesViewTheirInputWithoutCopies) {

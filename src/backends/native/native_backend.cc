@@ -166,6 +166,20 @@ Node lower_composite(const Graph& region, const Node& composite) {
     }
     throw_user_error(composite.describe(), ": composite body reads a value that is not one of its inputs");
   };
+  if (pattern->s == native::kMatMulTransposedB) {
+    if (body.nodes.size() != 2 || body.nodes[0].op_type != "Transpose" || body.nodes[1].op_type != "MatMul" ||
+        body.nodes[1].inputs.size() != 2 || body.nodes[1].inputs[1] != body.nodes[0].outputs[0] ||
+        body.nodes[1].inputs[0] == body.nodes[0].outputs[0] || composite.outputs.size() != 1 ||
+        body.inputs.size() != composite.inputs.size()) {
+      throw_user_error(composite.describe(), ": composite MatMulTransposedB whose body is not Transpose then MatMul");
+    }
+    Node matmul = body.nodes[1];
+    matmul.inputs = {to_region(matmul.inputs[0]), to_region(body.nodes[0].inputs[0])};
+    matmul.attrs.set("tessera_transpose_b", Attribute::of_int(1));
+    matmul.outputs = composite.outputs;
+    matmul.name = composite.name;
+    return matmul;
+  }
   if (pattern->s == native::kMatMulBias || pattern->s == native::kMatMulInt8Weights) {
     return lower_matmul_chain(region, composite, body, to_region, pattern->s == native::kMatMulInt8Weights);
   }

@@ -1,10 +1,11 @@
 // What the native backend declares: every op that has a native kernel, and
-// four fused patterns (see lower_composite in native_backend.cc): Conv→Relu /
+// five fused patterns (see lower_composite in native_backend.cc): Conv→Relu /
 // Conv→Clip (constant bounds), which its GEMM and depthwise epilogues apply;
 // MatMul (constant weights)→Add (constant bias)[→Relu / Clip], one GEMM that
 // starts from the bias and clamps as it stores; the same with the weights
 // int8 behind a DequantizeLinear (weight-only int8), one MatMul on the 8-bit
-// weights; and the decomposed LayerNorm, which runs as one LayerNormalization.
+// weights; MatMul of a Transpose of the last two axes, read transposed in
+// place; and the decomposed LayerNorm, which runs as one LayerNormalization.
 #include "backends/native/native_declarations.h"
 
 #include <limits>
@@ -62,6 +63,21 @@ bool bias_over_last_axis(const Graph& graph, const Node& node) {
   return false;
 }
 
+/// A Transpose that swaps only the last two axes of a float32 tensor of rank >= 2.
+bool swaps_last_two_axes(const Graph& graph, const Node& node) {
+  if (!float32_output(graph, node) || node.inputs.empty()) return false;
+  const TensorType& x = graph.value(node.inputs[0]).type;
+  if (!x.rank_known || x.rank() < 2) return false;
+  const std::vector<int64_t> perm = node.attrs.get_ints_or("perm", {});
+  if (perm.empty()) return x.rank() == 2;  // no perm: the axes reversed
+  if (static_cast<int64_t>(perm.size()) != x.rank()) return false;
+  const int64_t r = x.rank();
+  for (int64_t d = 0; d < r - 2; ++d) {
+    if (perm[static_cast<size_t>(d)] != d) return false;
+  }
+  return perm[static_cast<size_t>(r - 2)] == r - 1 && perm[static_cast<size_t>(r - 1)] == r - 2;
+}
+
 Declarations make_declarations() {
   Declarations d;
   d.any_op([](const Graph&, const Node& node) -> SupportDecision {
@@ -98,6 +114,14 @@ Declarations make_declarations() {
                                              product_clips[2], product_biased, product});
   }
   d.pattern(kMatMulInt8Weights, either(int8_matmuls));
+  Pattern transposed = op("Transpose", {any()});
+  transposed.where(swaps_last_two_axes);
+  Pattern transposed_product = op("MatMul", {any(), transposed});
+  transposed_product.where([](const Graph& graph, const Node& node) {
+    return float32_output(graph, node) && graph.value(node.inputs[0]).type.rank_known &&
+           graph.value(node.inputs[0]).type.rank() >= 2;
+  });
+  d.pattern(kMatMulTransposedB, transposed_product);
   d.pattern(kLayerNorm, layer_norm_pattern(any(), [](const Graph& graph, const Node& node) {
               return node.has_output(0) && graph.value(node.outputs[0]).type.dtype == DType::kFloat32;
             }));

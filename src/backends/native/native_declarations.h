@@ -17,6 +17,10 @@ inline constexpr const char* kMatMulBias = "MatMulBias";
 /// optionally with a bias Add and a Relu or Clip as kMatMulBias has them: one
 /// MatMul reading the int8 weights (tessera_int8_scales, nn_int8_weights.h).
 inline constexpr const char* kMatMulInt8Weights = "MatMulInt8Weights";
+/// MatMul(a, Transpose(b)) where the Transpose swaps only the last two axes
+/// (attention's Q x K^T): one MatMul reading b transposed (tessera_transpose_b),
+/// with no transposed copy.
+inline constexpr const char* kMatMulTransposedB = "MatMulTransposedB";
 /// The decomposed LayerNorm (common_patterns.h) becomes one LayerNormalization.
 inline constexpr const char* kLayerNorm = "LayerNorm";
 

@@ -45,17 +45,23 @@ void infer_matmul(InferContext& ctx) {
   // carries B's scales (tessera_int8_scales): a float32 product.
   const bool int8_weights = a.dtype == DType::kFloat32 && b.dtype == DType::kInt8 && ctx.attrs().has("tessera_int8_scales");
   if (a.dtype != b.dtype && !int8_weights) ctx.fail("A is ", dtype_name(a.dtype), " but B is ", dtype_name(b.dtype));
-  set_matmul_output(ctx, 0, 1, a.dtype);
+  // The native backend's MatMulTransposedB composite: B as stored is [..., N, K] (the input of the
+  // Transpose it absorbed), read transposed.
+  set_matmul_output(ctx, 0, 1, a.dtype, ctx.attrs().get_int_or("tessera_transpose_b", 0) != 0);
 }
 
 }  // namespace
 
-void set_matmul_output(InferContext& ctx, size_t a_input, size_t b_input, DType dtype) {
+void set_matmul_output(InferContext& ctx, size_t a_input, size_t b_input, DType dtype, bool transpose_b) {
   const TensorType& a = ctx.input_type(a_input);
   const TensorType& b = ctx.input_type(b_input);
   if (!a.rank_known || !b.rank_known) return ctx.set_output_unknown(0, dtype);
   if (a.rank() == 0 || b.rank() == 0) ctx.fail("operands must have rank >= 1, got ", a.to_string(), " and ", b.to_string());
   Shape da = a.dims, db = b.dims;
+  if (transpose_b) {
+    if (db.size() < 2) ctx.fail("a transposed B needs rank >= 2, got ", b.to_string());
+    std::swap(db[db.size() - 1], db[db.size() - 2]);
+  }
   const bool a_vector = da.size() == 1, b_vector = db.size() == 1;
   if (a_vector) da.insert(da.begin(), 1);
   if (b_vector) db.push_back(1);

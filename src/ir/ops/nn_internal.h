@@ -17,7 +17,8 @@ class OpRegistry;
 
 /// Output 0 of a numpy matmul of inputs a_input and b_input (1-D operands,
 /// broadcast batch dims), with `dtype`; shared by MatMul and the integer matmuls.
-void set_matmul_output(InferContext& ctx, size_t a_input, size_t b_input, DType dtype);
+/// MatMul's output type; `transpose_b`: B's last two dims swapped first.
+void set_matmul_output(InferContext& ctx, size_t a_input, size_t b_input, DType dtype, bool transpose_b = false);
 
 void register_nn_conv_ops(OpRegistry& registry);
 void register_nn_pool_ops(OpRegistry& registry);

@@ -111,6 +111,7 @@ void gemm_kernel(KernelContext& ctx) {
 
 std::shared_ptr<void> prepare_matmul(const Node& node, const std::vector<const Tensor*>& constants,
                                      const std::vector<TensorType>& types) {
+  if (node.attrs.get_int_or("tessera_transpose_b", 0) != 0) return nullptr;  // B is computed (attention's K)
   const Tensor* b = constants.size() > 1 ? constants[1] : nullptr;
   if (const Attribute* scales = node.attrs.find("tessera_int8_scales")) {
     // Checked again (with a message) when the node runs.
@@ -139,6 +140,19 @@ bool fill_fused_bias(const KernelContext& ctx, float* y, int64_t count, int64_t 
   }
   for (int64_t row = 0; n > 0 && row < count / n; ++row) std::memcpy(y + row * n, bias->floats.data(), n * sizeof(float));
   return true;
+}
+
+/// Sum of x[p] * y[p], in eight float lanes (vectorised).
+float dot_f32(const float* x, const float* y, int64_t k) {
+  float lanes[8] = {};
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8) {
+    for (int l = 0; l < 8; ++l) lanes[l] += x[p + l] * y[p + l];
+  }
+  for (; p < k; ++p) lanes[0] += x[p] * y[p];
+  float sum = 0;
+  for (float v : lanes) sum += v;
+  return sum;
 }
 
 /// float32 A by int8 B [K, N] with B's scales (tessera_int8_scales: one or N),
@@ -176,6 +190,12 @@ void matmul_kernel(KernelContext& ctx) {
   const TensorView& b = ctx.input(1);
   const TensorView& y = ctx.output(0);
   Shape da = a.shape, db = b.shape;
+  // Native's MatMulTransposedB: B as stored is [..., N, K], read transposed.
+  const bool transpose_b = ctx.attrs().get_int_or("tessera_transpose_b", 0) != 0;
+  if (transpose_b) {
+    if (db.size() < 2) ctx.fail("a transposed B needs rank >= 2, got ", shape_to_string(db));
+    std::swap(db[db.size() - 1], db[db.size() - 2]);
+  }
   if (da.size() == 1) da.insert(da.begin(), 1);
   if (db.size() == 1) db.push_back(1);
   const int64_t m = da[da.size() - 2], k = da.back(), n = db.back();
@@ -213,7 +233,22 @@ void matmul_kernel(KernelContext& ctx) {
       const GemmMicrokernel& kernel = packed ? *packed->b.kernel : best_gemm_microkernel();
       GemmB gb;
       if (packed) gb.packed = &packed->b;
-      gb.ref = {pb, n, 1};
+      gb.ref = transpose_b ? MatrixRef{pb, 1, k} : MatrixRef{pb, n, 1};
+      if (transpose_b && m <= 4) {
+        // Few rows (a decoder's token step against its cache): each output is a dot product of two
+        // contiguous rows, with nothing packed.
+        ctx.pool().parallel_for(batches * m, std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, n * k)),
+                                [&](int64_t begin, int64_t end) {
+          for (int64_t row = begin; row < end; ++row) {
+            const int64_t t = row / m, i = row % m;
+            const float* x = pa + a_offsets[static_cast<size_t>(t)] + i * k;
+            const float* rows = pb + b_offsets[static_cast<size_t>(t)];
+            float* o = out + (t * m + i) * n;
+            for (int64_t j = 0; j < n; ++j) o[j] = dot_f32(x, rows + j * k, k);
+          }
+        });
+        return;
+      }
       // A fused bias (native MatMulBias): every row of Y starts as the bias and the products accumulate onto it.
       const bool biased = fill_fused_bias(ctx, out, y.numel(), n);
       const std::optional<GemmClamp> clamp = fused_clamp(ctx);
@@ -240,8 +275,8 @@ void matmul_kernel(KernelContext& ctx) {
     } else {
       ctx.pool().parallel_for(batches, 1, [&](int64_t begin, int64_t end) {
         for (int64_t t = begin; t < end; ++t) {
-          reference_gemm<T>(m, n, k, pa + a_offsets[static_cast<size_t>(t)], k, 1, pb + b_offsets[static_cast<size_t>(t)], n, 1,
-                            out + t * m * n, n, false);
+          reference_gemm<T>(m, n, k, pa + a_offsets[static_cast<size_t>(t)], k, 1, pb + b_offsets[static_cast<size_t>(t)],
+                            transpose_b ? 1 : n, transpose_b ? k : 1, out + t * m * n, n, false);
         }
       });
     }
