@@ -237,6 +237,20 @@ ActivationParams uint8_params(double lo, double hi) {
 
 }  // namespace
 
+void write_left_in_float(std::ostream& out, const FloatOps& float_ops) {
+  if (!float_ops.empty()) out << "left in float:\n";
+  for (const auto& [op, reasons] : float_ops) {
+    for (const auto& [reason, nodes] : reasons) {
+      out << "  " << op << " (" << nodes.size() << "): " << reason;
+      if (nodes.size() <= 3) {
+        out << ":";
+        for (const auto& n : nodes) out << " '" << n << "'";
+      }
+      out << "\n";
+    }
+  }
+}
+
 onnx_frontend::QdqConstant quantize_weight(const std::string& name, const Tensor& w, int64_t axis) {
   onnx_frontend::QdqConstant out;
   out.tensor = name;
@@ -511,7 +525,7 @@ std::string Quantizer::write(const std::string& output_path) {
 
   // The summary.
   std::map<std::string, int64_t> quantized_ops, folded_ops;
-  std::map<std::string, std::map<std::string, std::vector<std::string>>> float_ops;  // op → reason → nodes
+  FloatOps float_ops;
   int64_t quantized_nodes = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
     const Node& node = graph_.nodes[i];
@@ -546,17 +560,7 @@ std::string Quantizer::write(const std::string& output_path) {
   out << "tensors: " << plan.activations.size() << " activations, " << weights << " weights, " << biases << " biases\n";
   for (const std::string& note : bias_notes) out << note << "\n";
   for (const std::string& note : non_finite_notes) out << "warning: " << note << "\n";
-  if (!float_ops.empty()) out << "left in float:\n";
-  for (const auto& [op, reasons] : float_ops) {
-    for (const auto& [reason, nodes] : reasons) {
-      out << "  " << op << " (" << nodes.size() << "): " << reason;
-      if (nodes.size() <= 3) {
-        out << ":";
-        for (const auto& n : nodes) out << " '" << n << "'";
-      }
-      out << "\n";
-    }
-  }
+  write_left_in_float(out, float_ops);
   return out.str();
 }
 

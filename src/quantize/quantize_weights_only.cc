@@ -28,7 +28,7 @@ std::string Quantizer::write_weights_only(const std::string& output_path) {
   onnx_frontend::QdqPlan plan;
   std::map<ValueId, size_t> entry_of;  // a weight read by several products is stored once
   std::map<std::string, int64_t> quantized_ops;
-  std::map<std::string, std::map<std::string, std::vector<std::string>>> float_ops;  // op → reason → nodes
+  FloatOps float_ops;
   int64_t float_bytes = 0, int8_bytes = 0;
   bool per_tensor = false;
   for (const Node& node : graph_.nodes) {
@@ -99,17 +99,7 @@ std::string Quantizer::write_weights_only(const std::string& output_path) {
   }
   out << "\nweights: " << plan.constants.size() << " tensors, " << float_bytes / 1e6 << " MB float32 -> " << int8_bytes / 1e6
       << " MB int8\n";
-  if (!float_ops.empty()) out << "left in float:\n";
-  for (const auto& [op, reasons] : float_ops) {
-    for (const auto& [reason, nodes] : reasons) {
-      out << "  " << op << " (" << nodes.size() << "): " << reason;
-      if (nodes.size() <= 3) {
-        out << ":";
-        for (const auto& n : nodes) out << " '" << n << "'";
-      }
-      out << "\n";
-    }
-  }
+  write_left_in_float(out, float_ops);
   return out.str();
 }
 

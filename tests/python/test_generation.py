@@ -15,6 +15,16 @@ import decoder  # noqa: E402
 import tessera  # noqa: E402
 
 
+def torch_stepper(model, logits):
+    """decoder.greedy's step through the torch model, keeping each step's logits in `logits`."""
+    def step(ids, past):
+        with torch.no_grad():
+            out = model(torch.from_numpy(ids), *[torch.from_numpy(p) for p in past])
+        logits.append(out[0].numpy())
+        return out[0].numpy(), [o.numpy() for o in out[1:]]
+    return step
+
+
 def test_greedy_tokens_match_torch_on_one_compile(tmp_path):
     model = decoder.make(layers=2, d=64, heads=4, vocab=97, std=0.3)
     path = tmp_path / "decoder.onnx"
@@ -23,12 +33,7 @@ def test_greedy_tokens_match_torch_on_one_compile(tmp_path):
     empty = [p.numpy() for p in model.empty_past()]
 
     torch_logits = []
-
-    def torch_step(ids, past):
-        with torch.no_grad():
-            out = model(torch.from_numpy(ids), *[torch.from_numpy(p) for p in past])
-        torch_logits.append(out[0].numpy())
-        return out[0].numpy(), [o.numpy() for o in out[1:]]
+    torch_step = torch_stepper(model, torch_logits)
 
     expected, _ = decoder.greedy(torch_step, prompt, steps, empty)
     assert len(set(expected)) > 3  # the tokens vary: a comparison that can fail
@@ -89,12 +94,7 @@ def test_weight_only_int8_decoder_tracks_the_float_logits(tmp_path):
         assert original, node.input[0]
 
     torch_logits = []
-
-    def torch_step(ids, past):
-        with torch.no_grad():
-            out = model(torch.from_numpy(ids), *[torch.from_numpy(p) for p in past])
-        torch_logits.append(out[0].numpy())
-        return out[0].numpy(), [o.numpy() for o in out[1:]]
+    torch_step = torch_stepper(model, torch_logits)
 
     prompt, steps = [5, 17, 42, 3, 9, 60], 16
     empty = [p.numpy() for p in model.empty_past()]

@@ -20,14 +20,6 @@
 namespace tessera::testing {
 namespace {
 
-Tensor uniform(Shape shape, uint32_t seed, float low, float high) {
-  Tensor t(DType::kFloat32, std::move(shape));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(low, high);
-  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = dist(rng);
-  return t;
-}
-
 /// NaN-propagating: a NaN fails.
 void expect_close(const Tensor& actual, const std::vector<double>& expected, double tolerance) {
   ASSERT_EQ(static_cast<size_t>(actual.numel()), expected.size());
@@ -61,7 +53,7 @@ std::string placement_of(const CompiledModel& model, const std::string& op_type)
 }
 
 TEST(NativeMatMulBias, BiasAndActivationFuseIntoTheGemmAtEveryShape) {
-  const Tensor w = uniform({16, 24}, 1, -0.5f, 0.5f), bias = uniform({24}, 2, -1, 1);
+  const Tensor w = random_uniform({16, 24}, 1, -0.5f, 0.5f), bias = random_uniform({24}, 2, -1, 1);
   struct Case {
     std::string activation;  // "", "Relu" or "Clip"
     bool bias_first;         // Add(bias, product)
@@ -90,7 +82,7 @@ TEST(NativeMatMulBias, BiasAndActivationFuseIntoTheGemmAtEveryShape) {
     std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
     EXPECT_NE(placement_of(*model, "Add").find("MatMulBias"), std::string::npos) << placement_of(*model, "Add");
     for (int64_t seq : {1, 7, 33}) {
-      const Tensor input = uniform({2, seq, 16}, static_cast<uint32_t>(10 + seq), -1, 1);
+      const Tensor input = random_uniform({2, seq, 16}, static_cast<uint32_t>(10 + seq), -1, 1);
       const std::vector<Tensor> out = model->run({input.view()});
       ASSERT_EQ(out[0].shape(), (Shape{2, seq, 24}));
       expect_close(out[0], affine_reference(input, w, bias, c.low, c.high), 1e-5);
@@ -100,19 +92,19 @@ TEST(NativeMatMulBias, BiasAndActivationFuseIntoTheGemmAtEveryShape) {
 
 TEST(NativeMatMulBias, AddsThatAreNoBiasStayAdds) {
   // A bias over the rows (a [rows, N] constant), and a product by a run-time matrix.
-  const Tensor w = uniform({8, 6}, 3, -1, 1), rows_bias = uniform({5, 6}, 4, -1, 1);
+  const Tensor w = random_uniform({8, 6}, 3, -1, 1), rows_bias = random_uniform({5, 6}, 4, -1, 1);
   GraphBuilder b;
   const ValueId x = b.input("x", {5, 8});
   const ValueId m = b.input("m", {8, 6});
   b.output(b.node("Relu", {b.node("Add", {b.node("MatMul", {x, b.constant(w)}), b.constant(rows_bias)})}));
-  b.output(b.node("Add", {b.node("MatMul", {x, m}), b.constant(uniform({6}, 5, -1, 1))}));
+  b.output(b.node("Add", {b.node("MatMul", {x, m}), b.constant(random_uniform({6}, 5, -1, 1))}));
   CompileOptions options;
   options.backends = {"native"};
   std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
   for (const NodePlacement& p : model->placement()) {
     EXPECT_EQ(p.why.find("MatMulBias"), std::string::npos) << p.node_name << ": " << p.why;
   }
-  const Tensor input = uniform({5, 8}, 6, -1, 1), matrix = uniform({8, 6}, 7, -1, 1);
+  const Tensor input = random_uniform({5, 8}, 6, -1, 1), matrix = random_uniform({8, 6}, 7, -1, 1);
   const std::vector<Tensor> out = model->run({input.view(), matrix.view()});
   std::vector<double> expected(30);
   for (int64_t r = 0; r < 5; ++r)
@@ -140,10 +132,10 @@ TEST(NativeMatMulTransposedB, ProductsWithATransposedOperandReadItInPlace) {
   int fused = 0;
   for (const NodePlacement& p : model->placement()) fused += p.why.find("MatMulTransposedB") != std::string::npos;
   EXPECT_EQ(fused, 4);
-  const Tensor bt = uniform({2, 3, 7, 8}, 31, -1, 1), ct = uniform({5, 8}, 32, -1, 1);
+  const Tensor bt = random_uniform({2, 3, 7, 8}, 31, -1, 1), ct = random_uniform({5, 8}, 32, -1, 1);
   for (int64_t m : {1, 3, 9}) {
     SCOPED_TRACE("m " + std::to_string(m));
-    const Tensor at = uniform({2, 3, m, 8}, static_cast<uint32_t>(40 + m), -1, 1);
+    const Tensor at = random_uniform({2, 3, m, 8}, static_cast<uint32_t>(40 + m), -1, 1);
     const std::vector<Tensor> out = model->run({at.view(), bt.view(), ct.view()});
     ASSERT_EQ(out[0].shape(), (Shape{2, 3, m, 7}));
     ASSERT_EQ(out[1].shape(), (Shape{2, 3, m, 5}));
@@ -181,7 +173,7 @@ TEST(NativeAlias, ReshapesOfRunTimeShapesViewTheirInputWithoutCopies) {
   options.backends = {"native"};
   std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
   for (int64_t n : {9, 3, 1}) {
-    const Tensor input = uniform({n, 6}, static_cast<uint32_t>(n), -1, 1);
+    const Tensor input = random_uniform({n, 6}, static_cast<uint32_t>(n), -1, 1);
     RunProfile profile;
     const std::vector<Tensor> out = model->run({input.view()}, {}, &profile);
     ASSERT_EQ(out[1].shape(), (Shape{n, 3, 2}));
@@ -214,7 +206,7 @@ TEST(NativeAlias, AnInputInTheArenaIsCopiedNotViewed) {
   CompileOptions options;
   options.backends = {"native"};
   std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
-  const Tensor input = uniform({4, 6}, 21, -1, 1);
+  const Tensor input = random_uniform({4, 6}, 21, -1, 1);
   Tensor shape(DType::kInt64, {2});
   shape.as<int64_t>()[0] = 8;
   shape.as<int64_t>()[1] = 3;

@@ -43,14 +43,6 @@ void expect_user_error(const std::function<void()>& statement, const std::vector
   }
 }
 
-Tensor uniform(Shape shape, uint32_t seed, float low, float high) {
-  Tensor t(DType::kFloat32, std::move(shape));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(low, high);
-  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = dist(rng);
-  return t;
-}
-
 /// A convolution in double, straight from the definition: x[n, cin, h, w], w[cout, cin, k, k], pad k / 2.
 std::vector<double> conv_reference(const std::vector<double>& x, int64_t n, int64_t cin, int64_t h, int64_t w,
                                    const Tensor& weights, const Tensor* bias) {
@@ -77,9 +69,9 @@ std::vector<double> conv_reference(const std::vector<double>& x, int64_t n, int6
 /// -> Conv 1x1 (4). The two 3x3 layers after the first have weights of one shape and other values,
 /// so a constant shared between per-shape regions under the wrong key shows.
 struct ConvModel {
-  Tensor w1 = uniform({16, 8, 3, 3}, 1, -0.2f, 0.2f), b1 = uniform({16}, 2, -0.5f, 0.5f);
-  Tensor w2 = uniform({16, 16, 3, 3}, 3, -0.1f, 0.1f), w3 = uniform({16, 16, 3, 3}, 4, -0.1f, 0.1f);
-  Tensor w4 = uniform({4, 16, 1, 1}, 5, -0.3f, 0.3f);
+  Tensor w1 = random_uniform({16, 8, 3, 3}, 1, -0.2f, 0.2f), b1 = random_uniform({16}, 2, -0.5f, 0.5f);
+  Tensor w2 = random_uniform({16, 16, 3, 3}, 3, -0.1f, 0.1f), w3 = random_uniform({16, 16, 3, 3}, 4, -0.1f, 0.1f);
+  Tensor w4 = random_uniform({4, 16, 1, 1}, 5, -0.3f, 0.3f);
   Graph graph;
 
   ConvModel() {
@@ -123,7 +115,7 @@ void expect_matches(const Tensor& actual, const std::vector<double>& expected) {
 TEST(OpenDims, SpecializeShapesInfersEveryValueFromTheInputs) {
   GraphBuilder b;
   const ValueId x = b.input("x", {-1, 4});
-  const ValueId y = b.node("Relu", {b.node("MatMul", {x, b.constant(uniform({4, 3}, 7, -1, 1))})});
+  const ValueId y = b.node("Relu", {b.node("MatMul", {x, b.constant(random_uniform({4, 3}, 7, -1, 1))})});
   b.output(y);
   const Graph graph = b.graph;
   const Graph five = specialize_shapes(graph, {{5, 4}});
@@ -155,7 +147,7 @@ TEST(OpenDims, OneCompileRunsEveryShapeOnOneDnnAndCountsWhatItPrepares) {
   uint32_t seed = 10;
   for (const Case& c : cases) {
     SCOPED_TRACE(shape_to_string(c.shape));
-    const Tensor x = uniform(c.shape, seed++, -1, 1);
+    const Tensor x = random_uniform(c.shape, seed++, -1, 1);
     RunProfile profile;
     const std::vector<Tensor> out = model->run({x.view()}, {}, &profile);
     ASSERT_EQ(out.size(), 1u);
@@ -173,11 +165,11 @@ TEST(OpenDims, OneCompileRunsEveryShapeOnOneDnnAndCountsWhatItPrepares) {
   EXPECT_EQ(out[0].shape(), (Shape{0, 4, 5, 5}));
   EXPECT_EQ(profile.counts.shape_fallbacks, 1);
   // A fixed dim that differs, or another rank: errors naming the input; the model still runs.
-  const Tensor seven = uniform({1, 7, 4, 4}, 99, -1, 1);
+  const Tensor seven = random_uniform({1, 7, 4, 4}, 99, -1, 1);
   expect_user_error([&] { model->run({seven.view()}); }, {"input 'x'", "1x7x4x4"});
-  const Tensor flat = uniform({8, 4}, 98, -1, 1);
+  const Tensor flat = random_uniform({8, 4}, 98, -1, 1);
   expect_user_error([&] { model->run({flat.view()}); }, {"input 'x'"});
-  const Tensor again = uniform({1, 8, 6, 5}, 97, -1, 1);
+  const Tensor again = random_uniform({1, 8, 6, 5}, 97, -1, 1);
   expect_matches(model->run({again.view()})[0], m.reference(again));
 }
 
@@ -186,7 +178,7 @@ TEST(OpenDims, ShapeCacheStaysWithinItsBoundAndEvictsTheLeastRecentlyUsed) {
   CompileOptions options;
   options.backends = {"dnnl", "native"};
   auto misses_running = [](const CompiledModel& model, const Shape& shape) {
-    const Tensor x = uniform(shape, 5, -1, 1);
+    const Tensor x = random_uniform(shape, 5, -1, 1);
     RunProfile profile;
     model.run({x.view()}, {}, &profile);
     return profile.counts.shape_cache_misses;
@@ -215,7 +207,7 @@ TEST(OpenDims, ProbeSendsWhatOneDnnRunsSlowlyElsewhereAsThisCpuImplies) {
   GraphBuilder b;
   const ValueId x = b.input("x", {-1, 256});
   b.graph.value(x).type.symbols = {"rows", ""};
-  const Tensor w = uniform({256, 256}, 11, -0.1f, 0.1f);
+  const Tensor w = random_uniform({256, 256}, 11, -0.1f, 0.1f);
   const ValueId y = b.node("MatMul", {x, b.constant(w)});
   b.output(b.node("Relu", {y}));
   CompileOptions options;
@@ -233,7 +225,7 @@ TEST(OpenDims, ProbeSendsWhatOneDnnRunsSlowlyElsewhereAsThisCpuImplies) {
   }
   // Either way it computes the product, at any number of rows.
   for (int64_t rows : {1, 3, 300}) {
-    const Tensor input = uniform({rows, 256}, static_cast<uint32_t>(rows), -1, 1);
+    const Tensor input = random_uniform({rows, 256}, static_cast<uint32_t>(rows), -1, 1);
     const Tensor out = model->run({input.view()})[0];
     ASSERT_EQ(out.shape(), (Shape{rows, 256}));
     int failures = 0;

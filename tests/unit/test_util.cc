@@ -74,6 +74,12 @@ Tensor random_float(Shape shape, uint32_t seed) {
   return t;
 }
 
+Tensor random_uniform(Shape shape, uint32_t seed, float low, float high) {
+  Tensor t = random_float(std::move(shape), seed);
+  for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = low + (high - low) * (t.as<float>()[i] + 1.0f) / 2.0f;
+  return t;
+}
+
 void expect_close(const Tensor& actual, const Tensor& expected, double atol, double rtol) {
   ASSERT_EQ(actual.dtype(), expected.dtype());
   ASSERT_EQ(actual.shape(), expected.shape());

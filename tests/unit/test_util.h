@@ -31,6 +31,8 @@ Tensor make_float(Shape shape, std::vector<float> values);
 Tensor make_int64(Shape shape, std::vector<int64_t> values);
 /// Deterministic pseudo-random floats in [-1, 1).
 Tensor random_float(Shape shape, uint32_t seed);
+/// random_float's values mapped onto [low, high).
+Tensor random_uniform(Shape shape, uint32_t seed, float low, float high);
 
 /// Asserts same dtype and shape and |a-b| <= atol + rtol*|b| elementwise.
 void expect_close(const Tensor& actual, const Tensor& expected, double atol = 1e-5, double rtol = 1e-5);

@@ -84,34 +84,35 @@ Declarations make_declarations() {
     if (KernelRegistry::instance().find(node.domain, node.op_type)) return {true, ""};
     return {false, "no native kernel for " + node.op_type};
   });
+  // x, then Relu(x) or Clip(x[, min[, max]]) with constant bounds (min and max optional, possibly omitted as "").
+  auto activated = [](const Pattern& x) {
+    auto bound = [] { return either({constant(), absent()}); };
+    std::vector<Pattern> out = {op("Relu", {x}), op("Clip", {x}), op("Clip", {x, bound()}), op("Clip", {x, bound(), bound()})};
+    for (size_t i = 1; i < out.size(); ++i) out[i].where(constant_clip_bounds);
+    return out;
+  };
   Pattern conv = op("Conv");
   conv.where(float32_output);
-  // Clip has one to three inputs (min and max optional, possibly omitted as "").
-  auto bound = [] { return either({constant(), absent()}); };
-  std::vector<Pattern> clips = {op("Clip", {conv}), op("Clip", {conv, bound()}), op("Clip", {conv, bound(), bound()})};
-  for (Pattern& clip : clips) clip.where(constant_clip_bounds);
-  d.pattern(kConvActivation, either({op("Relu", {conv}), clips[0], clips[1], clips[2]}));
+  d.pattern(kConvActivation, either(activated(conv)));
+  // MatMul -> Add(bias) [-> Relu | Clip]: the product and the bias, then either activation or none.
+  auto biased_product = [&](Pattern product) {
+    Pattern biased = op("Add", {product, constant()});
+    biased.where(bias_over_last_axis);
+    std::vector<Pattern> out = activated(biased);
+    out.push_back(biased);
+    return out;
+  };
   Pattern matmul = op("MatMul", {any(), constant()});
   matmul.where(constant_matrix_weight);
-  Pattern biased = op("Add", {matmul, constant()});
-  biased.where(bias_over_last_axis);
-  std::vector<Pattern> biased_clips = {op("Clip", {biased}), op("Clip", {biased, bound()}),
-                                       op("Clip", {biased, bound(), bound()})};
-  for (Pattern& clip : biased_clips) clip.where(constant_clip_bounds);
-  d.pattern(kMatMulBias, either({op("Relu", {biased}), biased_clips[0], biased_clips[1], biased_clips[2], biased}));
-  // Weight-only int8: the same shapes around MatMul(x, DequantizeLinear(q, scale[, zero point])).
+  d.pattern(kMatMulBias, either(biased_product(matmul)));
+  // Weight-only int8: the same shapes around MatMul(x, DequantizeLinear(q, scale[, zero point])), and the bare product.
   std::vector<Pattern> int8_matmuls;
   for (Pattern dq : {op("DequantizeLinear", {constant(), constant()}), op("DequantizeLinear", {constant(), constant(), constant()})}) {
     dq.where(dequantizes_int8_weights);
     Pattern product = op("MatMul", {any(), dq});
     product.where(float32_output);
-    Pattern product_biased = op("Add", {product, constant()});
-    product_biased.where(bias_over_last_axis);
-    std::vector<Pattern> product_clips = {op("Clip", {product_biased}), op("Clip", {product_biased, bound()}),
-                                          op("Clip", {product_biased, bound(), bound()})};
-    for (Pattern& clip : product_clips) clip.where(constant_clip_bounds);
-    int8_matmuls.insert(int8_matmuls.end(), {op("Relu", {product_biased}), product_clips[0], product_clips[1],
-                                             product_clips[2], product_biased, product});
+    for (Pattern& p : biased_product(product)) int8_matmuls.push_back(std::move(p));
+    int8_matmuls.push_back(product);
   }
   d.pattern(kMatMulInt8Weights, either(int8_matmuls));
   Pattern transposed = op("Transpose", {any()});

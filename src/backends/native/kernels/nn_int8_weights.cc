@@ -12,6 +12,14 @@ namespace {
 
 #include "backends/native/kernels/nn_int8_weights_body.h"
 
+struct PortablePanel {
+  template <int kRows>
+  static void run(int64_t k, const float* x, int64_t lda, const int8_t* panel, const float* scales, const float* bias,
+                  float lo, float hi, int64_t cols, float* y, int64_t ldc) {
+    int8_panel<kRows>(k, x, lda, panel, scales, bias, lo, hi, cols, y, ldc);
+  }
+};
+
 Int8RowsFn rows_for_cpu() {
   static const Int8RowsFn fn = cpu_features().avx2_fma ? int8_weight_rows_avx2 : int8_weight_rows_portable;
   return fn;
@@ -21,7 +29,7 @@ Int8RowsFn rows_for_cpu() {
 
 void int8_weight_rows_portable(const Int8Weights& w, int64_t rows, const float* x, int64_t lda, float* y, int64_t ldc,
                                const float* bias, float lo, float hi, int64_t panel_begin, int64_t panel_end) {
-  int8_rows_body(w, rows, x, lda, y, ldc, bias, lo, hi, panel_begin, panel_end);
+  int8_rows_driver<PortablePanel>(w, rows, x, lda, y, ldc, bias, lo, hi, panel_begin, panel_end);
 }
 
 Int8Weights pack_int8_weights(const int8_t* q, int64_t k, int64_t n, const float* scales, int64_t scale_count) {

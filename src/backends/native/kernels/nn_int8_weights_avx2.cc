@@ -81,28 +81,21 @@ void panel_rows(int64_t k, const float* x, int64_t lda, const int8_t* panel, con
   }
 }
 
+struct Avx2Panel {
+  template <int kRows>
+  static void run(int64_t k, const float* x, int64_t lda, const int8_t* panel, const float* scales, const float* bias,
+                  float lo, float hi, int64_t cols, float* y, int64_t ldc) {
+    panel_rows<kRows>(k, x, lda, panel, scales, bias, lo, hi, cols, y, ldc);
+  }
+};
+
+#include "backends/native/kernels/nn_int8_weights_body.h"
+
 }  // namespace
 
 void int8_weight_rows_avx2(const Int8Weights& w, int64_t rows, const float* x, int64_t lda, float* y, int64_t ldc,
                            const float* bias, float lo, float hi, int64_t panel_begin, int64_t panel_end) {
-  const int64_t panel_bytes = w.k * kInt8WeightPanel;
-  for (int64_t p = panel_begin; p < panel_end; ++p) {
-    const int64_t j0 = p * kInt8WeightPanel;
-    const int64_t cols = w.n - j0 < kInt8WeightPanel ? w.n - j0 : kInt8WeightPanel;
-    const int8_t* panel = w.panels.data() + p * panel_bytes;
-    const float* scales = w.scales.data() + j0;
-    const float* b = bias ? bias + j0 : nullptr;
-    for (int64_t r0 = 0; r0 < rows; r0 += 4) {
-      const float* xr = x + r0 * lda;
-      float* yr = y + r0 * ldc + j0;
-      switch (rows - r0 < 4 ? rows - r0 : 4) {
-        case 1: panel_rows<1>(w.k, xr, lda, panel, scales, b, lo, hi, cols, yr, ldc); break;
-        case 2: panel_rows<2>(w.k, xr, lda, panel, scales, b, lo, hi, cols, yr, ldc); break;
-        case 3: panel_rows<3>(w.k, xr, lda, panel, scales, b, lo, hi, cols, yr, ldc); break;
-        default: panel_rows<4>(w.k, xr, lda, panel, scales, b, lo, hi, cols, yr, ldc); break;
-      }
-    }
-  }
+  int8_rows_driver<Avx2Panel>(w, rows, x, lda, y, ldc, bias, lo, hi, panel_begin, panel_end);
 }
 
 }  // namespace tessera::native

@@ -1,6 +1,8 @@
-// The int8-weight row kernel (nn_int8_weights.h), plain loops that each ISA's
-// file compiles with its own flags inside an anonymous namespace (baseline:
-// nn_int8_weights.cc; nn_int8_weights_avx2.cc). A panel row's 16 weights are
+// The int8-weight row kernel (nn_int8_weights.h): the driver over panels and
+// row groups that every ISA build shares, and the portable panel kernel as
+// plain loops (nn_int8_weights.cc; nn_int8_weights_avx2.cc has its own panel
+// kernel in intrinsics). Included inside an anonymous namespace by each file,
+// which compiles it with its own flags. A panel row's 16 weights are
 // converted to float once and serve every row of x; a single row splits K in
 // four chains of accumulators, so that the additions do not wait on each
 // other. No include guard: each file includes it once, after <cstdint>.
@@ -41,8 +43,12 @@ void int8_panel(int64_t k, const float* x, int64_t lda, const int8_t* panel, con
   }
 }
 
-void int8_rows_body(const Int8Weights& w, int64_t rows, const float* x, int64_t lda, float* y, int64_t ldc,
-                    const float* bias, float lo, float hi, int64_t panel_begin, int64_t panel_end) {
+/// The panels [panel_begin, panel_end) for every group of up to 4 rows, each
+/// by Kernel::run<rows>(k, x, lda, panel, scales, bias, lo, hi, cols, y, ldc)
+/// (the portable int8_panel below, or an ISA file's own).
+template <typename Kernel>
+void int8_rows_driver(const Int8Weights& w, int64_t rows, const float* x, int64_t lda, float* y, int64_t ldc,
+                      const float* bias, float lo, float hi, int64_t panel_begin, int64_t panel_end) {
   const int64_t panel_bytes = w.k * kInt8WeightPanel;
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     const int64_t j0 = p * kInt8WeightPanel;
@@ -54,10 +60,10 @@ void int8_rows_body(const Int8Weights& w, int64_t rows, const float* x, int64_t 
       const float* xr = x + r0 * lda;
       float* yr = y + r0 * ldc + j0;
       switch (rows - r0 < 4 ? rows - r0 : 4) {
-        case 1: int8_panel<1>(w.k, xr, lda, panel, scales, b, lo, hi, cols, yr, ldc); break;
-        case 2: int8_panel<2>(w.k, xr, lda, panel, scales, b, lo, hi, cols, yr, ldc); break;
-        case 3: int8_panel<3>(w.k, xr, lda, panel, scales, b, lo, hi, cols, yr, ldc); break;
-        default: int8_panel<4>(w.k, xr, lda, panel, scales, b, lo, hi, cols, yr, ldc); break;
+        case 1: Kernel::template run<1>(w.k, xr, lda, panel, scales, b, lo, hi, cols, yr, ldc); break;
+        case 2: Kernel::template run<2>(w.k, xr, lda, panel, scales, b, lo, hi, cols, yr, ldc); break;
+        case 3: Kernel::template run<3>(w.k, xr, lda, panel, scales, b, lo, hi, cols, yr, ldc); break;
+        default: Kernel::template run<4>(w.k, xr, lda, panel, scales, b, lo, hi, cols, yr, ldc); break;
       }
     }
   }
