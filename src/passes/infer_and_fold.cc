@@ -28,22 +28,25 @@ std::string dtype_list(const std::vector<DType>& types) {
 }  // namespace
 
 void infer_and_fold(Graph& graph, const NodeEvaluator& evaluate) {
-  // Weight-only int8 weights (ir/int8_weights.h) that only MatMuls read as their weights stay 8-bit:
+  // Weight-only int8 weights (ir/int8_weights.h) that only products read as their weights stay 8-bit:
   // folded, they would be float32 four times the size (and above kMaxFoldedBytes a dequantization
   // every run).
-  std::vector<int> weight_readers(graph.values.size(), 0), other_readers(graph.values.size(), 0);
+  std::vector<std::vector<const Node*>> readers(graph.values.size());
+  std::vector<char> is_output(graph.values.size(), 0);
   for (const Node& node : graph.nodes) {
-    for (size_t i = 0; i < node.inputs.size(); ++i) {
-      if (node.inputs[i] == kNoValue) continue;
-      const bool weight = node.op_type == "MatMul" && node.domain.empty() && i == 1 && node.inputs[0] != node.inputs[1];
-      ++(weight ? weight_readers : other_readers)[static_cast<size_t>(node.inputs[i])];
+    for (ValueId id : node.inputs) {
+      if (id != kNoValue) readers[static_cast<size_t>(id)].push_back(&node);
     }
   }
-  for (ValueId id : graph.outputs) ++other_readers[static_cast<size_t>(id)];
+  for (ValueId id : graph.outputs) is_output[static_cast<size_t>(id)] = 1;
   auto int8_weights_kept = [&](const Node& node) {
     if (!dequantizes_int8_weights(graph, node)) return false;
     const size_t out = static_cast<size_t>(node.outputs[0]);
-    return weight_readers[out] > 0 && other_readers[out] == 0;
+    if (is_output[out] || readers[out].empty()) return false;
+    for (const Node* reader : readers[out]) {
+      if (!reads_as_int8_weights(graph, *reader, node)) return false;
+    }
+    return true;
   };
   for (Node& node : graph.nodes) {
     const OpSchema* schema = OpRegistry::instance().find(node.domain, node.op_type);

@@ -3,7 +3,8 @@
 // clamp and NaN; and MatMul(x, DequantizeLinear(int8 weights, scales)) kept
 // 8-bit through constant folding and run as native's MatMulInt8Weights at
 // several row counts of an open dim, against double; the cases that must
-// fold to float32 instead (a non-zero zero point, a small matrix).
+// fold to float32 instead (a non-zero zero point, a small matrix); Gemm with
+// its weights stored either way, and the Gemms that must fold.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -151,6 +152,77 @@ TEST(NativeInt8Weights, DequantizedWeightsStayInt8AndRunAsOneProduct) {
       EXPECT_NE(where.find("MatMulInt8Weights"), std::string::npos) << op << ": " << where;
     }
     expect_model_matches(m, *model);
+  }
+}
+
+TEST(NativeInt8Weights, GemmReadsTheInt8WeightsStoredEitherWay) {
+  // Gemm(x, DequantizeLinear(q), C) + Relu with transB = 1 (q stored [N, K], a scale per row) and
+  // Gemm(x, DequantizeLinear(q)) with transB = 0 (q [K, N], a scale per column): one product each.
+  // A scale per input channel (transB = 1, scales per column) or alpha 2 fold to float32 instead.
+  const Problem p = make_problem(256, 257, 11);
+  struct Case {
+    bool trans_b;
+    bool bias;
+    int64_t scale_axis;  // of q as stored
+    float alpha;
+    bool fused;
+  };
+  const std::vector<Case> cases = {{true, true, 0, 1.0f, true}, {false, false, 1, 1.0f, true},
+                                   {true, true, 1, 1.0f, false}, {false, true, 1, 2.0f, false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string("transB ") + (c.trans_b ? "1" : "0") + " axis " + std::to_string(c.scale_axis) + " alpha " +
+                 std::to_string(c.alpha));
+    GraphBuilder b;
+    const ValueId x = b.input("x", {-1, p.k});
+    b.graph.value(x).type.symbols = {"rows", ""};
+    // Stored q: [K, N], or [N, K] for transB (the same values q[p][j] either way).
+    Tensor q(DType::kInt8, c.trans_b ? Shape{p.n, p.k} : Shape{p.k, p.n});
+    for (int64_t i = 0; i < p.k; ++i)
+      for (int64_t j = 0; j < p.n; ++j) q.as<int8_t>()[c.trans_b ? j * p.k + i : i * p.n + j] = p.q[static_cast<size_t>(i * p.n + j)];
+    const int64_t scale_count = q.shape()[static_cast<size_t>(c.scale_axis)];
+    Tensor scales(DType::kFloat32, {scale_count});
+    for (int64_t i = 0; i < scale_count; ++i) {
+      const bool per_output = scale_count == p.n;
+      scales.as<float>()[i] = per_output ? p.scales[static_cast<size_t>(i)] : 0.001f + static_cast<float>(i) * 1e-5f;
+    }
+    const bool per_input = scale_count == p.k && (c.trans_b ? c.scale_axis == 1 : c.scale_axis == 0);
+    const ValueId weights = b.node("DequantizeLinear", {b.constant(q), b.constant(scales)},
+                                   attributes({{"axis", Attribute::of_int(c.scale_axis)}}));
+    Tensor bias(DType::kFloat32, {p.n});
+    std::copy(p.bias.begin(), p.bias.end(), bias.as<float>());
+    std::vector<ValueId> inputs = {x, weights};
+    if (c.bias) inputs.push_back(b.constant(bias));
+    const ValueId y = b.node("Gemm", inputs, attributes({{"transB", Attribute::of_int(c.trans_b ? 1 : 0)},
+                                                         {"alpha", Attribute::of_float(c.alpha)}}));
+    b.output(c.bias ? b.node("Relu", {y}) : y);
+    CompileOptions options;
+    options.backends = {"dnnl", "native"};
+    std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
+    const std::string where = placement_of(*model, "DequantizeLinear");
+    EXPECT_NE(where.find(c.fused ? "MatMulInt8Weights" : "folded"), std::string::npos) << where;
+    for (int64_t rows : {1, 6}) {
+      const std::vector<float> xv = uniform(static_cast<size_t>(rows * p.k), static_cast<uint32_t>(rows));
+      Tensor input(DType::kFloat32, {rows, p.k});
+      std::copy(xv.begin(), xv.end(), input.as<float>());
+      const std::vector<Tensor> out = model->run({input.view()});
+      ASSERT_EQ(out[0].shape(), (Shape{rows, p.n}));
+      int failures = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < p.n; ++j) {
+          double sum = 0;
+          for (int64_t i = 0; i < p.k; ++i) {
+            const double w = double(p.q[static_cast<size_t>(i * p.n + j)]) *
+                             (per_input ? scales.as<float>()[i] : (scale_count == 1 ? scales.as<float>()[0] : p.scales[static_cast<size_t>(j)]));
+            sum += double(xv[static_cast<size_t>(r * p.k + i)]) * w;
+          }
+          double expected = c.alpha * sum + (c.bias ? p.bias[static_cast<size_t>(j)] : 0.0);
+          if (c.bias) expected = std::max(expected, 0.0);
+          const double actual = out[0].as<float>()[r * p.n + j];
+          if (!(std::fabs(actual - expected) <= 1e-5 * (1 + std::fabs(expected))) && failures++ < 5) {
+            ADD_FAILURE() << "y[" << r << ", " << j << "] = " << actual << ", expected " << expected;
+          }
+        }
+    }
   }
 }
 

@@ -244,6 +244,11 @@ SupportDecision check_conv(const Graph& graph, const Node& node) {
   return kYes;
 }
 
+/// Weight-only int8 (ir/int8_weights.h): native reads the 8-bit weights; here they would be
+/// dequantized to float32 on every run.
+const SupportDecision kInt8WeightsElsewhere{
+    false, "its weights are int8 behind a DequantizeLinear (native's MatMulInt8Weights reads them as they are)"};
+
 SupportDecision check_matmul(const Graph& graph, const Node& node) {
   SupportDecision d = float32_static(graph, node);
   if (!d.supported) return d;
@@ -255,19 +260,13 @@ SupportDecision check_matmul(const Graph& graph, const Node& node) {
   if (b.size() != y.size() && !graph.is_constant(node.inputs[1])) {
     return refuse("a computed second operand of lower rank than the output");
   }
-  // Weight-only int8 (ir/int8_weights.h): native reads the 8-bit weights; here they would be
-  // dequantized to float32 on every run.
-  for (const Node& producer : graph.nodes) {
-    if (!producer.outputs.empty() && producer.outputs[0] == node.inputs[1] && dequantizes_int8_weights(graph, producer)) {
-      return refuse("its weights are int8 behind a DequantizeLinear (native's MatMulInt8Weights reads them as they are)");
-    }
-  }
-  return kYes;
+  return int8_weights_of(graph, node) ? kInt8WeightsElsewhere : kYes;
 }
 
 SupportDecision check_gemm(const Graph& graph, const Node& node) {
   SupportDecision d = float32_static(graph, node);
   if (!d.supported) return d;
+  if (int8_weights_of(graph, node)) return kInt8WeightsElsewhere;
   if (node.attrs.get_int_or("transA", 0) != 0) return refuse("transA = 1 is not supported");
   const bool trans_b = node.attrs.get_int_or("transB", 0) != 0;
   const float alpha = node.attrs.get_float_or("alpha", 1.0f);

@@ -78,59 +78,71 @@ CompiledNode compile_node(const Graph& graph, const Node& node) {
 /// kernels run: ConvActivation becomes its Conv with the activation as the
 /// attribute tessera_clamp = [low, high], applied in the Conv's epilogue;
 /// LayerNorm becomes a LayerNormalization over the last axis.
+/// The float32 values of a constant region value, or a user error naming the composite.
+std::vector<float> constant_floats(const Graph& region, const Node& composite, ValueId id, const char* what) {
+  const Value& v = region.value(id);
+  if (!v.constant || v.constant->dtype() != DType::kFloat32) {
+    throw_user_error(composite.describe(), ": the ", what, " of a composite matmul is not a float32 constant");
+  }
+  return std::vector<float>(v.constant->as<float>(), v.constant->as<float>() + v.constant->numel());
+}
+
 /// MatMul→Add(bias)[→Relu/Clip] (kMatMulBias), and the same with the weights
-/// behind a DequantizeLinear (kMatMulInt8Weights), as one MatMul carrying the
-/// bias's values, the clamp and, for the latter, the int8 weights as B and
-/// their scales (native_declarations.h).
+/// behind a DequantizeLinear or Gemm(x, DequantizeLinear(...)[, bias])[→Relu/
+/// Clip] (kMatMulInt8Weights), as one MatMul carrying the bias's values, the
+/// clamp and, for the latter, the int8 weights as B, their scales and, for
+/// Gemm's transB, tessera_transpose_b (native_declarations.h).
 template <typename ToRegion>
 Node lower_matmul_chain(const Graph& region, const Node& composite, const Graph& body, const ToRegion& to_region,
                         bool int8_weights) {
   auto fail = [&] {
     throw_user_error(composite.describe(), ": composite ", int8_weights ? native::kMatMulInt8Weights : native::kMatMulBias,
-                     " whose body is not ", int8_weights ? "DequantizeLinear, " : "", "MatMul, Add and an activation");
+                     " whose body is not ", int8_weights ? "DequantizeLinear, " : "",
+                     "MatMul, Add and an activation, or Gemm and an activation");
   };
-  const size_t first = int8_weights ? 1 : 0;  // the MatMul's index in the body
+  const size_t first = int8_weights ? 1 : 0;  // the product's index in the body
   const size_t count = body.nodes.size();
-  if (count < first + 1 || count > first + 3 || body.nodes[first].op_type != "MatMul" ||
-      (int8_weights && body.nodes[0].op_type != "DequantizeLinear") || (count > first + 1 && body.nodes[first + 1].op_type != "Add") ||
-      body.inputs.size() != composite.inputs.size() || composite.outputs.size() != 1) {
+  if (count < first + 1 || count > first + 3 || body.inputs.size() != composite.inputs.size() || composite.outputs.size() != 1) {
     fail();
   }
-  if (!int8_weights && count == 1) fail();  // MatMulBias has its Add
-  Node matmul = body.nodes[first];
+  const Node& product = body.nodes[first];
+  const bool gemm = int8_weights && product.op_type == "Gemm";
+  if ((product.op_type != "MatMul" && !gemm) || (int8_weights && body.nodes[0].op_type != "DequantizeLinear")) fail();
+  // After the product: MatMul's bias Add, then an activation; Gemm's bias is its C.
+  const bool has_add = !gemm && count > first + 1;
+  if ((has_add && body.nodes[first + 1].op_type != "Add") || (gemm && count > first + 2) || (!int8_weights && !has_add)) fail();
+  Node matmul;
+  matmul.name = composite.name;
+  matmul.op_type = "MatMul";
+  matmul.opset = 13;
+  matmul.outputs = composite.outputs;
   if (int8_weights) {
     const Node& dq = body.nodes[0];
-    if (matmul.inputs.size() != 2 || matmul.inputs[1] != dq.outputs[0] || matmul.inputs[0] == dq.outputs[0]) fail();
-    matmul.inputs[0] = to_region(matmul.inputs[0]);
-    matmul.inputs[1] = to_region(dq.inputs[0]);
-    const Value& scales = region.value(to_region(dq.inputs[1]));
-    if (!scales.constant || scales.constant->dtype() != DType::kFloat32) {
-      throw_user_error(composite.describe(), ": the scales of a composite MatMulInt8Weights are not float32 constants");
+    if (product.inputs.size() < 2 || product.inputs[1] != dq.outputs[0] || product.inputs[0] == dq.outputs[0]) fail();
+    matmul.inputs = {to_region(product.inputs[0]), to_region(dq.inputs[0])};
+    matmul.attrs.set("tessera_int8_scales", Attribute::of_floats(constant_floats(region, composite, to_region(dq.inputs[1]), "scales")));
+    if (gemm && product.attrs.get_int_or("transB", 0) != 0) matmul.attrs.set("tessera_transpose_b", Attribute::of_int(1));
+    if (gemm && product.has_input(2)) {
+      matmul.attrs.set("tessera_bias", Attribute::of_floats(constant_floats(region, composite, to_region(product.inputs[2]), "bias")));
     }
-    matmul.attrs.set("tessera_int8_scales", Attribute::of_floats(std::vector<float>(
-                                                scales.constant->as<float>(), scales.constant->as<float>() + scales.constant->numel())));
   } else {
-    for (ValueId& id : matmul.inputs) id = to_region(id);
+    matmul.inputs = {to_region(product.inputs[0]), to_region(product.inputs[1])};
   }
-  if (count > first + 1) {
-    const Node& add = body.nodes[first + 1];
-    const ValueId product = body.nodes[first].outputs[0];
-    const ValueId bias_id = to_region(add.inputs[0] == product ? add.inputs[1] : add.inputs[0]);
-    const Value& bias = region.value(bias_id);
-    if (!bias.constant || bias.constant->dtype() != DType::kFloat32) {
-      throw_user_error(composite.describe(), ": the bias of a composite matmul is not a float32 constant");
-    }
-    matmul.attrs.set("tessera_bias", Attribute::of_floats(std::vector<float>(bias.constant->as<float>(),
-                                                                             bias.constant->as<float>() + bias.constant->numel())));
-    if (count == first + 3) {
-      Node activation = body.nodes[first + 2];
-      for (ValueId& id : activation.inputs) id = id == add.outputs[0] ? kNoValue : to_region(id);
-      const auto [low, high] = native::clamp_of_activation(region, activation);
-      matmul.attrs.set("tessera_clamp", Attribute::of_floats({low, high}));
-    }
+  ValueId last = product.outputs[0];
+  size_t next = first + 1;
+  if (has_add) {
+    const Node& add = body.nodes[next++];
+    const ValueId bias = add.inputs[0] == last ? add.inputs[1] : add.inputs[0];
+    matmul.attrs.set("tessera_bias", Attribute::of_floats(constant_floats(region, composite, to_region(bias), "bias")));
+    last = add.outputs[0];
   }
-  matmul.outputs = composite.outputs;
-  matmul.name = composite.name;
+  if (next < count) {
+    Node activation = body.nodes[next];
+    if (activation.op_type != "Relu" && activation.op_type != "Clip") fail();
+    for (ValueId& id : activation.inputs) id = id == last ? kNoValue : to_region(id);
+    const auto [low, high] = native::clamp_of_activation(region, activation);
+    matmul.attrs.set("tessera_clamp", Attribute::of_floats({low, high}));
+  }
   return matmul;
 }
 

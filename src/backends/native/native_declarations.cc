@@ -105,14 +105,23 @@ Declarations make_declarations() {
   Pattern matmul = op("MatMul", {any(), constant()});
   matmul.where(constant_matrix_weight);
   d.pattern(kMatMulBias, either(biased_product(matmul)));
-  // Weight-only int8: the same shapes around MatMul(x, DequantizeLinear(q, scale[, zero point])), and the bare product.
+  // Weight-only int8 (ir/int8_weights.h): the same shapes around MatMul(x, DequantizeLinear(q, scale[, zero
+  // point])) and the bare product; Gemm(x, DequantizeLinear(...)[, bias]) with or without an activation.
   std::vector<Pattern> int8_matmuls;
+  auto reads_int8 = [](const Graph& graph, const Node& node) {
+    return float32_output(graph, node) && int8_weights_of(graph, node) != nullptr;
+  };
   for (Pattern dq : {op("DequantizeLinear", {constant(), constant()}), op("DequantizeLinear", {constant(), constant(), constant()})}) {
     dq.where(dequantizes_int8_weights);
     Pattern product = op("MatMul", {any(), dq});
-    product.where(float32_output);
+    product.where(reads_int8);
     for (Pattern& p : biased_product(product)) int8_matmuls.push_back(std::move(p));
     int8_matmuls.push_back(product);
+    for (Pattern gemm : {op("Gemm", {any(), dq}), op("Gemm", {any(), dq, constant()})}) {
+      gemm.where(reads_int8);
+      for (Pattern& p : activated(gemm)) int8_matmuls.push_back(std::move(p));
+      int8_matmuls.push_back(gemm);
+    }
   }
   d.pattern(kMatMulInt8Weights, either(int8_matmuls));
   Pattern transposed = op("Transpose", {any()});

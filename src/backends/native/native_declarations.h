@@ -14,8 +14,10 @@ inline constexpr const char* kConvActivation = "ConvActivation";
 /// (attributes tessera_bias and tessera_clamp).
 inline constexpr const char* kMatMulBias = "MatMulBias";
 /// MatMul(x, DequantizeLinear(int8 weights, scales)) (ir/int8_weights.h),
-/// optionally with a bias Add and a Relu or Clip as kMatMulBias has them: one
-/// MatMul reading the int8 weights (tessera_int8_scales, nn_int8_weights.h).
+/// optionally with a bias Add and a Relu or Clip as kMatMulBias has them, or
+/// Gemm(x, DequantizeLinear(...)[, bias]) with or without a Relu or Clip: one
+/// MatMul reading the int8 weights (tessera_int8_scales, nn_int8_weights.h;
+/// tessera_transpose_b for Gemm's transB).
 inline constexpr const char* kMatMulInt8Weights = "MatMulInt8Weights";
 /// MatMul(a, Transpose(b)) where the Transpose swaps only the last two axes
 /// (attention's Q x K^T): one MatMul reading b transposed (tessera_transpose_b),

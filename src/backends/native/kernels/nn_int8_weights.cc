@@ -32,7 +32,8 @@ void int8_weight_rows_portable(const Int8Weights& w, int64_t rows, const float* 
   int8_rows_driver<PortablePanel>(w, rows, x, lda, y, ldc, bias, lo, hi, panel_begin, panel_end);
 }
 
-Int8Weights pack_int8_weights(const int8_t* q, int64_t k, int64_t n, const float* scales, int64_t scale_count) {
+Int8Weights pack_int8_weights(const int8_t* q, int64_t k, int64_t n, const float* scales, int64_t scale_count,
+                              bool transposed) {
   Int8Weights w;
   w.k = k;
   w.n = n;
@@ -42,7 +43,8 @@ Int8Weights pack_int8_weights(const int8_t* q, int64_t k, int64_t n, const float
   w.panels.assign(static_cast<size_t>(panels * k * kInt8WeightPanel), 0);
   for (int64_t p = 0; p < k; ++p) {
     for (int64_t j = 0; j < n; ++j) {
-      w.panels[static_cast<size_t>(((j / kInt8WeightPanel) * k + p) * kInt8WeightPanel + j % kInt8WeightPanel)] = q[p * n + j];
+      w.panels[static_cast<size_t>(((j / kInt8WeightPanel) * k + p) * kInt8WeightPanel + j % kInt8WeightPanel)] =
+          transposed ? q[j * k + p] : q[p * n + j];
     }
   }
   return w;

@@ -24,9 +24,10 @@ struct Int8Weights {
   std::vector<int8_t> panels;  // ceil(n / 16) * k * 16
 };
 
-/// q[k x n] (row-major) in panels, with `scale_count` scales (1: one for
-/// every column, else n).
-Int8Weights pack_int8_weights(const int8_t* q, int64_t k, int64_t n, const float* scales, int64_t scale_count);
+/// q[k x n] (row-major; `transposed`: stored n x k) in panels, with
+/// `scale_count` scales (1: one for every column, else n).
+Int8Weights pack_int8_weights(const int8_t* q, int64_t k, int64_t n, const float* scales, int64_t scale_count,
+                              bool transposed = false);
 
 /// y[r, j] = clamp(scale[j] * sum_p x[r, p] * q[p, j] + bias[j], lo, hi) for
 /// `rows` rows of x (row stride lda) and y (row stride ldc); bias may be null.

@@ -111,18 +111,19 @@ void gemm_kernel(KernelContext& ctx) {
 
 std::shared_ptr<void> prepare_matmul(const Node& node, const std::vector<const Tensor*>& constants,
                                      const std::vector<TensorType>& types) {
-  if (node.attrs.get_int_or("tessera_transpose_b", 0) != 0) return nullptr;  // B is computed (attention's K)
+  const bool transpose_b = node.attrs.get_int_or("tessera_transpose_b", 0) != 0;
   const Tensor* b = constants.size() > 1 ? constants[1] : nullptr;
   if (const Attribute* scales = node.attrs.find("tessera_int8_scales")) {
     // Checked again (with a message) when the node runs.
     if (!b || b->dtype() != DType::kInt8 || b->shape().size() != 2) return nullptr;
-    const int64_t k = b->shape()[0], n = b->shape()[1];
+    const int64_t k = b->shape()[transpose_b ? 1 : 0], n = b->shape()[transpose_b ? 0 : 1];
     const auto count = static_cast<int64_t>(scales->floats.size());
     if (count != 1 && count != n) return nullptr;
     auto state = std::make_shared<PackedWeights>();
-    state->int8 = pack_int8_weights(b->as<int8_t>(), k, n, scales->floats.data(), count);
+    state->int8 = pack_int8_weights(b->as<int8_t>(), k, n, scales->floats.data(), count, transpose_b);
     return state;
   }
+  if (transpose_b) return nullptr;  // B is computed (attention's K)
   if (!b || b->dtype() != DType::kFloat32 || b->shape().size() != 2) return nullptr;
   const int64_t k = b->shape()[0], n = b->shape()[1];
   auto state = std::make_shared<PackedWeights>();
@@ -155,7 +156,7 @@ float dot_f32(const float* x, const float* y, int64_t k) {
   return sum;
 }
 
-/// float32 A by int8 B [K, N] with B's scales (tessera_int8_scales: one or N),
+/// float32 A by int8 B ([K, N], or [N, K] with tessera_transpose_b) with B's scales (tessera_int8_scales: one or N),
 /// the bias and clamp the composite carries: the rows of A (every batch) as
 /// rows of one product.
 void matmul_int8_weights(KernelContext& ctx, const Attribute& scales) {
@@ -166,7 +167,9 @@ void matmul_int8_weights(KernelContext& ctx, const Attribute& scales) {
     ctx.fail("int8 weights (tessera_int8_scales) need float32 A and a 2-D int8 B, got ", dtype_name(a.dtype), " ",
              shape_to_string(a.shape), " and ", dtype_name(b.dtype), " ", shape_to_string(b.shape));
   }
-  const int64_t k = b.shape[0], n = b.shape[1];
+  // B as stored: [K, N], or [N, K] read transposed (a Gemm's transB).
+  const bool transpose_b = ctx.attrs().get_int_or("tessera_transpose_b", 0) != 0;
+  const int64_t k = b.shape[transpose_b ? 1 : 0], n = b.shape[transpose_b ? 0 : 1];
   if (a.shape.back() != k) ctx.fail("inner dimensions differ: ", shape_to_string(a.shape), " x ", shape_to_string(b.shape));
   const auto count = static_cast<int64_t>(scales.floats.size());
   if (count != 1 && count != n) ctx.fail("attribute 'tessera_int8_scales' holds ", count, " scales for ", n, " columns");
@@ -178,7 +181,7 @@ void matmul_int8_weights(KernelContext& ctx, const Attribute& scales) {
   const std::optional<GemmClamp> clamp = fused_clamp(ctx);
   const PackedWeights* packed = ctx.state<PackedWeights>();
   std::optional<Int8Weights> local;
-  if (!packed || !packed->int8) local = pack_int8_weights(b.as<int8_t>(), k, n, scales.floats.data(), count);
+  if (!packed || !packed->int8) local = pack_int8_weights(b.as<int8_t>(), k, n, scales.floats.data(), count, transpose_b);
   const Int8Weights& weights = local ? *local : *packed->int8;
   int8_weight_rows(weights, y.numel() / n, a.as<float>(), k, y.as<float>(), n, bias ? bias->floats.data() : nullptr,
                    clamp ? clamp->lo : -INFINITY, clamp ? clamp->hi : INFINITY, &ctx.pool());
