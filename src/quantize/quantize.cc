@@ -237,6 +237,15 @@ ActivationParams uint8_params(double lo, double hi) {
 
 }  // namespace
 
+void write_qdq_model(const std::string& model_path, const std::string& output_path, const onnx_frontend::QdqPlan& plan) {
+  const std::string bytes = onnx_frontend::make_qdq_model(model_path, output_path, plan);
+  try {
+    safe_file::replace_file(output_path, [&](const safe_file::Sink& sink) { sink(bytes.data(), bytes.size()); });
+  } catch (const safe_file::WriteError& e) {
+    throw_user_error(e.what());
+  }
+}
+
 void write_left_in_float(std::ostream& out, const FloatOps& float_ops) {
   if (!float_ops.empty()) out << "left in float:\n";
   for (const auto& [op, reasons] : float_ops) {
@@ -516,12 +525,7 @@ std::string Quantizer::write(const std::string& output_path) {
     plan.constants.push_back(std::move(b));
     ++biases;
   }
-  const std::string bytes = onnx_frontend::make_qdq_model(model_path_, output_path, plan);
-  try {
-    safe_file::replace_file(output_path, [&](const safe_file::Sink& sink) { sink(bytes.data(), bytes.size()); });
-  } catch (const safe_file::WriteError& e) {
-    throw_user_error(e.what());
-  }
+  write_qdq_model(model_path_, output_path, plan);
 
   // The summary.
   std::map<std::string, int64_t> quantized_ops, folded_ops;

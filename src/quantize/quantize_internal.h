@@ -15,6 +15,10 @@ namespace tessera::quantize {
 /// `axis` (-1: per tensor). NaN or infinity is a user error naming the weight.
 onnx_frontend::QdqConstant quantize_weight(const std::string& name, const Tensor& w, int64_t axis);
 
+/// `model_path` with `plan` applied (onnx_qdq_writer.h), written to
+/// `output_path` in one replacement (a user error when that fails).
+void write_qdq_model(const std::string& model_path, const std::string& output_path, const onnx_frontend::QdqPlan& plan);
+
 /// The nodes left in float: op type → reason → node names.
 using FloatOps = std::map<std::string, std::map<std::string, std::vector<std::string>>>;
 /// The summary's "left in float:" lines (nothing when there is none).

@@ -11,12 +11,10 @@
 // file is edited by the QDQ writer, a weight read by other nodes too (a tied
 // embedding's Gather) stays float32 for those, and the summary lists what was
 // quantized and why the rest stayed float.
-#include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
 
-#include "artifact/safe_file.h"
 #include "ir/error.h"
 #include "quantize/quantize.h"
 #include "quantize/quantize_internal.h"
@@ -81,12 +79,7 @@ std::string Quantizer::write_weights_only(const std::string& output_path) {
     throw_user_error("quantize --weights-only: '", model_path_,
                      "' has no MatMul or Gemm whose second operand is a constant float32 matrix");
   }
-  const std::string bytes = onnx_frontend::make_qdq_model(model_path_, output_path, plan);
-  try {
-    safe_file::replace_file(output_path, [&](const safe_file::Sink& sink) { sink(bytes.data(), bytes.size()); });
-  } catch (const safe_file::WriteError& e) {
-    throw_user_error(e.what());
-  }
+  write_qdq_model(model_path_, output_path, plan);
 
   std::ostringstream out;
   out << "weight-only int8: weights symmetric " << (per_tensor ? "per tensor (the model's opset is below 13)" : "per output channel")

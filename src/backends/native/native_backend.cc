@@ -74,10 +74,6 @@ CompiledNode compile_node(const Graph& graph, const Node& node) {
   return cn;
 }
 
-/// Turns a composite node of the region graph into the one node the native
-/// kernels run: ConvActivation becomes its Conv with the activation as the
-/// attribute tessera_clamp = [low, high], applied in the Conv's epilogue;
-/// LayerNorm becomes a LayerNormalization over the last axis.
 /// The float32 values of a constant region value, or a user error naming the composite.
 std::vector<float> constant_floats(const Graph& region, const Node& composite, ValueId id, const char* what) {
   const Value& v = region.value(id);
@@ -146,6 +142,12 @@ Node lower_matmul_chain(const Graph& region, const Node& composite, const Graph&
   return matmul;
 }
 
+/// Turns a composite node of the region graph into the one node the native
+/// kernels run: ConvActivation becomes its Conv with the activation as the
+/// attribute tessera_clamp = [low, high], applied in the Conv's epilogue;
+/// MatMulBias and MatMulInt8Weights one MatMul (lower_matmul_chain);
+/// MatMulTransposedB a MatMul reading B transposed (tessera_transpose_b);
+/// LayerNorm becomes a LayerNormalization over the last axis.
 Node lower_composite(const Graph& region, const Node& composite) {
   const Attribute* pattern = composite.attrs.find("pattern");
   const Attribute* body_attr = composite.attrs.find("body");

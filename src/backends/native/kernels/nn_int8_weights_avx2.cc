@@ -49,6 +49,14 @@ void panel_rows(int64_t k, const float* x, int64_t lda, const int8_t* panel, con
     }
   }
   const __m256 low = _mm256_set1_ps(lo), high = _mm256_set1_ps(hi);
+  // The panel's scales and bias, zero past its columns, once for every row.
+  float s[16] = {}, b[16] = {};
+  for (int64_t j = 0; j < cols; ++j) {
+    s[j] = scales[j];
+    if (bias) b[j] = bias[j];
+  }
+  const __m256 scale[2] = {_mm256_loadu_ps(s), _mm256_loadu_ps(s + 8)};
+  const __m256 shift[2] = {_mm256_loadu_ps(b), _mm256_loadu_ps(b + 8)};
   // Constant indices only (unrolled), so that the accumulators stay in registers in the loop above.
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r) {
@@ -58,13 +66,7 @@ void panel_rows(int64_t k, const float* x, int64_t lda, const int8_t* panel, con
       __m256 sum = acc[0][r][h];
 #pragma GCC unroll 4
       for (int c = 1; c < kChains; ++c) sum = _mm256_add_ps(sum, acc[c][r][h]);
-      float s[8], b[8] = {};
-      for (int j = 0; j < 8; ++j) {
-        const int64_t col = h * 8 + j;
-        s[j] = col < cols ? scales[col] : 0.0f;
-        if (bias && col < cols) b[j] = bias[col];
-      }
-      v[h] = _mm256_fmadd_ps(sum, _mm256_loadu_ps(s), _mm256_loadu_ps(b));
+      v[h] = _mm256_fmadd_ps(sum, scale[h], shift[h]);
       // The value as the second operand: a NaN passes max and min.
       v[h] = _mm256_min_ps(high, _mm256_max_ps(low, v[h]));
     }

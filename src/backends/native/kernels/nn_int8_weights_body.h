@@ -45,7 +45,7 @@ void int8_panel(int64_t k, const float* x, int64_t lda, const int8_t* panel, con
 
 /// The panels [panel_begin, panel_end) for every group of up to 4 rows, each
 /// by Kernel::run<rows>(k, x, lda, panel, scales, bias, lo, hi, cols, y, ldc)
-/// (the portable int8_panel below, or an ISA file's own).
+/// (the portable int8_panel above, or an ISA file's own).
 template <typename Kernel>
 void int8_rows_driver(const Int8Weights& w, int64_t rows, const float* x, int64_t lda, float* y, int64_t ldc,
                       const float* bias, float lo, float hi, int64_t panel_begin, int64_t panel_end) {

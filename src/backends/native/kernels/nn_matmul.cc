@@ -237,9 +237,10 @@ void matmul_kernel(KernelContext& ctx) {
       GemmB gb;
       if (packed) gb.packed = &packed->b;
       gb.ref = transpose_b ? MatrixRef{pb, 1, k} : MatrixRef{pb, n, 1};
-      if (transpose_b && m <= 4) {
+      if (transpose_b && m <= 4 && !ctx.attrs().has("tessera_bias") && !ctx.attrs().has("tessera_clamp")) {
         // Few rows (a decoder's token step against its cache): each output is a dot product of two
-        // contiguous rows, with nothing packed.
+        // contiguous rows, with nothing packed. (A bias or clamp, which MatMulTransposedB never
+        // carries, takes the GEMM below, which applies them.)
         ctx.pool().parallel_for(batches * m, std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, n * k)),
                                 [&](int64_t begin, int64_t end) {
           for (int64_t row = begin; row < end; ++row) {
