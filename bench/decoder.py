@@ -114,3 +114,38 @@ def greedy(step, prompt, new_tokens, empty_past):
         tokens.append(token)
         ids = np.array([[token]], dtype=np.int64)
     return tokens, seconds
+
+
+def greedy_bound(session, layers, heads, head_dim, vocab, prompt, new_tokens, capacity, keep_logits=False):
+    """greedy() through a tessera.InferenceSession's I/O binding: each key/value cache is one buffer of
+    `capacity` positions (NaN where nothing was written), its first positions bound as the past and one step
+    more as the present, so a step appends to the cache in place; the logits go into a buffer of their own.
+    Returns the tokens, the seconds each step took, each step's logits (copies, when keep_logits) and the
+    caches."""
+    import time
+    import numpy as np
+    names_in, names_out = input_names(layers), output_names(layers)
+    caches = [np.full((1, heads, capacity, head_dim), np.nan, np.float32) for _ in range(2 * layers)]
+    logits_buffer = np.full((1, capacity, vocab), np.nan, np.float32)
+    binding = session.io_binding()
+    ids = np.asarray(prompt, dtype=np.int64)[None]
+    past, tokens, seconds, logits = 0, [], [], []
+    for _ in range(new_tokens):
+        start = time.perf_counter()
+        seq = ids.shape[1]
+        binding.bind_input("ids", ids)
+        for name_in, name_out, cache in zip(names_in[1:], names_out[1:], caches):
+            binding.bind_input(name_in, cache[:, :, :past])
+            binding.bind_output(name_out, cache[:, :, :past + seq])
+        step_logits = logits_buffer[:, :seq]
+        binding.bind_output("logits", step_logits)
+        session.run_with_iobinding(binding)
+        token = int(np.argmax(step_logits[0, -1]))
+        seconds.append(time.perf_counter() - start)
+        if keep_logits:
+            assert binding.get_outputs()[0] is step_logits  # the caller's buffers, not copies
+            logits.append(step_logits.copy())
+        past += seq
+        tokens.append(token)
+        ids = np.array([[token]], dtype=np.int64)
+    return tokens, seconds, logits, caches

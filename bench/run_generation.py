@@ -4,7 +4,9 @@
 weights), greedy decoding of a prompt then one token a step, each runtime feeding the present cache back
 as the past, in a process of its own (ONNX Runtime through bench/ort_generate.js, Tessera through
 tessera.InferenceSession, this file's --worker). The model is compiled once with its sequence and cache
-lengths open.
+lengths open. Tessera keeps each cache in one buffer through its I/O binding (decoder.greedy_bound: a step
+appends its positions in place and attention reads the cache where it is); --plain-run feeds each present
+back as a new array instead, as the ONNX Runtime loop does.
 
 Reported per thread count: session creation, prompt latency, decode step median / p99 and tokens per
 second, the weights' read rate per decode step (the float32 weights' bytes over the median step, GB/s:
@@ -33,7 +35,7 @@ sys.path.insert(0, HERE)
 from run_shape_churn import percentile  # noqa: E402  (no heavy imports there)
 
 
-def worker(path, threads, layers, heads, head_dim, new_tokens, prompt):
+def worker(path, threads, layers, heads, head_dim, new_tokens, prompt, bound=True):
     sys.path.insert(0, os.path.join(HERE, "..", "build", "python"))
     sys.path.insert(0, HERE)
     import numpy as np
@@ -48,8 +50,13 @@ def worker(path, threads, layers, heads, head_dim, new_tokens, prompt):
         out = session.run(None, dict(zip(names, [ids] + list(past))))
         return out[0], out[1:]
 
-    empty = [np.zeros((1, heads, 0, head_dim), np.float32) for _ in range(2 * layers)]
-    tokens, seconds = decoder.greedy(step, prompt, new_tokens, empty)
+    if bound:
+        vocab = session.get_outputs()[0].shape[2]
+        tokens, seconds, _, _ = decoder.greedy_bound(session, layers, heads, head_dim, vocab, prompt, new_tokens,
+                                                     len(prompt) + new_tokens)
+    else:
+        empty = [np.zeros((1, heads, 0, head_dim), np.float32) for _ in range(2 * layers)]
+        tokens, seconds = decoder.greedy(step, prompt, new_tokens, empty)
     print(json.dumps({"create_ms": create_ms, "step_ms": [s * 1e3 for s in seconds], "tokens": tokens,
                       "stats": session.stats()}))
 
@@ -96,7 +103,8 @@ def main():
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         path, threads, layers, heads, head_dim, new_tokens = sys.argv[2], *map(int, sys.argv[3:8])
-        worker(path, threads, layers, heads, head_dim, new_tokens, [int(t) for t in sys.argv[8].split(",")])
+        worker(path, threads, layers, heads, head_dim, new_tokens, [int(t) for t in sys.argv[8].split(",")],
+               bound=sys.argv[9] == "bound")
         return
     sys.path.insert(0, HERE)
     from run_bench import add_common_arguments, ensure_onnxruntime
@@ -109,6 +117,9 @@ def main():
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--vocab", type=int, default=50257)
     parser.add_argument("--weights-only", action="store_true", help="also run the weight-only int8 file (see above)")
+    parser.add_argument("--plain-run", action="store_true",
+                        help="Tessera runs session.run as ONNX Runtime does, feeding each present back as a new "
+                             "array, instead of its I/O binding (the caches kept in place)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     ensure_onnxruntime()
@@ -139,7 +150,8 @@ def main():
         common = [str(threads), str(args.layers), str(args.heads), str(head_dim), str(args.new_tokens), prompt]
         ort = json.loads(subprocess.run(["node", os.path.join(HERE, "ort_generate.js"), path, *common], check=True,
                                         capture_output=True, text=True).stdout.strip().splitlines()[-1])
-        tsr = json.loads(subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", path, *common],
+        mode = "plain" if args.plain_run else "bound"
+        tsr = json.loads(subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", path, *common, mode],
                                         check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
         t, o = summarise(tsr, weight_bytes), summarise(ort, weight_bytes)
         same = tsr["tokens"] == ort["tokens"]
@@ -147,7 +159,7 @@ def main():
                "ratio_decode": t["decode_median_ms"] / o["decode_median_ms"], "ratio_prompt": t["prompt_ms"] / o["prompt_ms"],
                "ratio_total": t["total_ms"] / o["total_ms"]}
         if int8_path:
-            w8 = json.loads(subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", int8_path, *common],
+            w8 = json.loads(subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", int8_path, *common, mode],
                                            check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
             q = summarise(w8, int8_bytes)
             row["int8"] = q

@@ -247,14 +247,36 @@ TSR_API int64_t tsr_model_parameter_count(const tsr_model* model);
 
 /* Runs the model. inputs: one DLTensor per model input, in model order; read
  * in place, never copied. outputs: one DLTensor per model output whose data,
- * dtype and shape the caller set; written in place. Every tensor is checked
- * before anything runs: CPU device, the model's dtype and shape, compact
- * row-major strides (or NULL), data not NULL (unless empty) and aligned to its
- * element size; an output may not overlap an input or another output. Outputs
- * whose shape is only known after running need tsr_model_run_alloc. Safe to
- * call from several threads at once on one model. */
+ * dtype and shape the caller set; written in place where the part of the
+ * model making it can write there, else made and copied in (an output with
+ * open dims must be given the shape the run makes; checked). Every tensor is
+ * checked before anything runs: CPU device, the model's dtype and shape, data
+ * not NULL (unless empty) and aligned to its element size; strides NULL,
+ * compact, or padded row-major (a box of a larger row-major buffer: the last
+ * dimension of stride 1, each other one of a stride at least the span of those
+ * after it), which a part of the model that reads only contiguous memory gets
+ * a copy of. An output may not overlap an input or another output, except a
+ * key/value cache (below). Safe to call from several threads at once on one
+ * model.
+ *
+ * I/O binding of a key/value cache: where a model output is Concat(a model
+ * input, new positions) along an axis (a decoder's present = past + this
+ * step's keys), the caller may keep both in one buffer with room to grow
+ * along that axis: the input a box of it (strides of the whole buffer), the
+ * output the same box longer along the axis (same data and strides). The run
+ * then writes only the new positions, and attention reads the cache in place
+ * (tsr_run_profile's and tsr_model_stats' binding_copies stay 0 where
+ * nothing needed a copy). */
 TSR_API tsr_status* tsr_model_run(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
                                   DLTensor* outputs, size_t num_outputs);
+
+/* Runs the model with some outputs written into caller buffers as
+ * tsr_model_run does (outputs[i] non-NULL) and the others allocated by Tessera
+ * and returned in out_allocated[i] (NULL where the output was bound), which the
+ * caller frees with its deleter. On failure every out_allocated pointer is NULL. */
+TSR_API tsr_status* tsr_model_run_bound(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
+                                        const DLTensor* const* outputs, DLManagedTensor** out_allocated,
+                                        size_t num_outputs);
 
 /* Runs the model and returns outputs that Tessera allocated (for outputs whose
  * shape is only known after running). out_outputs must have room for
@@ -340,6 +362,12 @@ typedef struct tsr_run_profile {
    * (values of shapes known only at run time, backends' workspaces; not the
    * outputs handed to the caller): 0 once warmed up at shapes seen before (added). */
   int64_t allocations;
+  /* Caller buffers the run could not use in place (a strided input copied
+   * contiguous for a part of the model that reads only such memory, an output
+   * made elsewhere and copied into its buffer), and their bytes (added;
+   * absent from callers built before them). */
+  int64_t binding_copies;
+  int64_t binding_copy_bytes;
 } tsr_run_profile;
 
 /* Counts over every run of a model since it was compiled or loaded, profiled
@@ -352,6 +380,8 @@ typedef struct tsr_model_stats_t {
   double shape_prepare_milliseconds;
   int64_t shape_fallbacks;
   int64_t allocations;
+  int64_t binding_copies; /* as tsr_run_profile's (absent from callers built before them) */
+  int64_t binding_copy_bytes;
 } tsr_model_stats_t;
 TSR_API tsr_status* tsr_model_stats(const tsr_model* model, tsr_model_stats_t* out_stats);
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -159,7 +160,9 @@ bool compact_row_major(const DLTensor& t);
 /// The inputs of one run: DLTensors over the callers' memory, kept alive until the run is over.
 class RunInputs {
  public:
-  RunInputs() = default;
+  /// `keep_strides` (I/O binding): strided arrays go as they are (the run copies what a region cannot read
+  /// strided); otherwise they are gathered into contiguous copies here.
+  explicit RunInputs(bool keep_strides = false) : keep_strides_(keep_strides) {}
   RunInputs(const RunInputs&) = delete;
   RunInputs& operator=(const RunInputs&) = delete;
   ~RunInputs() {
@@ -197,7 +200,18 @@ class RunInputs {
     }
     const bool native_order = array.dtype().byteorder() != '>';
     const bool aligned = reinterpret_cast<uintptr_t>(array.data()) % static_cast<uintptr_t>(array.itemsize()) == 0;
-    if (!(array.flags() & py::array::c_style) || !aligned || !native_order) {
+    std::vector<int64_t> strides;  // elements, kept for a strided array under keep_strides
+    if (keep_strides_ && aligned && native_order && !(array.flags() & py::array::c_style)) {
+      for (py::ssize_t d = 0; d < array.ndim(); ++d) {
+        const py::ssize_t bytes = array.strides(d);
+        if (bytes < 0 || bytes % array.itemsize() != 0) {
+          strides.clear();
+          break;
+        }
+        strides.push_back(bytes / array.itemsize());
+      }
+    }
+    if (strides.empty() && (!(array.flags() & py::array::c_style) || !aligned || !native_order)) {
       // (A fresh array: numpy.ascontiguousarray returns a contiguous but misaligned one as it is.)
       array = numpy().attr("array")(array, py::arg("dtype") = array.dtype().attr("newbyteorder")("="),
                                     py::arg("order") = "C", py::arg("copy") = true);
@@ -210,6 +224,7 @@ class RunInputs {
     t.ndim = static_cast<int32_t>(array.ndim());
     t.dtype = dtype;
     t.shape = shape.data();
+    if (!strides.empty()) t.strides = strides_.emplace_back(std::move(strides)).data();
     tensors_.push_back(t);
     keep_.push_back(std::move(array));
   }
@@ -238,11 +253,13 @@ class RunInputs {
     }
     char* data = static_cast<char*>(t.data) + t.byte_offset;
     const size_t item = t.dtype.bits / 8;
-    if (compact_row_major(t) && reinterpret_cast<uintptr_t>(data) % item == 0) {
+    bool non_negative = true;
+    for (int32_t d = 0; t.strides && d < t.ndim; ++d) non_negative &= t.strides[d] >= 0;
+    if ((compact_row_major(t) || (keep_strides_ && non_negative)) && reinterpret_cast<uintptr_t>(data) % item == 0) {
       DLTensor view = t;
       view.data = data;
       view.byte_offset = 0;
-      view.strides = nullptr;
+      if (compact_row_major(t)) view.strides = nullptr;
       tensors_.push_back(view);
       return;
     }
@@ -274,13 +291,80 @@ class RunInputs {
     keep_.push_back(std::move(copy));
   }
 
+  bool keep_strides_ = false;
   std::vector<py::object> keep_;
   std::vector<DLManagedTensor*> managed_;
   std::vector<std::vector<int64_t>> shapes_;  // tensors_ point into these (moving a vector keeps its buffer)
+  std::deque<std::vector<int64_t>> strides_;
   std::vector<DLTensor> tensors_;
 };
 
 // ---------------------------------------------------------------- outputs --
+
+/// The caller's output buffers of one run (I/O binding): DLTensors over writeable numpy arrays (strides
+/// kept) or over what an object's __dlpack__ hands out, kept alive until the run is over.
+class OutputBuffers {
+ public:
+  OutputBuffers() = default;
+  OutputBuffers(const OutputBuffers&) = delete;
+  OutputBuffers& operator=(const OutputBuffers&) = delete;
+  ~OutputBuffers() {
+    for (DLManagedTensor* m : managed_) free_managed(m);
+  }
+
+  /// The buffer for `what` ("output 'y'"): valid until this object dies.
+  const DLTensor* add(py::handle object, const std::string& what) {
+    auto& t = tensors_.emplace_back();
+    t.device = {kDLCPU, 0};
+    if (py::isinstance<py::array>(object)) {
+      py::array array = py::reinterpret_borrow<py::array>(object);
+      if (!array.writeable()) invalid(what + ": the numpy array bound to it is read-only");
+      if (!dl_dtype_of(array.dtype(), t.dtype)) {
+        invalid(what + ": numpy dtype " + std::string(py::str(array.dtype())) + " has no Tessera type");
+      }
+      if (array.dtype().byteorder() == '>') invalid(what + ": the array bound to it is not in native byte order");
+      auto& shape = shapes_.emplace_back(array.shape(), array.shape() + array.ndim());
+      auto& strides = strides_.emplace_back();
+      for (py::ssize_t d = 0; d < array.ndim(); ++d) {
+        if (array.strides(d) < 0 || array.strides(d) % array.itemsize() != 0) {
+          invalid(what + ": the array bound to it has strides that are not whole, non-negative element counts");
+        }
+        strides.push_back(array.strides(d) / array.itemsize());
+      }
+      t.data = array.mutable_data();
+      t.ndim = static_cast<int32_t>(array.ndim());
+      t.shape = shape.data();
+      t.strides = strides.data();
+      keep_.push_back(array);
+      return &t;
+    }
+    if (!py::hasattr(object, "__dlpack__")) {
+      invalid(what + ": bind a numpy array or a tensor with __dlpack__ (e.g. torch), not a " +
+              std::string(py::str(object.get_type().attr("__name__"))));
+    }
+    py::object capsule;
+    try {
+      capsule = object.attr("__dlpack__")();
+    } catch (py::error_already_set& e) {
+      invalid(what + ": its __dlpack__ failed: " + e.what());
+    }
+    if (!PyCapsule_IsValid(capsule.ptr(), "dltensor")) invalid(what + ": __dlpack__ did not return an unused DLPack capsule");
+    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+    PyCapsule_SetName(capsule.ptr(), "used_dltensor");
+    managed_.push_back(managed);
+    t = managed->dl_tensor;
+    t.data = static_cast<char*>(t.data) + t.byte_offset;
+    t.byte_offset = 0;
+    return &t;
+  }
+
+ private:
+  std::vector<py::object> keep_;
+  std::vector<DLManagedTensor*> managed_;
+  std::deque<std::vector<int64_t>> shapes_;
+  std::deque<std::vector<int64_t>> strides_;
+  std::deque<DLTensor> tensors_;
+};
 
 /// One output allocation, shared by every export of it (numpy arrays, DLPack consumers).
 using SharedOutput = std::shared_ptr<DLManagedTensor>;

@@ -109,6 +109,8 @@ class Model {
     s["shape_prepare_ms"] = stats.shape_prepare_milliseconds;
     s["shape_fallbacks"] = stats.shape_fallbacks;
     s["allocations"] = stats.allocations;
+    s["binding_copies"] = stats.binding_copies;
+    s["binding_copy_bytes"] = stats.binding_copy_bytes;
     return s;
   }
   py::dict summary() const {
@@ -138,6 +140,50 @@ class Model {
     if (!values_reason_.empty()) return run_values(model, inputs, as_dlpack);
     std::vector<SharedOutput> outputs = run_raw(model, inputs, nullptr);
     return wrap_outputs(model, outputs, as_dlpack);
+  }
+
+  /// I/O binding: runs on `inputs` (strided arrays read in place where the model can) with `outputs`, one
+  /// per model output, None (allocated by the run, returned) or a writeable buffer (numpy array, or anything
+  /// with __dlpack__) the run writes (in place where the model can). Returns a list: the buffer given, or
+  /// what the run allocated (numpy arrays, or Tensor objects when as_dlpack).
+  py::list run_bound(const py::sequence& inputs, const py::sequence& outputs, bool as_dlpack) const {
+    ModelPtr model = get();
+    refuse_values("run_with_iobinding");
+    const size_t num_outputs = tsr_model_output_count(model.get());
+    if (outputs.size() != num_outputs) {
+      invalid("the model has " + std::to_string(num_outputs) + " outputs but " + std::to_string(outputs.size()) +
+              " were given");
+    }
+    RunInputs held(true);
+    hold_inputs(model, inputs, held);
+    OutputBuffers buffers;
+    std::vector<const DLTensor*> out(num_outputs, nullptr);
+    for (size_t i = 0; i < num_outputs; ++i) {
+      if (outputs[i].is_none()) continue;
+      tsr_value_info info{};
+      info.struct_size = sizeof(info);
+      check(tsr_model_output_info(model.get(), i, &info));
+      out[i] = buffers.add(outputs[i], std::string("output '") + info.name + "'");
+    }
+    std::vector<DLManagedTensor*> raw(num_outputs, nullptr);
+    const std::vector<DLTensor>& in = held.tensors();
+    check_without_gil([&] {
+      return tsr_model_run_bound(model.get(), in.data(), in.size(), out.data(), raw.data(), raw.size());
+    });
+    py::list result;
+    for (size_t i = 0; i < num_outputs; ++i) {
+      if (out[i]) {
+        result.append(outputs[i]);
+        continue;
+      }
+      std::vector<SharedOutput> one{share(raw[i])};
+      raw[i] = nullptr;
+      tsr_value_info info{};
+      info.struct_size = sizeof(info);
+      check(tsr_model_output_info(model.get(), i, &info));
+      result.append(as_dlpack ? py::object(py::cast(Tensor(one[0]))) : py::object(numpy_view(one[0], info.name)));
+    }
+    return result;
   }
 
   /// Runs `runs` times and returns (outputs of the last run, per-node ms,
@@ -400,6 +446,7 @@ void bind_model(py::module_& m) {
       .def("summary", &Model::summary)
       .def("stats", &Model::stats)
       .def("run", &Model::run, py::arg("inputs"), py::arg("as_dlpack") = false)
+      .def("run_bound", &Model::run_bound, py::arg("inputs"), py::arg("outputs"), py::arg("as_dlpack") = false)
       .def("profile", &Model::profile, py::arg("inputs"), py::arg("runs"), py::arg("as_dlpack") = false)
       .def("report", &Model::report)
       .def("check", &Model::check_accuracy, py::arg("inputs"), py::arg("tolerance"), py::arg("min_cosine"),

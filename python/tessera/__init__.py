@@ -48,7 +48,7 @@ import warnings
 
 __all__ = [
     "Error", "InvalidArgument", "Unsupported", "InternalError",
-    "InferenceSession", "SessionOptions", "NodeArg", "Tensor",
+    "InferenceSession", "SessionOptions", "NodeArg", "Tensor", "IOBinding",
     "compile", "quantize", "tune", "backends", "load_backend_plugin", "copy_count",
 ]
 
@@ -63,6 +63,7 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
 from ._errors import Error, InternalError, InvalidArgument, Unsupported, _described, _path  # noqa: E402
 from . import _tessera  # noqa: E402  (the exceptions above must exist first)
 from ._options import SessionOptions, _options_from, _strings  # noqa: E402,F401  (_strings: tessera.torch)
+from ._iobinding import IOBinding  # noqa: E402
 
 _tessera.set_error_types(Error, InvalidArgument, Unsupported, InternalError)
 
@@ -384,7 +385,8 @@ class InferenceSession:
         and shape_cache_misses (regions with open dims that found what they prepare per input shape, e.g.
         oneDNN primitives, or had to prepare it: misses are new shapes), shape_prepare_ms (the time that
         took), shape_fallbacks (region runs that went to native at shapes their backend refused) and
-        allocations (memory a run allocated instead of reusing an earlier run's: 0 once warmed up)."""
+        allocations (memory a run allocated instead of reusing an earlier run's: 0 once warmed up), and
+        binding_copies and binding_copy_bytes (io_binding buffers a run could not use in place and copied)."""
         s = dict(self._model("stats").stats())
         s["compiles"] = 0 if self._is_artifact else 1
         return s
@@ -468,6 +470,22 @@ class InferenceSession:
                 "uint8, since DLPack 0.6 has no bool: feed the tessera.Tensor itself, or convert it with .bool() "
                 "in torch or .astype(bool) in numpy)" % error) from None
         return self._select(outputs, output_names)
+
+    def io_binding(self):
+        """An IOBinding for this session (tessera._iobinding: bind inputs and output buffers, run with
+        run_with_iobinding, e.g. to keep a decoder's key/value cache in one buffer)."""
+        self._check_open()
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding, run_options=None):
+        """Runs with the inputs and output buffers bound in ``iobinding``; read the outputs with its
+        get_outputs()."""
+        self._check_open()
+        if run_options is not None:
+            raise InvalidArgument("run_options are not supported (pass None)")
+        if not isinstance(iobinding, IOBinding) or iobinding._session is not self:
+            raise InvalidArgument("run_with_iobinding takes an IOBinding made by this session's io_binding()")
+        iobinding._run(self._variant(None))
 
     def check(self, input_feed, tolerance=None, min_cosine=None, reference="native", format="dict"):
         """Accuracy region by region: runs the model on ``input_feed`` and, after each region, the same

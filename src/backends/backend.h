@@ -148,6 +148,19 @@ class ExecutableRegion {
   /// convolution or matmul the fused chain grew from), so the others may
   /// fuse again without it.
   virtual std::string node_refusal(size_t node) const { return ""; }
+  /// Caller buffers (I/O binding, runtime/session.h). True when every step of
+  /// the region that reads region input `input` reads it correctly from
+  /// `view`, a padded row-major strided view (TensorView::strides). Where a
+  /// region says no, the runtime hands it a contiguous copy.
+  virtual bool reads_strided(size_t input, const TensorView& view) const { return false; }
+  /// True when the region writes region output `output` straight into `view`
+  /// (the caller's buffer: its shape may be only a guess where the output has
+  /// open dims, and it may be strided) and the steps of the region that read
+  /// that output read it from there. The region must check, before writing,
+  /// that the shape it computes is view's, and fail with a user error naming
+  /// the output otherwise. Where a region says no (the default), the output is
+  /// made in the run's memory and copied into the caller's buffer afterwards.
+  virtual bool writes_into(size_t output, const TensorView& view) const { return false; }
 };
 
 struct CompiledRegion {

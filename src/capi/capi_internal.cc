@@ -75,7 +75,7 @@ DType from_dl(DLDataType t, const std::string& what) {
 /// model has (device, rank before the shape is read, dtype, dims, strides,
 /// data and its alignment), so no bad tensor reaches a kernel.
 tessera::TensorView view_of(const DLTensor& t, const tessera::ValueDesc& desc, const std::string& what,
-                            bool open_dims_free) {
+                            bool open_dims_free, bool strided_ok) {
   if (t.device.device_type != kDLCPU) tessera::throw_user_error(what, ": only CPU tensors (kDLCPU) are supported");
   tessera::TensorView view;
   view.dtype = from_dl(t.dtype, what);
@@ -101,13 +101,20 @@ tessera::TensorView view_of(const DLTensor& t, const tessera::ValueDesc& desc, c
     tessera::throw_user_error(what, ": expected ", expected, ", got ", tessera::dtype_name(view.dtype), "[",
                               tessera::shape_to_string(view.shape), "]");
   }
-  if (t.strides) {  // compact row-major strides are accepted
+  if (t.strides) {  // compact row-major strides are accepted; padded ones where strided_ok
     int64_t stride = 1;
+    bool contiguous = true;
     for (int32_t i = t.ndim; i-- > 0;) {
-      if (view.shape[static_cast<size_t>(i)] != 1 && t.strides[i] != stride) {
-        tessera::throw_user_error(what, ": only contiguous row-major tensors are supported");
-      }
+      contiguous &= view.shape[static_cast<size_t>(i)] == 1 || t.strides[i] == stride;
       stride *= view.shape[static_cast<size_t>(i)];
+    }
+    if (!contiguous) {
+      std::vector<int64_t> strides(t.strides, t.strides + t.ndim);
+      if (!strided_ok) tessera::throw_user_error(what, ": only contiguous row-major tensors are supported");
+      for (int64_t stride : strides) {
+        if (stride < 0) tessera::throw_user_error(what, ": negative strides are not supported");
+      }
+      view.strides = std::move(strides);  // the run checks what it needs of them (runtime/session_binding.cc)
     }
   }
   if (view.nbytes() == 0) return view;  // an empty tensor may have no data
@@ -125,16 +132,42 @@ tessera::TensorView view_of(const DLTensor& t, const tessera::ValueDesc& desc, c
 /// race for the same bytes.
 void check_no_overlap(const std::vector<tessera::TensorView>& inputs, const std::vector<tessera::TensorView>& outputs,
                       const tsr_model* model) {
-  auto overlap = [](const tessera::TensorView& a, const tessera::TensorView& b) {
+  // The bytes a view spans, first to last element (a strided one's gaps included).
+  auto span = [](const tessera::TensorView& v) {
+    int64_t last = 0;
+    for (size_t d = 0; d < v.shape.size(); ++d) {
+      last += (v.shape[d] - 1) * (v.strided() ? v.strides[d] : tessera::row_major_strides(v.shape)[d]);
+    }
+    return static_cast<uintptr_t>(last + 1) * tessera::dtype_size(v.dtype);
+  };
+  auto overlap = [&](const tessera::TensorView& a, const tessera::TensorView& b) {
     if (!a.data || !b.data || a.nbytes() == 0 || b.nbytes() == 0) return false;
     const auto a_begin = reinterpret_cast<uintptr_t>(a.data), b_begin = reinterpret_cast<uintptr_t>(b.data);
-    return a_begin < b_begin + b.nbytes() && b_begin < a_begin + a.nbytes();
+    return a_begin < b_begin + span(b) && b_begin < a_begin + span(a);
+  };
+  // A cache's output growing its input's box: same memory, same strides, longer along the axis only.
+  auto grows = [&](size_t output, size_t input) {
+    for (const tessera::CachePair& pair : model->compiled->cache_pairs()) {
+      if (pair.input != input || pair.output != output) continue;
+      const tessera::TensorView& a = inputs[input];
+      const tessera::TensorView& b = outputs[output];
+      if (a.data != b.data || a.dtype != b.dtype || a.shape.size() != b.shape.size()) return false;
+      const std::vector<int64_t> sa = a.strided() ? a.strides : tessera::row_major_strides(a.shape);
+      const std::vector<int64_t> sb = b.strided() ? b.strides : tessera::row_major_strides(b.shape);
+      for (size_t d = 0; d < a.shape.size(); ++d) {
+        const bool along = static_cast<int64_t>(d) == pair.axis;
+        if (along ? a.shape[d] > b.shape[d] : a.shape[d] != b.shape[d]) return false;
+        if (a.shape[d] > 1 && sa[d] != sb[d]) return false;
+      }
+      return true;
+    }
+    return false;
   };
   const auto& in = model->compiled->inputs();
   const auto& out = model->compiled->outputs();
   for (size_t i = 0; i < outputs.size(); ++i) {
     for (size_t j = 0; j < inputs.size(); ++j) {
-      if (overlap(outputs[i], inputs[j])) {
+      if (overlap(outputs[i], inputs[j]) && !grows(i, j)) {
         tessera::throw_user_error("output '", out[i].name, "': its buffer overlaps input '", in[j].name, "'");
       }
     }
@@ -241,7 +274,8 @@ tsr_source* make_source(tessera::Graph graph) {
   return source.release();
 }
 
-std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTensor* inputs, size_t num_inputs) {
+std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
+                                             bool strided_ok) {
   if (num_inputs && !inputs) tessera::throw_user_error("inputs is NULL");
   if (!model->tensor_run_refusal.empty()) tessera::throw_unsupported(model->tensor_run_refusal);
   const auto& descs = model->compiled->inputs();
@@ -249,7 +283,7 @@ std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTen
     tessera::throw_user_error("the model has ", descs.size(), " inputs but ", num_inputs, " were given");
   }
   std::vector<tessera::TensorView> views;
-  for (size_t i = 0; i < num_inputs; ++i) views.push_back(view_of(inputs[i], descs[i], "input '" + descs[i].name + "'", true));
+  for (size_t i = 0; i < num_inputs; ++i) views.push_back(view_of(inputs[i], descs[i], "input '" + descs[i].name + "'", true, strided_ok));
   return views;
 }
 
@@ -257,7 +291,14 @@ void add_profile_tail(tsr_run_profile& profile, const tessera::RunProfile& measu
   if (profile.struct_size >= offsetof(tsr_run_profile, shape_cache_hits) && profile.region_fallbacks) {
     for (size_t i = 0; i < measured.region_fallbacks.size(); ++i) profile.region_fallbacks[i] += measured.region_fallbacks[i];
   }
-  if (profile.struct_size >= sizeof(tsr_run_profile)) profile.allocations += measured.counts.allocations;
+  auto has = [&](size_t end) { return profile.struct_size >= end; };
+#define TSR_PROFILE_HAS(member) has(offsetof(tsr_run_profile, member) + sizeof(profile.member))
+  if (TSR_PROFILE_HAS(allocations)) profile.allocations += measured.counts.allocations;
+  if (TSR_PROFILE_HAS(binding_copy_bytes)) {
+    profile.binding_copies += measured.counts.binding_copies;
+    profile.binding_copy_bytes += measured.counts.binding_copy_bytes;
+  }
+#undef TSR_PROFILE_HAS
   if (profile.struct_size >= offsetof(tsr_run_profile, allocations)) {
     profile.shape_cache_hits += measured.counts.shape_cache_hits;
     profile.shape_cache_misses += measured.counts.shape_cache_misses;
@@ -287,7 +328,7 @@ tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num
   if (!out_outputs) return null_argument("out_outputs");
   for (size_t i = 0; i < num_outputs; ++i) out_outputs[i] = nullptr;
   return guarded([&] {
-    std::vector<tessera::TensorView> in = input_views(model, inputs, num_inputs);
+    std::vector<tessera::TensorView> in = input_views(model, inputs, num_inputs, true);
     if (num_outputs != model->compiled->outputs().size()) {
       tessera::throw_user_error("the model has ", model->compiled->outputs().size(), " outputs but room for ",
                                 num_outputs, " was given");
@@ -308,24 +349,26 @@ tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num
     }
     // Built in full before any is handed out: on a failure the caller owns nothing.
     std::vector<std::unique_ptr<ManagedOutput>> holders;
-    for (size_t i = 0; i < results.size(); ++i) {
-      holders.push_back(std::make_unique<ManagedOutput>());
-      ManagedOutput* holder = holders.back().get();
-      holder->tensor = results[i];
-      holder->shape = results[i].shape();
-      DLTensor& t = holder->managed.dl_tensor;
-      t.data = holder->tensor.data();
-      t.device = {kDLCPU, 0};
-      t.ndim = static_cast<int32_t>(holder->shape.size());
-      t.dtype = to_dl(holder->tensor.dtype());
-      t.shape = holder->shape.data();
-      t.strides = nullptr;
-      t.byte_offset = 0;
-      holder->managed.manager_ctx = holder;
-      holder->managed.deleter = delete_managed;
-    }
+    for (size_t i = 0; i < results.size(); ++i) holders.push_back(managed_holder(results[i]));
     for (size_t i = 0; i < holders.size(); ++i) out_outputs[i] = &holders[i].release()->managed;
   });
+}
+
+std::unique_ptr<ManagedOutput> managed_holder(tessera::Tensor tensor) {
+  auto holder = std::make_unique<ManagedOutput>();
+  holder->tensor = std::move(tensor);
+  holder->shape = holder->tensor.shape();
+  DLTensor& t = holder->managed.dl_tensor;
+  t.data = holder->tensor.data();
+  t.device = {kDLCPU, 0};
+  t.ndim = static_cast<int32_t>(holder->shape.size());
+  t.dtype = to_dl(holder->tensor.dtype());
+  t.shape = holder->shape.data();
+  t.strides = nullptr;
+  t.byte_offset = 0;
+  holder->managed.manager_ctx = holder.get();
+  holder->managed.deleter = delete_managed;
+  return holder;
 }
 
 /// Finishes a value: the DLTensor view of each item.

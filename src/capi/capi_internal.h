@@ -153,12 +153,17 @@ DType from_dl(DLDataType t, const std::string& what);
 /// `open_dims_free`: the desc's open dims (-1) take any size (a model input, whose
 /// dims sharing a name the runtime checks; an open output's buffer); otherwise
 /// an open dim is an error (its shape is known only after running).
+/// `strided_ok`: non-negative strides are kept in the view (a run's inputs
+/// and output buffers, which the run checks further); otherwise only
+/// contiguous ones are accepted.
 tessera::TensorView view_of(const DLTensor& t, const tessera::ValueDesc& desc, const std::string& what,
-                            bool open_dims_free = false);
+                            bool open_dims_free = false, bool strided_ok = false);
 
 /// Throws when a caller's output buffer shares bytes with an input or another
 /// output: a kernel would read what it already overwrote, or two outputs would
-/// race for the same bytes.
+/// race for the same bytes. The one exception is a key/value cache
+/// (tessera::CachePair) whose output buffer grows the input's box in the same
+/// memory: same data and strides, longer along the cache's axis only.
 void check_no_overlap(const std::vector<tessera::TensorView>& inputs, const std::vector<tessera::TensorView>& outputs,
                       const tsr_model* model);
 
@@ -194,7 +199,12 @@ tessera::Graph import_model_file(const char* path, const tsr_options& opts, cons
 
 tsr_source* make_source(tessera::Graph graph);
 
-std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTensor* inputs, size_t num_inputs);
+/// The run's inputs, checked (view_of); `strided_ok` keeps padded row-major strides.
+std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
+                                             bool strided_ok = false);
+
+/// A DLManagedTensor owning `tensor` (what tsr_model_run_alloc hands out), released to the caller.
+std::unique_ptr<ManagedOutput> managed_holder(tessera::Tensor tensor);
 
 /// A caller's tsr_run_profile: big enough, with arrays (where given) of the model's node and region counts.
 void check_profile(const tsr_run_profile& profile, const tsr_model* model);

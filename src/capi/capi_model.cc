@@ -192,7 +192,9 @@ tsr_status* tsr_model_stats(const tsr_model* model, tsr_model_stats_t* out_stats
   if (!model) return null_argument("model");
   if (!out_stats) return null_argument("out_stats");
   return guarded([&] {
-    if (out_stats->struct_size < sizeof(tsr_model_stats_t)) tessera::throw_user_error("out_stats->struct_size is too small");
+    // Members were appended: a caller built before them gets those it has.
+    const size_t size = out_stats->struct_size;
+    if (size < offsetof(tsr_model_stats_t, binding_copies)) tessera::throw_user_error("out_stats->struct_size is too small");
     const tessera::ModelStats s = model->compiled->stats();
     out_stats->runs = s.runs;
     out_stats->shape_cache_hits = s.counts.shape_cache_hits;
@@ -200,6 +202,10 @@ tsr_status* tsr_model_stats(const tsr_model* model, tsr_model_stats_t* out_stats
     out_stats->shape_prepare_milliseconds = s.counts.shape_prepare_milliseconds;
     out_stats->shape_fallbacks = s.counts.shape_fallbacks;
     out_stats->allocations = s.counts.allocations;
+    if (size >= offsetof(tsr_model_stats_t, binding_copy_bytes) + sizeof(int64_t)) {
+      out_stats->binding_copies = s.counts.binding_copies;
+      out_stats->binding_copy_bytes = s.counts.binding_copy_bytes;
+    }
   });
 }
 

@@ -8,40 +8,58 @@ using namespace tessera::capi;  // NOLINT: the shared helpers
 
 extern "C" {
 
+namespace {
+
+/// tsr_model_run and tsr_model_run_bound: outputs[i] NULL (bound only) is allocated into out_allocated[i].
+void run_with_buffers(const tsr_model* model, const DLTensor* inputs, size_t num_inputs, const DLTensor* const* outputs,
+                      DLManagedTensor** out_allocated, size_t num_outputs) {
+  std::vector<tessera::TensorView> in = input_views(model, inputs, num_inputs, true);
+  const auto& descs = model->compiled->outputs();
+  if (num_outputs != descs.size()) {
+    tessera::throw_user_error("the model has ", descs.size(), " outputs but ", num_outputs, " were given");
+  }
+  std::vector<tessera::TensorView> out_views(num_outputs);
+  std::vector<tessera::TensorView*> out_ptrs(num_outputs, nullptr);
+  for (size_t i = 0; i < num_outputs; ++i) {
+    if (!outputs[i]) continue;
+    // An output with open dims is known in shape only once the run has made it: the buffer must have
+    // that shape (checked then).
+    out_views[i] = view_of(*outputs[i], descs[i], "output '" + descs[i].name + "'", true, true);
+    out_ptrs[i] = &out_views[i];
+  }
+  std::vector<tessera::TensorView> bound;  // the given buffers, for the overlap check (unbound: empty views)
+  for (size_t i = 0; i < num_outputs; ++i) bound.push_back(out_views[i]);
+  check_no_overlap(in, bound, model);
+  std::vector<tessera::Tensor> made = model->compiled->run(in, out_ptrs);
+  if (!out_allocated) return;
+  std::vector<std::unique_ptr<ManagedOutput>> holders(num_outputs);
+  for (size_t i = 0; i < num_outputs; ++i) {
+    if (!outputs[i]) holders[i] = managed_holder(made[i]);
+  }
+  for (size_t i = 0; i < num_outputs; ++i) out_allocated[i] = holders[i] ? &holders[i].release()->managed : nullptr;
+}
+
+}  // namespace
+
 tsr_status* tsr_model_run(const tsr_model* model, const DLTensor* inputs, size_t num_inputs, DLTensor* outputs,
                           size_t num_outputs) {
   if (!model) return null_argument("model");
   return guarded([&] {
-    std::vector<tessera::TensorView> in = input_views(model, inputs, num_inputs);
-    const auto& descs = model->compiled->outputs();
-    if (num_outputs != descs.size()) {
-      tessera::throw_user_error("the model has ", descs.size(), " outputs but ", num_outputs, " were given");
-    }
     if (num_outputs && !outputs) tessera::throw_user_error("outputs is NULL");
-    std::vector<tessera::TensorView> out_views;
-    out_views.reserve(num_outputs);
-    // An output with open dims (a model compiled with symbolic dims) is known in shape only once
-    // the run has made it: it is made in memory of the run's own and copied into the caller's
-    // buffer, which must have that shape.
-    std::vector<char> open(num_outputs, 0);
-    for (size_t i = 0; i < num_outputs; ++i) {
-      for (int64_t d : descs[i].shape) open[i] |= d < 0;
-      const std::string what = "output '" + descs[i].name + "'";
-      out_views.push_back(view_of(outputs[i], descs[i], what, open[i] != 0));
-    }
-    check_no_overlap(in, out_views, model);
-    std::vector<tessera::TensorView*> out_ptrs;
-    for (size_t i = 0; i < num_outputs; ++i) out_ptrs.push_back(open[i] ? nullptr : &out_views[i]);
-    std::vector<tessera::Tensor> made = model->compiled->run(in, out_ptrs);
-    for (size_t i = 0; i < num_outputs; ++i) {
-      if (!open[i]) continue;
-      if (made[i].shape() != out_views[i].shape) {
-        tessera::throw_user_error("output '", descs[i].name, "' is ", tessera::shape_to_string(made[i].shape()),
-                                  " at these inputs, but the buffer given for it is ",
-                                  tessera::shape_to_string(out_views[i].shape), " (tsr_model_run_alloc allocates it)");
-      }
-      if (made[i].nbytes()) std::memcpy(out_views[i].data, made[i].data(), made[i].nbytes());
-    }
+    std::vector<const DLTensor*> each(num_outputs);
+    for (size_t i = 0; i < num_outputs; ++i) each[i] = &outputs[i];
+    run_with_buffers(model, inputs, num_inputs, each.data(), nullptr, num_outputs);
+  });
+}
+
+tsr_status* tsr_model_run_bound(const tsr_model* model, const DLTensor* inputs, size_t num_inputs,
+                                const DLTensor* const* outputs, DLManagedTensor** out_allocated, size_t num_outputs) {
+  if (!model) return null_argument("model");
+  if (!out_allocated) return null_argument("out_allocated");
+  for (size_t i = 0; i < num_outputs; ++i) out_allocated[i] = nullptr;
+  return guarded([&] {
+    if (num_outputs && !outputs) tessera::throw_user_error("outputs is NULL");
+    run_with_buffers(model, inputs, num_inputs, outputs, out_allocated, num_outputs);
   });
 }
 

@@ -75,10 +75,77 @@ void copy_elements(void* dst, const void* src, DType dtype, int64_t n) {
 }
 }  // namespace
 
+std::vector<int64_t> row_major_strides(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<int64_t>(shape[d], 1);
+  return strides;
+}
+
+bool is_padded_row_major(const Shape& shape, const std::vector<int64_t>& strides) {
+  if (strides.size() != shape.size()) return false;
+  int64_t span = 1;  // elements one step of the axis must clear
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1) continue;
+    if (d + 1 == shape.size() ? strides[d] != 1 : strides[d] < span) return false;
+    span = strides[d] * shape[d];
+  }
+  return true;
+}
+
+bool is_contiguous(const TensorView& view) {
+  if (view.strides.empty()) return true;
+  const std::vector<int64_t> compact = row_major_strides(view.shape);
+  for (size_t d = 0; d < view.shape.size(); ++d) {
+    if (view.shape[d] != 1 && view.strides[d] != compact[d]) return false;
+  }
+  return true;
+}
+
+void copy_strided(const TensorView& dst, const TensorView& src) {
+  if (dst.dtype != src.dtype || dst.shape != src.shape || dst.dtype == DType::kString) {
+    throw_internal_error("strided copy of ", dtype_name(src.dtype), "[", shape_to_string(src.shape), "] into ",
+                         dtype_name(dst.dtype), "[", shape_to_string(dst.shape), "]");
+  }
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  const size_t rank = src.shape.size();
+  const std::vector<int64_t> ds = dst.strides.empty() ? row_major_strides(dst.shape) : dst.strides;
+  const std::vector<int64_t> ss = src.strides.empty() ? row_major_strides(src.shape) : src.strides;
+  const size_t item = dtype_size(src.dtype);
+  if (rank == 0) {
+    std::memcpy(dst.data, src.data, item);
+    return;
+  }
+  // Runs of the last axis (contiguous in both: stride 1, or a single element) copied at once.
+  const int64_t run = src.shape[rank - 1];
+  const bool rows = (run == 1 || (ds[rank - 1] == 1 && ss[rank - 1] == 1));
+  const int64_t count = rows ? n / run : n;
+  const size_t axes = rows ? rank - 1 : rank;
+  std::vector<int64_t> index(axes, 0);
+  auto* out = static_cast<char*>(dst.data);
+  const auto* in = static_cast<const char*>(src.data);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t od = 0, os = 0;
+    for (size_t d = 0; d < axes; ++d) {
+      od += index[d] * ds[d];
+      os += index[d] * ss[d];
+    }
+    std::memmove(out + od * static_cast<int64_t>(item), in + os * static_cast<int64_t>(item),
+                 rows ? static_cast<size_t>(run) * item : item);
+    for (size_t d = axes; d-- > 0;) {
+      if (++index[d] < src.shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
 void copy_view_data(const TensorView& dst, const TensorView& src) {
   if (dst.dtype != src.dtype || dst.numel() != src.numel()) {
     throw_internal_error("copy of ", dtype_name(src.dtype), "[", shape_to_string(src.shape), "] into ",
                          dtype_name(dst.dtype), "[", shape_to_string(dst.shape), "]");
+  }
+  if (!is_contiguous(dst) || !is_contiguous(src)) {
+    return copy_strided(dst, src);  // (same shapes: checked there)
   }
   copy_elements(dst.data, src.data, src.dtype, src.numel());
 }

@@ -27,18 +27,40 @@ std::string value_kind_phrase(ValueKind kind);
 int64_t shape_numel(const Shape& shape);
 std::string shape_to_string(const Shape& shape);  // "1x3x224x224", "scalar" for rank 0
 
-/// A non-owning view of contiguous row-major data.
+/// A non-owning view of row-major data: contiguous, or, where `strides` is
+/// set, a box inside a larger row-major buffer (a caller's bound buffer, e.g. a
+/// key/value cache with room to grow). Only what declares it reads or writes
+/// strided views (ExecutableRegion::reads_strided / writes_into); everything
+/// else sees contiguous ones.
 struct TensorView {
   DType dtype = DType::kUndefined;
   Shape shape;
   void* data = nullptr;
+  /// Elements between neighbours along each axis; empty: contiguous. When set,
+  /// padded row-major (is_padded_row_major).
+  std::vector<int64_t> strides;
 
   int64_t numel() const { return shape_numel(shape); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   template <typename T>
   T* as() const { return static_cast<T*>(data); }
+  bool strided() const { return !strides.empty(); }
 };
+
+/// The contiguous row-major strides of `shape`, in elements.
+std::vector<int64_t> row_major_strides(const Shape& shape);
+/// True when `strides` lays `shape` out as a box of a larger row-major buffer:
+/// the last axis contiguous (stride 1) and each other axis's stride at least
+/// the span of the axes after it (axes of size 1 may have any stride), so no
+/// two elements share memory.
+bool is_padded_row_major(const Shape& shape, const std::vector<int64_t>& strides);
+/// True when the view's elements are contiguous (no strides, or strides that
+/// equal row_major_strides where the axis has more than one element).
+bool is_contiguous(const TensorView& view);
+/// Copies between views of the same dtype and shape, either or both strided
+/// (not strings).
+void copy_strided(const TensorView& dst, const TensorView& src);
 
 /// 64-byte aligned storage: owned, or external memory kept alive by an owner.
 class Buffer {

@@ -320,8 +320,11 @@ class FallbackRegionStore : public DetachedRegionStore {
         target.shape = made.shape;
         store_.allocate(global(local));
       }
-      if (target.nbytes() != made.nbytes()) throw_internal_error("region output '", graph_.value(local).name, "' changed size");
-      if (made.nbytes()) std::memcpy(target.data, made.data, made.nbytes());
+      if (target.shape != made.shape) {  // a caller's buffer (ExecutableRegion::writes_into)
+        throw_user_error("output '", graph_.value(local).name, "' is ", shape_to_string(made.shape),
+                         " at these input shapes, but the buffer bound to it is ", shape_to_string(target.shape));
+      }
+      copy_view_data(target, made);
     }
   }
 

@@ -546,6 +546,7 @@ std::string thread_count_warning(int num_threads) {
 }
 
 void CompiledModel::finish() {
+  find_cache_pairs();
   const Graph& g = graph_;
   const size_t num_values = g.values.size();
   // Which region produces each value, and in which memory space each region runs.
@@ -834,41 +835,22 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
     profile->region_milliseconds.resize(regions_.size(), 0.0);
     profile->region_fallbacks.resize(regions_.size(), 0);
   }
+  std::vector<Tensor> gathered;  // contiguous copies of strided inputs, for regions that need them
+  bind_inputs(inputs, store, gathered);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs_[i].kind == ValueKind::kTensor) {
-      store.bind(graph_.inputs[i], inputs[i]);
-    } else {
+    if (inputs_[i].kind != ValueKind::kTensor) {
       BoxedValue box = *boxed->inputs[i];
       box.kind = inputs_[i].kind == ValueKind::kSequence ? ValueKind::kSequence : box.kind;
       store.boxed(graph_.inputs[i]) = std::move(box);
     }
   }
-  // Outputs computed by a node are written straight into the caller's buffer.
-  std::vector<char> written_in_place(outputs_.size(), 0);
-  for (size_t i = 0; i < caller_outputs.size(); ++i) {
-    TensorView* dest = caller_outputs[i];
-    if (!dest) continue;
-    const ValueDesc& want = outputs_[i];
-    if (want.dtype == DType::kString) {
-      throw_user_error("output '", want.name, "' is a string tensor, which is returned, not written into a caller buffer");
-    }
-    if (dest->dtype != want.dtype || dest->shape != want.shape) {
-      throw_user_error("output '", want.name, "': buffer is ", dtype_name(dest->dtype), "[", shape_to_string(dest->shape),
-                       "], the model produces ", dtype_name(want.dtype), "[", shape_to_string(want.shape), "]");
-    }
-    ValueId id = graph_.outputs[i];
-    bool computed = !graph_.is_constant(id);
-    for (ValueId in : graph_.inputs) computed &= in != id;
-    for (size_t j = 0; j < i; ++j) computed &= graph_.outputs[j] != id;
-    if (computed) {
-      store.bind(id, *dest);
-      written_in_place[i] = 1;
-    }
-  }
+  // Outputs computed by a node are written straight into the caller's buffer where the region can.
+  const std::vector<char> written_in_place = bind_outputs(caller_outputs, store);
   {
     ResidentValues resident;
     for (size_t r = 0; r < regions_.size(); ++r) run_region(*regions_[r], store, resident, profile, r);
   }
+  fill_caller_outputs(caller_outputs, written_in_place, store);
   if (profile) profile->counts += store.counts;
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -882,13 +864,8 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
       boxed->outputs[i] = store.boxed(graph_.outputs[i]);
       continue;
     }
-    if (written_in_place[i]) continue;
-    Tensor t = store.take(graph_.outputs[i]);
-    if (i < caller_outputs.size() && caller_outputs[i]) {
-      copy_view_data(*caller_outputs[i], t.view());
-    } else {
-      results[i] = t;
-    }
+    if (i < caller_outputs.size() && caller_outputs[i]) continue;  // filled above
+    results[i] = store.take(graph_.outputs[i]);
   }
   return results;
 }

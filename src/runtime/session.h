@@ -26,6 +26,7 @@ struct Artifact;  // artifact/artifact.h
 
 struct PlacementReport;
 struct RegionPlan;  // runtime/region_plan.h
+class RunStore;     // runtime/region_plan.h
 
 struct CompileOptions {
   std::map<std::string, Shape> input_shapes;  // by input name or symbolic dim name
@@ -95,6 +96,11 @@ struct RunCounts {
   /// left for reuse): values of shapes known only at run time, backends'
   /// workspaces; not the outputs handed to the caller.
   int64_t allocations = 0;
+  /// Caller buffers the run could not use in place (a strided input copied
+  /// contiguous for a region that reads only those, an output made in the
+  /// run's memory and copied into the caller's buffer), and their bytes.
+  int64_t binding_copies = 0;
+  int64_t binding_copy_bytes = 0;
 
   RunCounts& operator+=(const RunCounts& other) {
     shape_cache_hits += other.shape_cache_hits;
@@ -102,6 +108,8 @@ struct RunCounts {
     shape_prepare_milliseconds += other.shape_prepare_milliseconds;
     shape_fallbacks += other.shape_fallbacks;
     allocations += other.allocations;
+    binding_copies += other.binding_copies;
+    binding_copy_bytes += other.binding_copy_bytes;
     return *this;
   }
 };
@@ -151,6 +159,17 @@ struct BoxedIO {
   std::vector<BoxedValue> outputs;        // per model output, filled by run for each sequence or optional output
 };
 
+/// A key/value cache the caller may keep in one buffer (I/O binding): graph
+/// output `output` is Concat(graph input `input`, ...) along `axis`, so the
+/// output may be bound to the same memory as the input, as a box of it grown
+/// along the axis (same data and strides), and a run appends the new
+/// positions only. Found at compile and load (CompiledModel::cache_pairs).
+struct CachePair {
+  size_t input = 0;
+  size_t output = 0;
+  int64_t axis = 0;
+};
+
 /// A warning when `num_threads` is more than the CPUs this process may run on, else "".
 std::string thread_count_warning(int num_threads);
 
@@ -198,8 +217,13 @@ class CompiledModel {
   PlacementReport placement_report(const std::string& model_name, const RunProfile* profile = nullptr) const;
 
   /// Runs on inputs given in model input order (the data is read in place).
-  /// For each output, caller_outputs[i] (when given and non-null) is written
-  /// in place and must have the output's dtype and shape; the other outputs
+  /// For each output, caller_outputs[i] (when given and non-null) is the
+  /// caller's buffer (I/O binding): it must have the output's dtype and the
+  /// shape the run makes (checked where the output has open dims); written in
+  /// place where the region making it can (ExecutableRegion::writes_into),
+  /// else made in the run's memory and copied in. Inputs and caller buffers
+  /// may be strided (padded row-major, TensorView::strides): a region that
+  /// does not read strided views gets a contiguous copy. The other outputs
   /// are returned as owned tensors. Throws a user error on a bad input.
   /// When `profile` is given, its vectors are resized and times are added.
   /// A model with sequence or optional inputs or outputs needs `boxed`: its
@@ -214,6 +238,8 @@ class CompiledModel {
   CheckReport check(const std::vector<TensorView>& inputs, const CheckOptions& options, const std::string& model_name) const;
   /// Counts over every run so far (thread-safe).
   ModelStats stats() const;
+  /// The model's key/value caches (CachePair), by output order.
+  const std::vector<CachePair>& cache_pairs() const { return cache_pairs_; }
 
  private:
   CompiledModel();
@@ -223,6 +249,18 @@ class CompiledModel {
   void validate_inputs(const std::vector<TensorView>& inputs, const BoxedIO* boxed = nullptr) const;
   /// After the regions exist: memory plan, copy plan, summaries, I/O descriptions.
   void finish();
+  /// Caller buffers (runtime/session_binding.cc). Binds the tensor inputs,
+  /// strided ones as they are where every region reading them takes them,
+  /// else as contiguous copies kept in `gathered`.
+  void bind_inputs(const std::vector<TensorView>& inputs, RunStore& store, std::vector<Tensor>& gathered) const;
+  /// Checks the caller's output buffers and binds those the regions write in
+  /// place; returns 1 per output bound so.
+  std::vector<char> bind_outputs(const std::vector<TensorView*>& caller_outputs, RunStore& store) const;
+  /// After the run: each caller buffer not written in place gets its output, checked in shape.
+  void fill_caller_outputs(const std::vector<TensorView*>& caller_outputs, const std::vector<char>& in_place,
+                           RunStore& store) const;
+  void find_cache_pairs();
+  std::vector<CachePair> cache_pairs_;
   class ArenaLease;
 
   Graph graph_;

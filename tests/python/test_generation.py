@@ -130,3 +130,47 @@ def test_weight_only_int8_decoder_tracks_the_float_logits(tmp_path):
         assert cosine >= 0.999, (step, cosine)
         assert not np.allclose(a, b, rtol=1e-6, atol=1e-6), step  # the weights did change
     assert session.stats()["compiles"] == 0  # an artifact: loaded, never compiled again
+
+
+def test_io_binding_keeps_the_cache_in_one_buffer(tmp_path):
+    """The key/value caches bound as views of one buffer each (past = its first positions, present = one step
+    more): the same tokens and logits as PyTorch, every cache position torch's present holds, nothing copied for
+    the binding (the Concat appends the step's positions in place, attention reads the cache where it is), and a
+    second pass over the same lengths allocates nothing."""
+    layers, heads, head_dim, vocab = 2, 4, 16, 97
+    model = decoder.make(layers=layers, d=heads * head_dim, heads=heads, vocab=vocab, std=0.3)
+    path = tmp_path / "decoder.onnx"
+    decoder.export(model, path)
+    prompt, steps = [5, 17, 42, 3, 9, 60], 24
+    torch_logits = []
+    torch_step = torch_stepper(model, torch_logits)
+    torch_present = []
+
+    def keep_present(ids, past):
+        logits, present = torch_step(ids, past)
+        torch_present[:] = present
+        return logits, present
+
+    expected, _ = decoder.greedy(keep_present, prompt, steps, [p.numpy() for p in model.empty_past()])
+    assert len(set(expected)) > 3
+
+    session = tessera.InferenceSession(path)
+    capacity = len(prompt) + steps + 3
+    tokens, _, logits, caches = decoder.greedy_bound(session, layers, heads, head_dim, vocab, prompt, steps, capacity,
+                                                     keep_logits=True)
+    assert tokens == expected
+    for step, (got, want) in enumerate(zip(logits, torch_logits)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max(), err_msg=f"step {step}")
+    total = len(prompt) + steps - 1  # the last step's present
+    for k, (cache, want) in enumerate(zip(caches, torch_present)):
+        assert want.shape[2] == total
+        np.testing.assert_allclose(cache[:, :, :total], want, rtol=1e-5, atol=1e-5, err_msg=f"cache {k}")
+        assert np.isnan(cache[:, :, total:]).all(), k  # nothing written past the valid positions
+    first = session.stats()
+    assert first["binding_copies"] == 0 and first["binding_copy_bytes"] == 0, first
+    again = decoder.greedy_bound(session, layers, heads, head_dim, vocab, prompt, steps, capacity)[0]
+    assert again == expected
+    second = session.stats()
+    assert second["binding_copies"] == 0, second
+    assert second["allocations"] == first["allocations"], (first, second)
+    assert second["shape_cache_misses"] == first["shape_cache_misses"], (first, second)

@@ -199,9 +199,9 @@ bool OpenDnnlRegion::try_run(ValueStore& store) const {
       out.dtype = type.dtype;
       out.shape = type.dims;
       store.allocate(id);
-    } else if (out.shape != type.dims) {
-      throw_internal_error("region output '", type.to_string(), "' was planned with another shape (",
-                           shape_to_string(out.shape), ")");
+    } else if (out.shape != type.dims) {  // a caller's buffer (writes_into)
+      throw_user_error("output '", spec->graph.value(id).name, "' is ", shape_to_string(type.dims),
+                       " at these input shapes, but the buffer bound to it is ", shape_to_string(out.shape));
     }
   }
   // One workspace for every shape (grown to the largest), not one per cached shape.

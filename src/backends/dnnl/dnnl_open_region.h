@@ -42,6 +42,9 @@ class OpenDnnlRegion : public ExecutableRegion {
   bool exact_only_for_finite_inputs() const override { return finite_only_; }
   std::string node_algorithm(size_t node) const override;
   std::string node_refusal(size_t node) const override;
+  /// A caller's contiguous buffer (I/O binding): written in place once its
+  /// shape is checked against the one lowered for the call.
+  bool writes_into(size_t output, const TensorView& view) const override { return is_contiguous(view); }
 
  private:
   /// The region lowered for one set of input shapes, or why it cannot be.

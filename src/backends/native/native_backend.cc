@@ -28,8 +28,28 @@ using native::run_node;
 
 class NativeRegion : public ExecutableRegion {
  public:
-  NativeRegion(std::vector<CompiledNode> nodes, std::deque<Node> lowered, std::shared_ptr<ThreadPool> pool)
-      : nodes_(std::move(nodes)), lowered_(std::move(lowered)), pool_(std::move(pool)) {}
+  NativeRegion(const Graph& region, std::vector<CompiledNode> nodes, std::deque<Node> lowered,
+               std::shared_ptr<ThreadPool> pool)
+      : inputs_(region.inputs), outputs_(region.outputs), nodes_(std::move(nodes)), lowered_(std::move(lowered)),
+        pool_(std::move(pool)) {}
+
+  bool reads_strided(size_t input, const TensorView& view) const override {
+    return input < inputs_.size() && every_reader_takes(inputs_[input], view);
+  }
+
+  /// Concat writes any caller view (a key/value cache's in place); every other
+  /// node a contiguous one (run_node checks its shape first).
+  bool writes_into(size_t output, const TensorView& view) const override {
+    if (output >= outputs_.size()) return false;
+    const ValueId id = outputs_[output];
+    if (is_contiguous(view)) return true;
+    for (const CompiledNode& cn : nodes_) {
+      for (ValueId out : cn.node->outputs) {
+        if (out == id && cn.node->op_type != "Concat") return false;
+      }
+    }
+    return every_reader_takes(id, view);
+  }
 
   void run(ValueStore& store) const override {
     if (!store.profiling()) {
@@ -45,6 +65,17 @@ class NativeRegion : public ExecutableRegion {
   }
 
  private:
+  bool every_reader_takes(ValueId id, const TensorView& view) const {
+    for (const CompiledNode& cn : nodes_) {
+      for (size_t i = 0; i < cn.node->inputs.size(); ++i) {
+        if (cn.node->inputs[i] == id && !native::reads_strided_input(cn, i, view)) return false;
+      }
+    }
+    return true;
+  }
+
+  std::vector<ValueId> inputs_;   // the region graph's
+  std::vector<ValueId> outputs_;
   std::vector<CompiledNode> nodes_;
   std::deque<Node> lowered_;  // nodes made from composites; CompiledNode points at them
   std::shared_ptr<ThreadPool> pool_;
@@ -60,6 +91,9 @@ CompiledNode compile_node(const Graph& graph, const Node& node) {
   cn.outputs_static = true;
   for (ValueId id : node.outputs) {
     if (id != kNoValue && !graph.value(id).type.is_static()) cn.outputs_static = false;
+  }
+  if (!cn.outputs_static) {
+    for (ValueId id : node.outputs) cn.output_names.push_back(id == kNoValue ? "" : graph.value(id).name);
   }
   if (cn.kernel->prepare) {
     std::vector<const Tensor*> constants(node.inputs.size(), nullptr);
@@ -259,7 +293,7 @@ class NativeBackend : public Backend {
         compiled.push_back(compile_node(region, node));
       }
     }
-    return std::make_unique<NativeRegion>(std::move(compiled), std::move(lowered), pool(options.num_threads));
+    return std::make_unique<NativeRegion>(region, std::move(compiled), std::move(lowered), pool(options.num_threads));
   }
 
   /// One intra-op pool per backend instance (one per compiled model), shared

@@ -16,6 +16,17 @@ void mark_boxed_values(CompiledNode& cn, const Graph& graph) {
   for (ValueId id : node.outputs) cn.boxed_outputs.push_back(id != kNoValue && !graph.value(id).type.is_tensor());
 }
 
+bool reads_strided_input(const CompiledNode& cn, size_t index, const TensorView& view) {
+  const Node& node = *cn.node;
+  if (cn.schema->reads_shapes_only || node.op_type == "Concat") return node.domain.empty();
+  if (node.op_type != "MatMul" || !node.domain.empty() || index != 1 || node.attrs.has("tessera_int8_scales")) return false;
+  // Batches at any stride; each [rows, columns] matrix contiguous.
+  const size_t rank = view.shape.size();
+  if (rank < 2 || view.strides.size() != rank) return rank >= 2 && view.strides.empty();
+  const int64_t rows = view.shape[rank - 2], columns = view.shape[rank - 1];
+  return (columns == 1 || view.strides[rank - 1] == 1) && (rows == 1 || view.strides[rank - 2] == columns);
+}
+
 void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
   const Node& node = *cn.node;
   const bool boxed = !cn.boxed_inputs.empty() || !cn.boxed_outputs.empty();
@@ -54,8 +65,17 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
     InferContext ctx(node, type_ptrs, inputs, &output_types);
     run_shape_inference(*cn.schema, ctx);  // checks the size of every shape computed from values
     for (size_t i = 0; i < outputs.size(); ++i) {
-      if (!outputs[i] || outputs[i]->data) continue;
+      if (!outputs[i]) continue;
       const TensorType& t = output_types[i];
+      if (outputs[i]->data) {
+        // A caller's buffer (I/O binding): it must be what the node makes at these shapes.
+        if (t.is_static() && outputs[i]->shape != t.dims) {
+          throw_user_error("output '", i < cn.output_names.size() ? cn.output_names[i] : std::to_string(i), "' is ",
+                           shape_to_string(t.dims), " at these input shapes, but the buffer bound to it is ",
+                           shape_to_string(outputs[i]->shape), " (", node.describe(), ")");
+        }
+        continue;
+      }
       if (t.is_static()) {
         outputs[i]->dtype = t.dtype;
         outputs[i]->shape = t.dims;

@@ -2,6 +2,8 @@
 // and the control-flow kernels' subgraph interpreter.
 #pragma once
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/native/kernel.h"
@@ -15,6 +17,8 @@ struct CompiledNode {
   const KernelDef* kernel = nullptr;
   std::shared_ptr<void> state;
   bool outputs_static = false;  // every output's type is fully known at compile time
+  /// The outputs' value names where they are not static, for messages about a caller's buffer.
+  std::vector<std::string> output_names;
   /// Per input / output: 1 where the value is a sequence or an optional (from
   /// the graph's types); such a node's kernel allocates its tensor outputs.
   std::vector<char> boxed_inputs;
@@ -27,6 +31,12 @@ struct CompiledNode {
 
 /// Fills cn.boxed_inputs / boxed_outputs from `graph`'s value types.
 void mark_boxed_values(CompiledNode& cn, const Graph& graph);
+
+/// True when `cn`'s kernel reads its input `index` correctly from `view`, a
+/// strided (padded row-major) view: Concat (any input), MatMul's B where each
+/// matrix's rows are contiguous (a key/value cache read by attention), and ops
+/// that read shapes only.
+bool reads_strided_input(const CompiledNode& cn, size_t index, const TensorView& view);
 
 /// Runs one node: gathers views, infers shapes when needed, calls the kernel.
 void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool);

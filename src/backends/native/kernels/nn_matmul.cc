@@ -207,10 +207,16 @@ void matmul_kernel(KernelContext& ctx) {
   const int64_t batches = shape_numel(batch);
   if (y.numel() == 0) return;
   const bool b_shared = shape_numel(batch_b) == 1;  // B the same for every batch: fold batches into M
-  // Per-batch element offsets into A and B.
+  // Per-batch element offsets into A and B. A strided B (a caller's key/value cache, read in place:
+  // native::reads_strided_input) has its matrices at its own batch strides, each one contiguous.
   std::vector<int64_t> a_offsets(static_cast<size_t>(batches)), b_offsets(static_cast<size_t>(batches));
+  const bool b_strided = b.strided() && b.rank() >= 2;
   {
     std::vector<int64_t> sa = broadcast_strides(batch_a, batch), sb = broadcast_strides(batch_b, batch);
+    if (b_strided) {
+      const size_t offset = batch.size() - batch_b.size();
+      for (size_t d = 0; d < batch_b.size(); ++d) sb[d + offset] = batch_b[d] == 1 ? 0 : b.strides[d];
+    }
     std::vector<int64_t> index(batch.size(), 0);
     for (int64_t t = 0; t < batches; ++t) {
       int64_t oa = 0, ob = 0;
@@ -219,7 +225,7 @@ void matmul_kernel(KernelContext& ctx) {
         ob += index[d] * sb[d];
       }
       a_offsets[static_cast<size_t>(t)] = oa * m * k;
-      b_offsets[static_cast<size_t>(t)] = ob * k * n;
+      b_offsets[static_cast<size_t>(t)] = b_strided ? ob : ob * k * n;
       for (size_t d = batch.size(); d-- > 0;) {
         if (++index[d] < batch[d]) break;
         index[d] = 0;
