@@ -62,6 +62,11 @@ class ValueStore {
   /// it cannot: output memory already planned or owned by the caller, an
   /// input whose memory the plan reuses after its last reader.
   virtual bool alias(ValueId output, ValueId input) { return false; }
+  /// Called by a backend after the last step of the run that reads `id`, a
+  /// value it computed inside the region that is not a region output: memory
+  /// the store gave it for this run (values of shapes known only at run time)
+  /// may then go to later values (once no alias of it is left). Optional.
+  virtual void release(ValueId id) {}
   /// The box of a sequence or optional value (ValueKind other than tensor):
   /// read for an input, filled in for an output. Only the native backend gets
   /// such values (the partitioner keeps their nodes there); stores of regions

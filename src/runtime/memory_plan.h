@@ -2,11 +2,22 @@
 // offset in one arena, reusing memory of values whose lifetimes do not overlap.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/tensor.h"
 
 namespace tessera {
+
+/// Buffers for values of shapes known only at run time, kept from one run to
+/// the next (RunStore takes and gives back; one pool per arena), and the most
+/// any run held at once: the pool keeps up to twice that, so memory grows to
+/// the largest shapes seen and is reused at every smaller one.
+struct BufferPool {
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  size_t high_water = 0;
+};
 
 struct MemoryPlan {
   static constexpr int64_t kNotPlanned = -1;

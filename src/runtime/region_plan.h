@@ -58,8 +58,7 @@ class RunStore {
   /// which the caller keeps) take one that is large enough, and every one
   /// goes back when the store dies. Repeated runs then neither map nor clear
   /// fresh memory for them (the plan's arena for values of open dims).
-  RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison,
-           std::vector<std::unique_ptr<Buffer>>* pool = nullptr);
+  RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison, BufferPool* pool = nullptr);
   ~RunStore();
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;
@@ -71,6 +70,9 @@ class RunStore {
   /// slots later values reuse): a graph input, a constant, or memory that
   /// stays borrowed or owned until the store dies.
   bool alias(ValueId output, ValueId input);
+  /// `id` will not be read again in this run: its pool buffer (if it has one)
+  /// goes back to the pool for later values once no alias of it is left.
+  void release(ValueId id);
   void bind(ValueId id, const TensorView& view) { views_[static_cast<size_t>(id)] = view; }
   /// The owned tensor holding a value, or a copy when the value lives elsewhere.
   Tensor take(ValueId id);
@@ -88,8 +90,12 @@ class RunStore {
   std::vector<char> is_output_;
   const char* arena_begin_;
   const char* arena_end_;
-  std::vector<std::unique_ptr<Buffer>>* pool_;
-  std::vector<std::unique_ptr<Buffer>> borrowed_;
+  BufferPool* pool_;
+  std::vector<std::unique_ptr<Buffer>> borrowed_;  // null where released back to the pool
+  std::vector<int32_t> buffer_of_;    // per value: its slot in borrowed_, or -1
+  std::vector<int32_t> buffer_refs_;  // per slot: values viewing it (aliases included)
+  size_t held_bytes_ = 0;             // borrowed now
+  size_t peak_bytes_ = 0;             // most borrowed at once this run
 };
 
 /// Device-space values of one run that outlive the region that made them

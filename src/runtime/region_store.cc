@@ -11,11 +11,10 @@
 
 namespace tessera {
 
-RunStore::RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison,
-                   std::vector<std::unique_ptr<Buffer>>* pool)
+RunStore::RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison, BufferPool* pool)
     : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()), poison_(poison),
       is_output_(graph.values.size(), 0), arena_begin_(static_cast<const char*>(arena.data())),
-      arena_end_(arena_begin_ + arena.size()), pool_(pool) {
+      arena_end_(arena_begin_ + arena.size()), pool_(pool), buffer_of_(graph.values.size(), -1) {
   for (ValueId id : graph.outputs) is_output_[static_cast<size_t>(id)] = 1;
   auto* base = static_cast<char*>(arena.data());
   if (poison) std::memset(base, 0xFF, arena.size());
@@ -39,17 +38,21 @@ TensorView& RunStore::output(ValueId id) {
 
 RunStore::~RunStore() {
   if (!pool_) return;
-  size_t used = 0, held = 0;
+  std::vector<std::unique_ptr<Buffer>>& free = pool_->buffers;
+  size_t held = 0, count = 0;
   for (std::unique_ptr<Buffer>& b : borrowed_) {
-    used += b->size();
-    pool_->push_back(std::move(b));
+    if (!b) continue;
+    free.push_back(std::move(b));
+    ++count;
   }
-  for (const std::unique_ptr<Buffer>& b : *pool_) held += b->size();
-  // Kept within twice what this run used: buffers left over from other shapes go, smallest first.
-  std::sort(pool_->begin(), pool_->end(), [](const auto& a, const auto& b) { return a->size() > b->size(); });
-  while (held > 2 * used && pool_->size() > borrowed_.size()) {
-    held -= pool_->back()->size();
-    pool_->pop_back();
+  for (const std::unique_ptr<Buffer>& b : free) held += b->size();
+  // Kept within twice the most any run held at once: buffers beyond, left over from other shapes, go
+  // smallest first.
+  pool_->high_water = std::max(pool_->high_water, peak_bytes_);
+  std::sort(free.begin(), free.end(), [](const auto& a, const auto& b) { return a->size() > b->size(); });
+  while (held > 2 * pool_->high_water && free.size() > count) {
+    held -= free.back()->size();
+    free.pop_back();
   }
 }
 
@@ -59,19 +62,25 @@ void RunStore::allocate(ValueId id) {
     if (!shape_fits_in_memory(v.shape, v.dtype)) check_tensor_size("value '" + graph_.value(id).name + "'", v.shape, v.dtype);
     const size_t bytes = v.nbytes();
     // The smallest free buffer that is large enough, else a new one (its memory is kept for later runs).
-    size_t best = pool_->size();
-    for (size_t i = 0; i < pool_->size(); ++i) {
-      if ((*pool_)[i]->size() >= bytes && (best == pool_->size() || (*pool_)[i]->size() < (*pool_)[best]->size())) best = i;
+    std::vector<std::unique_ptr<Buffer>>& free = pool_->buffers;
+    size_t best = free.size();
+    for (size_t i = 0; i < free.size(); ++i) {
+      if (free[i]->size() >= bytes && (best == free.size() || free[i]->size() < free[best]->size())) best = i;
     }
     std::unique_ptr<Buffer> buffer;
-    if (best < pool_->size()) {
-      buffer = std::move((*pool_)[best]);
-      pool_->erase(pool_->begin() + static_cast<std::ptrdiff_t>(best));
+    if (best < free.size()) {
+      buffer = std::move(free[best]);
+      free.erase(free.begin() + static_cast<std::ptrdiff_t>(best));
     } else {
       buffer = std::make_unique<Buffer>(std::max<size_t>(bytes + bytes / 4, 64), false);  // room for a larger shape next time
       ++counts.allocations;
     }
     owned_[static_cast<size_t>(id)] = Tensor::wrap(v.dtype, v.shape, buffer->data(), nullptr);
+    release(id);  // (a value allocated again: its earlier buffer goes back)
+    held_bytes_ += buffer->size();
+    peak_bytes_ = std::max(peak_bytes_, held_bytes_);
+    buffer_of_[static_cast<size_t>(id)] = static_cast<int32_t>(borrowed_.size());
+    buffer_refs_.push_back(1);
     borrowed_.push_back(std::move(buffer));
   } else {
     owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
@@ -91,7 +100,23 @@ bool RunStore::alias(ValueId output, ValueId input) {
     return false;
   }
   out.data = in.data;
+  const int32_t slot = buffer_of_[static_cast<size_t>(input)];
+  if (slot >= 0) {
+    buffer_of_[static_cast<size_t>(output)] = slot;
+    ++buffer_refs_[static_cast<size_t>(slot)];
+  }
   return true;
+}
+
+void RunStore::release(ValueId id) {
+  const int32_t slot = buffer_of_[static_cast<size_t>(id)];
+  if (slot < 0) return;
+  buffer_of_[static_cast<size_t>(id)] = -1;
+  if (--buffer_refs_[static_cast<size_t>(slot)] > 0) return;
+  std::unique_ptr<Buffer>& buffer = borrowed_[static_cast<size_t>(slot)];
+  held_bytes_ -= buffer->size();
+  if (poison_) std::memset(buffer->data(), 0xFF, buffer->size());  // a read after release shows
+  pool_->buffers.push_back(std::move(buffer));
 }
 
 Tensor RunStore::take(ValueId id) {
@@ -157,6 +182,7 @@ class HostRegionStore : public ValueStore {
   TensorView& output(ValueId id) override { return store_.output(global(id)); }
   void allocate(ValueId id) override { store_.allocate(global(id)); }
   bool alias(ValueId output, ValueId input) override { return store_.alias(global(output), global(input)); }
+  void release(ValueId id) override { store_.release(global(id)); }
   BoxedValue& boxed(ValueId id) override { return store_.boxed(global(id)); }
   bool profiling() const override { return profile_ != nullptr; }
   void node_finished(size_t node_index, double milliseconds) override {

@@ -137,12 +137,12 @@ class CompiledModel::ArenaLease {
   }
   Buffer& buffer() { return *buffer_; }
   /// Memory for values of shapes known only at run time (RunStore's pool).
-  std::vector<std::unique_ptr<Buffer>>* pool() { return &pool_; }
+  BufferPool* pool() { return &pool_; }
 
  private:
   const CompiledModel& model_;
   std::unique_ptr<Buffer> buffer_;
-  std::vector<std::unique_ptr<Buffer>> pool_;
+  BufferPool pool_;
 };
 
 std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const CompileOptions& given_options) {
@@ -547,6 +547,26 @@ std::string thread_count_warning(int num_threads) {
 
 void CompiledModel::finish() {
   find_cache_pairs();
+  {
+    // The last region to read (or make) each value passed between regions.
+    std::vector<int64_t> last(graph_.values.size(), -1);
+    for (size_t r = 0; r < regions_.size(); ++r) {
+      const RegionGraph& rg = regions_[r]->region;
+      for (ValueId local : rg.graph.inputs) last[static_cast<size_t>(rg.global_value[static_cast<size_t>(local)])] = static_cast<int64_t>(r);
+      for (ValueId local : rg.graph.outputs) {
+        const ValueId id = rg.global_value[static_cast<size_t>(local)];
+        last[static_cast<size_t>(id)] = std::max(last[static_cast<size_t>(id)], static_cast<int64_t>(r));
+      }
+    }
+    for (ValueId id : graph_.inputs) last[static_cast<size_t>(id)] = -1;
+    for (ValueId id : graph_.outputs) last[static_cast<size_t>(id)] = -1;
+    release_after_region_.assign(regions_.size(), {});
+    for (size_t id = 0; id < last.size(); ++id) {
+      if (last[id] >= 0 && !graph_.values[id].constant) {
+        release_after_region_[static_cast<size_t>(last[id])].push_back(static_cast<ValueId>(id));
+      }
+    }
+  }
   const Graph& g = graph_;
   const size_t num_values = g.values.size();
   // Which region produces each value, and in which memory space each region runs.
@@ -848,7 +868,10 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
   const std::vector<char> written_in_place = bind_outputs(caller_outputs, store);
   {
     ResidentValues resident;
-    for (size_t r = 0; r < regions_.size(); ++r) run_region(*regions_[r], store, resident, profile, r);
+    for (size_t r = 0; r < regions_.size(); ++r) {
+      run_region(*regions_[r], store, resident, profile, r);
+      for (ValueId id : release_after_region_[r]) store.release(id);
+    }
   }
   fill_caller_outputs(caller_outputs, written_in_place, store);
   if (profile) profile->counts += store.counts;

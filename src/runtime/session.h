@@ -261,6 +261,9 @@ class CompiledModel {
                            RunStore& store) const;
   void find_cache_pairs();
   std::vector<CachePair> cache_pairs_;
+  /// Per region: the values passed between regions that no later region reads, released after it runs
+  /// (RunStore::release: their run-time buffers go to later values).
+  std::vector<std::vector<ValueId>> release_after_region_;
   class ArenaLease;
 
   Graph graph_;
@@ -280,7 +283,7 @@ class CompiledModel {
   mutable std::mutex arena_mutex_;
   mutable std::vector<std::unique_ptr<Buffer>> free_arenas_;
   // With them (one per arena, same order), the buffers of values of shapes known only at run time (RunStore's pool).
-  mutable std::vector<std::vector<std::unique_ptr<Buffer>>> free_pools_;
+  mutable std::vector<BufferPool> free_pools_;
   // Open input dims that share an ONNX name, as (input, dim) groups: one value per call (validate_inputs).
   std::vector<std::vector<std::pair<size_t, size_t>>> named_open_dims_;
   mutable std::mutex stats_mutex_;

@@ -5,7 +5,8 @@
 // shapes that view their input's bytes (Reshape and kin, ValueStore::alias)
 // instead of copies, with the cases the store must refuse: graph outputs, and
 // inputs in the memory plan's arena, whose slots later values reuse; and
-// MatMul of a Transpose of the last two axes (MatMulTransposedB) read in place.
+// MatMul of a Transpose of the last two axes (MatMulTransposedB) read in place; and run-time buffers
+// released after their last reader (RunStore::release), never while a view of them is live.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -214,6 +215,57 @@ TEST(NativeAlias, AnInputInTheArenaIsCopiedNotViewed) {
   std::vector<double> expected(24);
   for (int64_t i = 0; i < 24; ++i) expected[static_cast<size_t>(i)] = std::fabs(double(input.as<float>()[i]));
   expect_close(out[0], expected, 0);
+}
+
+TEST(RunMemory, ValuesOfRunTimeShapesGiveTheirBuffersToLaterOnesAfterTheirLastReader) {
+  // A chain of eight element-wise steps on x[n, 64]: each value dies at the next step, so two buffers serve
+  // the chain (a run held eight before values were released at their last reader).
+  GraphBuilder b;
+  const ValueId x = b.input("x", {-1, 64});
+  b.graph.value(x).type.symbols = {"n", ""};
+  ValueId v = b.node("Neg", {x});
+  for (int i = 0; i < 7; ++i) v = b.node(i % 2 ? "Neg" : "Relu", {v});
+  b.output(v);
+  CompileOptions options;
+  options.backends = {"native"};
+  std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
+  const Tensor input = random_uniform({50, 64}, 31, -1, 1);
+  RunProfile profile;
+  const std::vector<Tensor> out = model->run({input.view()}, {}, &profile);
+  std::vector<double> expected(50 * 64);
+  // Neg, then Relu and Neg alternating, step by step.
+  for (size_t i = 0; i < expected.size(); ++i) {
+    double value = -double(input.as<float>()[i]);
+    for (int k = 0; k < 7; ++k) value = k % 2 ? -value : std::max(value, 0.0);
+    expected[i] = value;
+  }
+  expect_close(out[0], expected, 0);
+  EXPECT_LE(profile.counts.allocations, 2);
+}
+
+TEST(RunMemory, ABufferStaysWhileAViewOfItIsLive) {
+  // a = Neg(x); v = Reshape(a) views a's buffer; a's last reader is the Reshape, but v is read after
+  // d = Relu(x) is allocated, which must not take a's buffer: y = v + d = -x + relu(x).
+  GraphBuilder b;
+  const ValueId x = b.input("x", {-1, 8});
+  b.graph.value(x).type.symbols = {"n", ""};
+  const ValueId a = b.node("Neg", {x});
+  const ValueId view = b.node("Reshape", {a, b.ints({-1, 4, 2})});
+  const ValueId d = b.node("Relu", {b.node("Reshape", {x, b.ints({-1, 4, 2})})});
+  b.output(b.node("Add", {view, d}));
+  CompileOptions options;
+  options.backends = {"native"};
+  std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
+  for (int64_t n : {6, 6, 2}) {
+    const Tensor input = random_uniform({n, 8}, static_cast<uint32_t>(40 + n), -1, 1);
+    const std::vector<Tensor> out = model->run({input.view()});
+    std::vector<double> expected(static_cast<size_t>(n * 8));
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const double value = input.as<float>()[i];
+      expected[i] = -value + std::max(value, 0.0);
+    }
+    expect_close(out[0], expected, 0);
+  }
 }
 
 }  // namespace

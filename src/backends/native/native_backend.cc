@@ -31,7 +31,28 @@ class NativeRegion : public ExecutableRegion {
   NativeRegion(const Graph& region, std::vector<CompiledNode> nodes, std::deque<Node> lowered,
                std::shared_ptr<ThreadPool> pool)
       : inputs_(region.inputs), outputs_(region.outputs), nodes_(std::move(nodes)), lowered_(std::move(lowered)),
-        pool_(std::move(pool)) {}
+        pool_(std::move(pool)) {
+    // After which node each value computed here (not a region output) is read for the last time.
+    std::vector<int64_t> last(region.values.size(), -1);
+    std::vector<char> kept(region.values.size(), 0);
+    for (ValueId id : region.outputs) kept[static_cast<size_t>(id)] = 1;
+    for (ValueId id : region.inputs) kept[static_cast<size_t>(id)] = 1;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      for (ValueId id : nodes_[i].node->outputs) {
+        if (id != kNoValue) last[static_cast<size_t>(id)] = static_cast<int64_t>(i);
+      }
+      for (ValueId id : nodes_[i].node->inputs) {
+        if (id != kNoValue) last[static_cast<size_t>(id)] = static_cast<int64_t>(i);
+      }
+    }
+    release_after_.resize(nodes_.size());
+    for (const CompiledNode& cn : nodes_) {
+      for (ValueId id : cn.node->outputs) {
+        if (id == kNoValue || kept[static_cast<size_t>(id)] || region.value(id).constant) continue;
+        release_after_[static_cast<size_t>(last[static_cast<size_t>(id)])].push_back(id);
+      }
+    }
+  }
 
   bool reads_strided(size_t input, const TensorView& view) const override {
     return input < inputs_.size() && every_reader_takes(inputs_[input], view);
@@ -52,8 +73,13 @@ class NativeRegion : public ExecutableRegion {
   }
 
   void run(ValueStore& store) const override {
+    // Values read for the last time go back to the store (release_after_), so that later ones of shapes known
+    // only at run time reuse their memory.
     if (!store.profiling()) {
-      for (const CompiledNode& cn : nodes_) run_node(cn, store, *pool_);
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        run_node(nodes_[i], store, *pool_);
+        for (ValueId id : release_after_[i]) store.release(id);
+      }
       return;
     }
     for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -61,6 +87,7 @@ class NativeRegion : public ExecutableRegion {
       run_node(nodes_[i], store, *pool_);
       std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
       store.node_finished(i, elapsed.count());
+      for (ValueId id : release_after_[i]) store.release(id);
     }
   }
 
@@ -77,6 +104,7 @@ class NativeRegion : public ExecutableRegion {
   std::vector<ValueId> inputs_;   // the region graph's
   std::vector<ValueId> outputs_;
   std::vector<CompiledNode> nodes_;
+  std::vector<std::vector<ValueId>> release_after_;  // per node: values read for the last time there
   std::deque<Node> lowered_;  // nodes made from composites; CompiledNode points at them
   std::shared_ptr<ThreadPool> pool_;
 };
