@@ -116,12 +116,13 @@ def greedy(step, prompt, new_tokens, empty_past):
     return tokens, seconds
 
 
-def greedy_bound(session, layers, heads, head_dim, vocab, prompt, new_tokens, capacity, keep_logits=False):
+def greedy_bound(session, layers, heads, head_dim, vocab, prompt, new_tokens, capacity, keep_logits=False,
+                 on_step=None):
     """greedy() through a tessera.InferenceSession's I/O binding: each key/value cache is one buffer of
     `capacity` positions (NaN where nothing was written), its first positions bound as the past and one step
     more as the present, so a step appends to the cache in place; the logits go into a buffer of their own.
     Returns the tokens, the seconds each step took, each step's logits (copies, when keep_logits) and the
-    caches."""
+    caches. on_step(k), when given, is called before step k (0 the prompt)."""
     import time
     import numpy as np
     names_in, names_out = input_names(layers), output_names(layers)
@@ -130,7 +131,9 @@ def greedy_bound(session, layers, heads, head_dim, vocab, prompt, new_tokens, ca
     binding = session.io_binding()
     ids = np.asarray(prompt, dtype=np.int64)[None]
     past, tokens, seconds, logits = 0, [], [], []
-    for _ in range(new_tokens):
+    for k in range(new_tokens):
+        if on_step:
+            on_step(k)
         start = time.perf_counter()
         seq = ids.shape[1]
         binding.bind_input("ids", ids)

@@ -80,6 +80,9 @@ const char* const kUsage =
     "  --tuning TUNING.json     the placement `tessera tune` chose for this model\n"
     "  SELECTOR is a node name, op:TYPE, or an op type when no node has that name.\n"
     "DIMS is like 1x3x224x224 (or 'scalar'); a symbolic dimension can be bound by name: --input-shape batch=4.\n"
+    "--dim NAME=MIN..MAX (also --dim-bounds; repeatable): bounds an open dim by name (ONNX dim_param): each run\n"
+    "checks the inputs against it, and working memory is sized once for the upper bounds (ONNX models and .tsr\n"
+    "artifacts alike).\n"
     "--keep-weights-as-inputs (ONNX models): initializers that are also graph inputs stay inputs (fed at run\n"
     "time) instead of constants.\n"
     "--threads N: at most the CPUs this process may use (more make every parallel step wait; a warning says so).\n"
@@ -177,6 +180,7 @@ std::string c_option_name(const std::string& flag) {
     if (c == '-') c = '_';
     else if (c == '_') return "";  // flags are spelled with '-'
   }
+  if (name == "dim") return "dim_bounds";  // --dim NAME=MIN..MAX, the short spelling
   std::istringstream names(tsr_option_names());
   for (std::string known; std::getline(names, known, ',');) {
     if (known == name) return name;

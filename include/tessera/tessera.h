@@ -487,12 +487,22 @@ TSR_API tsr_status* tsr_tune(const char* model_path, const tsr_options* options,
  * a record from another CPU, ISA, thread count or precision is applied with a
  * warning naming what differs. A malformed record is an error here. */
 TSR_API tsr_status* tsr_options_set_tuning(tsr_options* options, const char* record_path);
+/* Bounds an open dimension by its name (ONNX dim_param): every run checks that
+ * the inputs' dims of that name lie in min_size..max_size (a user error names
+ * the input and dim otherwise), and values whose size follows from bounded
+ * dims take memory for their size at the upper bounds, so that after one run
+ * no run within the bounds allocates working memory. Applies to artifacts
+ * too (it does not change the plan). A name the model has no open dim of is
+ * an error when the model is compiled or loaded. */
+TSR_API tsr_status* tsr_options_set_dim_bounds(tsr_options* options, const char* name, int64_t min_size,
+                                               int64_t max_size);
 /* Sets an option by name from its text: the one list of option names, which
  * the CLI (--NAME, '_' written '-'), Python (keyword arguments) and the torch
  * op (its option dict) all take. "threads" (1..1024), "backends",
  * "place" and "deny" (each call adds one), "min_region_size" (>= 1),
  * "strict" and "freeze_weights" (1/0/true/false), "precision", "tuning" (a
- * record's path), as the setters above take them. An unknown name or a bad
+ * record's path), "dim_bounds" ("NAME=MIN..MAX"; each call adds one), as the
+ * setters above take them. An unknown name or a bad
  * value is TSR_INVALID_ARGUMENT naming the option. */
 TSR_API tsr_status* tsr_options_set(tsr_options* options, const char* name, const char* value);
 /* The names tsr_options_set takes, comma-separated ("threads,backends,...").

@@ -27,9 +27,12 @@ class SessionOptions:
     precision        str: "fp32" (default), "bf16" (Conv/MatMul/Gemm in bfloat16 with float32 accumulation
                      where a backend supports it; the final layer in float32) or "bf16-all" (the final layer too)
     tuning           str or os.PathLike: the path of a tuning record (tessera.tune) whose placement to apply
+    dim_bounds       dict {open dim name: (min, max)} (or "NAME=MIN..MAX" strings): each run checks the dims
+                     of that name against them, and memory is sized for the upper bounds once, so runs
+                     within them allocate nothing after the first; applies to .tsr artifacts too
 
     A value of the wrong type raises InvalidArgument naming the option when it is set. A compiled .tsr
-    artifact takes threads (and max_variants, which it does not need) only: its placement, precision and
+    artifact takes threads and dim_bounds (and max_variants, which it does not need) only: its placement, precision and
     input shapes were fixed when it was compiled, so the other options raise InvalidArgument for it.
     """
 
@@ -67,9 +70,11 @@ class SessionOptions:
         settings = []
         for name in _tessera.option_names():
             value = getattr(self, name)
-            if value is None or (for_artifact and name != "threads"):
+            if value is None or (for_artifact and name not in ("threads", "dim_bounds")):
                 continue
-            if name in ("place", "deny"):
+            if name == "dim_bounds":
+                settings += [(name, "%s=%d..%d" % (dim, low, high)) for dim, (low, high) in value.items()]
+            elif name in ("place", "deny"):
                 settings += [(name, rule) for rule in _strings(value, name)]
             elif name == "backends":
                 settings.append((name, value if isinstance(value, str) else ",".join(value)))
@@ -92,7 +97,7 @@ class SessionOptions:
         defaults = {"strict": False, "freeze_weights": True, "min_region_size": 1, "precision": "fp32"}
         given = []
         for name in self._FIELDS:
-            if name in ("threads", "max_variants"):
+            if name in ("threads", "max_variants", "dim_bounds"):
                 continue
             value = getattr(self, name)
             if value is None or (name in ("place", "deny", "input_shapes") and not value):
@@ -217,6 +222,43 @@ def _input_shapes_option(name, value):
     return shapes
 
 
+def _dim_bounds_option(name, value):
+    """{dim name: (min, max)}, or "NAME=MIN..MAX" strings (one, or a list), as a dict."""
+    expected = "a dict {open dim name: (min, max)} or \"NAME=MIN..MAX\" strings"
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, (list, tuple)):
+        parsed = {}
+        for text in value:
+            dim, _, bounds = text.partition("=") if isinstance(text, str) else ("", "", "")
+            low, dots, high = bounds.partition("..")
+            if not dim or not dots or _as_int(_maybe_int(low)) is None or _as_int(_maybe_int(high)) is None:
+                raise InvalidArgument("option %r must be %s; got %s" % (name, expected, _described(text)))
+            parsed[dim] = (int(low), int(high))
+        value = parsed
+    if not isinstance(value, dict):
+        raise _wrong_type(name, expected, value)
+    bounds = {}
+    for dim, pair in value.items():
+        ok = isinstance(dim, str) and isinstance(pair, (list, tuple)) and len(pair) == 2
+        low, high = (_as_int(pair[0]), _as_int(pair[1])) if ok else (None, None)
+        if low is None or high is None:
+            raise InvalidArgument("option %r must be %s; %s maps to %s" % (name, expected, _described(dim),
+                                                                          _described(pair)))
+        if not 0 <= low <= high <= _INT64[1]:
+            raise InvalidArgument("option %r: %s=%d..%d is not a range of sizes MIN..MAX with 0 <= MIN <= MAX"
+                                  % (name, dim, low, high))
+        bounds[dim] = (low, high)
+    return bounds
+
+
+def _maybe_int(text):
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 def _path_option(name, value):
     if not isinstance(value, (str, bytes, os.PathLike)):
         raise _wrong_type(name, "a path (str, bytes or os.PathLike)", value)
@@ -227,7 +269,7 @@ _OPTION_CHECKS = {
     "threads": _int_option, "backends": _backends_option, "place": _rules_option, "deny": _rules_option,
     "min_region_size": _int_option, "strict": _bool_option, "input_shapes": _input_shapes_option,
     "freeze_weights": _bool_option, "max_variants": _max_variants_option, "precision": _str_option,
-    "tuning": _path_option,
+    "tuning": _path_option, "dim_bounds": _dim_bounds_option,
 }
 # Every option has its type check: an option the C API gains fails here until it has one.
 assert set(_OPTION_CHECKS) == set(SessionOptions._FIELDS), set(_OPTION_CHECKS) ^ set(SessionOptions._FIELDS)

@@ -13,7 +13,8 @@ namespace {
 /// The options tsr_options_set takes by name, in tsr_option_names' order: the
 /// one list of them (the CLI's flags, Python's keyword arguments and the torch
 /// op's option dict all read it).
-constexpr const char* kOptionNames = "threads,backends,place,deny,min_region_size,strict,precision,tuning,freeze_weights";
+constexpr const char* kOptionNames =
+    "threads,backends,place,deny,min_region_size,strict,precision,tuning,freeze_weights,dim_bounds";
 
 /// A whole decimal integer in [low, high], or a status naming the option.
 tsr_status* parse_int(const char* name, const char* text, long long low, long long high, int32_t& out) {
@@ -155,6 +156,18 @@ tsr_status* tsr_options_set_tuning(tsr_options* options, const char* record_path
   });
 }
 
+tsr_status* tsr_options_set_dim_bounds(tsr_options* options, const char* name, int64_t min_size, int64_t max_size) {
+  if (!options) return null_argument("options");
+  if (!name) return null_argument("name");
+  return guarded([&] {
+    if (min_size < 0 || min_size > max_size) {
+      tessera::throw_user_error("dim_bounds: '", name, "=", min_size, "..", max_size,
+                                "' is not a range of sizes MIN..MAX with 0 <= MIN <= MAX");
+    }
+    options->compile.dim_bounds[name] = {min_size, max_size};
+  });
+}
+
 const char* tsr_option_names(void) { return kOptionNames; }
 
 tsr_status* tsr_options_set(tsr_options* options, const char* name, const char* value) {
@@ -180,6 +193,23 @@ tsr_status* tsr_options_set(tsr_options* options, const char* name, const char* 
   }
   if (n == "precision") return tsr_options_set_precision(options, value);
   if (n == "tuning") return tsr_options_set_tuning(options, value);
+  if (n == "dim_bounds") {
+    // NAME=MIN..MAX
+    const std::string text = value;
+    const size_t eq = text.rfind('=');
+    const size_t dots = eq == std::string::npos ? std::string::npos : text.find("..", eq + 1);
+    int64_t low = 0, high = 0;
+    auto number = [](const std::string& digits, int64_t& out) {
+      if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+      out = std::stoll(digits);
+      return true;
+    };
+    if (eq == std::string::npos || eq == 0 || dots == std::string::npos || !number(text.substr(eq + 1, dots - eq - 1), low) ||
+        !number(text.substr(dots + 2), high)) {
+      return make_status(TSR_INVALID_ARGUMENT, "option 'dim_bounds': '" + text + "' is not NAME=MIN..MAX (e.g. past=0..1024)");
+    }
+    return tsr_options_set_dim_bounds(options, text.substr(0, eq).c_str(), low, high);
+  }
   if (n == "freeze_weights") {
     if (tsr_status* bad = parse_bool(name, value, number)) return bad;
     return tsr_options_set_freeze_weights(options, number);

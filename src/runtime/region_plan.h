@@ -58,7 +58,10 @@ class RunStore {
   /// which the caller keeps) take one that is large enough, and every one
   /// goes back when the store dies. Repeated runs then neither map nor clear
   /// fresh memory for them (the plan's arena for values of open dims).
-  RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison, BufferPool* pool = nullptr);
+  /// `bounded_bytes` (optional, per value): the least a pool buffer for the value holds (its size at the
+  /// upper bounds of its dims, CompileOptions::dim_bounds), so every run asks the pool for the same sizes.
+  RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison, BufferPool* pool = nullptr,
+           const std::vector<size_t>* bounded_bytes = nullptr);
   ~RunStore();
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;
@@ -91,6 +94,7 @@ class RunStore {
   const char* arena_begin_;
   const char* arena_end_;
   BufferPool* pool_;
+  const std::vector<size_t>* bounded_bytes_;
   std::vector<std::unique_ptr<Buffer>> borrowed_;  // null where released back to the pool
   std::vector<int32_t> buffer_of_;    // per value: its slot in borrowed_, or -1
   std::vector<int32_t> buffer_refs_;  // per slot: values viewing it (aliases included)

@@ -11,10 +11,12 @@
 
 namespace tessera {
 
-RunStore::RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison, BufferPool* pool)
+RunStore::RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison, BufferPool* pool,
+                   const std::vector<size_t>* bounded_bytes)
     : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()), poison_(poison),
       is_output_(graph.values.size(), 0), arena_begin_(static_cast<const char*>(arena.data())),
-      arena_end_(arena_begin_ + arena.size()), pool_(pool), buffer_of_(graph.values.size(), -1) {
+      arena_end_(arena_begin_ + arena.size()), pool_(pool), bounded_bytes_(bounded_bytes),
+      buffer_of_(graph.values.size(), -1) {
   for (ValueId id : graph.outputs) is_output_[static_cast<size_t>(id)] = 1;
   auto* base = static_cast<char*>(arena.data());
   if (poison) std::memset(base, 0xFF, arena.size());
@@ -60,7 +62,9 @@ void RunStore::allocate(ValueId id) {
   TensorView& v = views_[static_cast<size_t>(id)];
   if (pool_ && v.dtype != DType::kString && !is_output_[static_cast<size_t>(id)]) {
     if (!shape_fits_in_memory(v.shape, v.dtype)) check_tensor_size("value '" + graph_.value(id).name + "'", v.shape, v.dtype);
-    const size_t bytes = v.nbytes();
+    // At least the value's size at its dims' upper bounds, where bounds give one: every run then asks for
+    // the same sizes, and the buffers of the first serve all later ones.
+    const size_t bytes = std::max(v.nbytes(), bounded_bytes_ ? (*bounded_bytes_)[static_cast<size_t>(id)] : size_t{0});
     // The smallest free buffer that is large enough, else a new one (its memory is kept for later runs).
     std::vector<std::unique_ptr<Buffer>>& free = pool_->buffers;
     size_t best = free.size();
@@ -72,7 +76,9 @@ void RunStore::allocate(ValueId id) {
       buffer = std::move(free[best]);
       free.erase(free.begin() + static_cast<std::ptrdiff_t>(best));
     } else {
-      buffer = std::make_unique<Buffer>(std::max<size_t>(bytes + bytes / 4, 64), false);  // room for a larger shape next time
+      // Room for a larger shape next time (none needed at the bounds' size).
+      const bool bounded = bounded_bytes_ && (*bounded_bytes_)[static_cast<size_t>(id)] >= bytes;
+      buffer = std::make_unique<Buffer>(std::max<size_t>(bounded ? bytes : bytes + bytes / 4, 64), false);
       ++counts.allocations;
     }
     owned_[static_cast<size_t>(id)] = Tensor::wrap(v.dtype, v.shape, buffer->data(), nullptr);

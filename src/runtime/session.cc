@@ -345,6 +345,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   }
   if (std::string w = thread_count_warning(options.num_threads); !w.empty()) model->warnings_.push_back(std::move(w));
   model->finish();
+  model->apply_dim_bounds(options.dim_bounds);
   return model;
 }
 
@@ -497,6 +498,7 @@ std::unique_ptr<CompiledModel> CompiledModel::from_artifact(Artifact artifact, c
   model->read_node_precisions();
   if (std::string w = thread_count_warning(options.num_threads); !w.empty()) model->warnings_.push_back(std::move(w));
   model->finish();
+  model->apply_dim_bounds(options.dim_bounds);
   return model;
 }
 
@@ -817,6 +819,13 @@ void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs, const
                        "], got ", dtype_name(got.dtype), "[", shape_to_string(got.shape), "]");
     }
     if (!shape_fits_in_memory(got.shape, got.dtype)) check_tensor_size("input '" + want.name + "'", got.shape, got.dtype);
+    for (size_t d = 0; d < input_dim_bounds_[i].size(); ++d) {
+      const auto [low, high] = input_dim_bounds_[i][d];
+      if (low >= 0 && (got.shape[d] < low || got.shape[d] > high)) {
+        throw_user_error("input '", want.name, "' dimension ", d, " ('", want.dim_names[d], "') is ", got.shape[d],
+                         ", outside its bounds ", low, "..", high, " (dim_bounds)");
+      }
+    }
     if (!got.data && got.numel() != 0) throw_user_error("input '", want.name, "' has no data");
   }
   // Open dims that share a name (ONNX dim_param) take one value in a call.
@@ -849,7 +858,8 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
     throw_user_error("the model has ", outputs_.size(), " outputs but ", caller_outputs.size(), " output buffers were given");
   }
   ArenaLease arena(*this);
-  RunStore store(graph_, memory_plan_, arena.buffer(), poison_memory(), arena.pool());
+  RunStore store(graph_, memory_plan_, arena.buffer(), poison_memory(), arena.pool(),
+                 bounded_bytes_.empty() ? nullptr : &bounded_bytes_);
   if (profile) {
     profile->node_milliseconds.resize(placement_.size(), 0.0);
     profile->region_milliseconds.resize(regions_.size(), 0.0);

@@ -45,6 +45,11 @@ struct CompileOptions {
   /// A tuning record (`tessera tune`) to apply: its placement, when it was made for this model
   /// (runtime/tuning_record.h says what a mismatch does).
   std::shared_ptr<const TuningRecord> tuning;
+  /// --dim-bounds NAME=MIN..MAX, by open dim name: each run checks the inputs' dims of that name against
+  /// them, and values whose size follows from bounded dims take memory for their size at the upper bounds,
+  /// so that once a run has been made no run within the bounds allocates. Not part of the plan: applies
+  /// to artifacts too.
+  std::map<std::string, std::pair<int64_t, int64_t>> dim_bounds;
 };
 
 struct ValueDesc {
@@ -260,6 +265,12 @@ class CompiledModel {
   void fill_caller_outputs(const std::vector<TensorView*>& caller_outputs, const std::vector<char>& in_place,
                            RunStore& store) const;
   void find_cache_pairs();
+  /// Checks options.dim_bounds against the model's open dims and sizes values at the upper bounds.
+  void apply_dim_bounds(const std::map<std::string, std::pair<int64_t, int64_t>>& bounds);
+  /// Per input and dim: the bounds of its named open dim, or {-1, -1}.
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> input_dim_bounds_;
+  /// Per value: its bytes at the dims' upper bounds, or 0 where not known (RunStore takes at least that).
+  std::vector<size_t> bounded_bytes_;
   std::vector<CachePair> cache_pairs_;
   /// Per region: the values passed between regions that no later region reads, released after it runs
   /// (RunStore::release: their run-time buffers go to later values).

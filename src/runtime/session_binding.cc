@@ -1,17 +1,23 @@
-// Caller buffers of a run (I/O binding): strided inputs handed to the regions
-// that read them as they are, or as contiguous copies; output buffers written
-// in place by the region that makes them where it can, or filled after the
-// run; and the key/value caches a caller may keep in one buffer (CachePair).
+// What a caller brings to a run besides the plan. Caller buffers (I/O
+// binding): strided inputs handed to the regions that read them as they are,
+// or as contiguous copies; output buffers written in place by the region that
+// makes them where it can, or filled after the run; and the key/value caches a
+// caller may keep in one buffer (CachePair). And dim bounds (--dim-bounds):
+// checked per run, and the sizes of values at the upper bounds, which the
+// run's pool allocates so that no later run within the bounds allocates.
 //
 // Contract: a region sees a strided view only where its executable said it
 // reads one (ExecutableRegion::reads_strided) or writes one
 // (writes_into); everything else sees contiguous memory, so no backend has to
 // know about caller buffers. Every copy this costs is counted
 // (RunCounts::binding_copies), so a caller can see that its binding works.
+#include <algorithm>
 #include <cstring>
 
+#include "backends/native/native_backend.h"
 #include "ir/error.h"
 #include "ir/shape_util.h"
+#include "passes/infer_and_fold.h"
 #include "runtime/region_plan.h"
 #include "runtime/session.h"
 
@@ -65,6 +71,67 @@ void CompiledModel::find_cache_pairs() {
       }
       break;
     }
+  }
+}
+
+void CompiledModel::apply_dim_bounds(const std::map<std::string, std::pair<int64_t, int64_t>>& bounds) {
+  input_dim_bounds_.assign(inputs_.size(), {});
+  bounded_bytes_.clear();
+  if (bounds.empty()) return;
+  for (const auto& [name, range] : bounds) {
+    if (range.first < 0 || range.first > range.second) {
+      throw_user_error("dim_bounds: '", name, "=", range.first, "..", range.second, "' is not a range of sizes MIN..MAX with 0 <= MIN <= MAX");
+    }
+  }
+  // Open dims are checked at each run; a named dim fixed when the model was compiled (--input-shape, input
+  // data) is checked now.
+  std::vector<std::string> named;  // the model's dim names, for the message
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    input_dim_bounds_[i].assign(inputs_[i].shape.size(), {-1, -1});
+    for (size_t d = 0; d < inputs_[i].dim_names.size() && d < inputs_[i].shape.size(); ++d) {
+      const std::string& name = inputs_[i].dim_names[d];
+      if (name.empty()) continue;
+      if (std::find(named.begin(), named.end(), name) == named.end()) named.push_back(name);
+      auto found = bounds.find(name);
+      if (found == bounds.end()) continue;
+      const auto [low, high] = found->second;
+      const int64_t fixed = inputs_[i].shape[d];
+      if (fixed < 0) {
+        input_dim_bounds_[i][d] = found->second;
+      } else if (fixed < low || fixed > high) {
+        throw_user_error("input '", inputs_[i].name, "' dimension ", d, " ('", name, "') was fixed at ", fixed,
+                         " when the model was compiled, outside its bounds ", low, "..", high, " (dim_bounds)");
+      }
+    }
+  }
+  for (const auto& [name, range] : bounds) {
+    if (std::find(named.begin(), named.end(), name) == named.end()) {
+      std::string names;
+      for (const std::string& n : named) names += (names.empty() ? "" : ", ") + n;
+      throw_user_error("dim_bounds: the model has no dimension named '", name, "' (its inputs' named dims: ",
+                       names.empty() ? "none" : names, ")");
+    }
+  }
+  // Every value's size at the upper bounds: the graph's types inferred again with each bounded input dim
+  // at its upper bound (on a copy; dims left open keep what depends on them unknown).
+  try {
+    Graph at_bounds = graph_;
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      TensorType& t = at_bounds.value(at_bounds.inputs[i]).type;
+      if (!t.is_tensor() || !t.rank_known) continue;
+      for (size_t d = 0; d < t.dims.size() && d < input_dim_bounds_[i].size(); ++d) {
+        if (input_dim_bounds_[i][d].first >= 0) t.dims[d] = input_dim_bounds_[i][d].second;
+      }
+    }
+    infer_and_fold(at_bounds, evaluate_node_natively);
+    bounded_bytes_.assign(graph_.values.size(), 0);
+    for (size_t v = 0; v < at_bounds.values.size() && v < bounded_bytes_.size(); ++v) {
+      const TensorType& t = at_bounds.values[v].type;
+      if (!t.is_static() || !t.is_tensor() || t.dtype == DType::kString || !shape_fits_in_memory(t.dims, t.dtype)) continue;
+      bounded_bytes_[v] = static_cast<size_t>(shape_numel(t.dims)) * dtype_size(t.dtype);
+    }
+  } catch (const Error&) {
+    bounded_bytes_.clear();  // the bounds are still checked; memory grows as shapes come
   }
 }
 

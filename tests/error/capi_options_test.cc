@@ -48,7 +48,7 @@ TEST_F(OptionsTest, TheNamesAreTheDocumentedOnesOnce) {
   std::istringstream list(tsr_option_names());
   for (std::string name; std::getline(list, name, ',');) EXPECT_TRUE(names.insert(name).second) << name << " twice";
   EXPECT_EQ(names, (std::set<std::string>{"threads", "backends", "place", "deny", "min_region_size", "strict", "precision",
-                                          "tuning", "freeze_weights"}));
+                                          "tuning", "freeze_weights", "dim_bounds"}));
 }
 
 TEST_F(OptionsTest, EachNameSetsWhatItsSetterSets) {
@@ -92,6 +92,12 @@ TEST_F(OptionsTest, BadNamesAndValuesNameTheOption) {
            {"precision", "fp4", "fp4"},
            {"place", "no equals sign", "no equals sign"},
            {"tuning", "/no/such/record.json", "/no/such/record.json"},
+           {"dim_bounds", "past", "option 'dim_bounds': 'past' is not NAME=MIN..MAX"},
+           {"dim_bounds", "past=1..", "is not NAME=MIN..MAX"},
+           {"dim_bounds", "past=-1..4", "is not NAME=MIN..MAX"},
+           {"dim_bounds", "=1..4", "is not NAME=MIN..MAX"},
+           {"dim_bounds", "past=1..99999999999999999999", "is not NAME=MIN..MAX"},
+           {"dim_bounds", "past=5..4", "0 <= MIN <= MAX"},
        }) {
     tsr_status* status = tsr_options_set(options_, bad.name, bad.value);
     ASSERT_NE(status, nullptr) << bad.name << "=" << bad.value;

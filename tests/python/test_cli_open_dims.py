@@ -73,3 +73,30 @@ def test_random_inputs_take_open_dims_from_input_shape(tmp_path):
     # A name that is no open dim of the artifact: its shapes were fixed when it was compiled.
     unknown = cli("run", artifact, "--random-inputs", "--input-shape", "depth=3", ok=False)
     assert unknown.returncode != 0 and "names no open dim" in unknown.stderr, unknown.stderr
+
+
+def test_dim_bounds_check_every_run_of_an_onnx_model_and_an_artifact(tmp_path):
+    """--dim NAME=MIN..MAX: inputs inside the bounds run (numpy's answer), one outside is an error naming the
+    input, the dim and the bounds, for the ONNX file and for an artifact loaded with the same bounds; a name
+    the model has no open dim of, and a malformed range, are errors naming them."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    conv_model(tmp_path / "m.onnx", w)
+    artifact = tmp_path / "m.tsr"
+    cli("compile", tmp_path / "m.onnx", "-o", artifact)
+    x = rng.standard_normal((2, 4, 6, 9)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    # (The ONNX file is compiled at the input file's shape, so its dims are checked when it compiles.)
+    for model, wording in ((tmp_path / "m.onnx", "was fixed at 9 when the model was compiled"), (artifact, "is 9")):
+        out = tmp_path / f"out_{model.suffix[1:]}"
+        cli("run", model, "--dim", "batch=1..4", "--dim-bounds", "w=1..16", "--input", f"x={tmp_path / 'x.npy'}",
+            "--output-dir", out)
+        np.testing.assert_allclose(np.load(out / "y.npy"), reference(x, w), rtol=1e-4, atol=1e-4)
+        over = cli("run", model, "--dim", "w=1..8", "--input", f"x={tmp_path / 'x.npy'}", ok=False)
+        message = f"input 'x' dimension 3 ('w') {wording}, outside its bounds 1..8"
+        assert over.returncode != 0 and message in over.stderr, over.stderr
+    unknown = cli("run", artifact, "--dim", "depth=1..3", "--input", f"x={tmp_path / 'x.npy'}", ok=False)
+    assert unknown.returncode != 0 and "no dimension named 'depth'" in unknown.stderr, unknown.stderr
+    for bad in ("w=8..1", "w=1-8", "=1..2", "w=..4"):
+        result = cli("run", artifact, "--dim", bad, "--input", f"x={tmp_path / 'x.npy'}", ok=False)
+        assert result.returncode != 0 and "dim_bounds" in result.stderr, (bad, result.stderr)

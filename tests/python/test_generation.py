@@ -7,6 +7,7 @@ import os
 import sys
 
 import numpy as np
+import pytest
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
@@ -174,3 +175,35 @@ def test_io_binding_keeps_the_cache_in_one_buffer(tmp_path):
     assert second["binding_copies"] == 0, second
     assert second["allocations"] == first["allocations"], (first, second)
     assert second["shape_cache_misses"] == first["shape_cache_misses"], (first, second)
+
+
+def test_dim_bounds_size_memory_once_for_every_length(tmp_path):
+    """dim_bounds={"seq": ..., "past": ...}: after the first run (the prompt), 100 decode steps at growing cache
+    lengths allocate no working memory (every value takes a buffer of its size at the bounds), the tokens are
+    PyTorch's, and a prompt past the bound is an error naming the input and the dim."""
+    layers, heads, head_dim, vocab = 2, 4, 16, 97
+    model = decoder.make(layers=layers, d=heads * head_dim, heads=heads, vocab=vocab, std=0.3)
+    path = tmp_path / "decoder.onnx"
+    decoder.export(model, path)
+    # A one-token prompt: the attention's values grow past everything the first run needed (without the
+    # bounds, the growing cache lengths allocate again and again).
+    prompt, steps = [5], 101
+    expected, _ = decoder.greedy(torch_stepper(model, []), prompt, steps, [p.numpy() for p in model.empty_past()])
+    assert len(set(expected)) > 3
+    session = tessera.InferenceSession(path, dim_bounds={"seq": (1, 8), "past": (0, 120)})
+    first = {}
+
+    def after_prompt(step):
+        if step == 1:
+            first.update(session.stats())
+
+    tokens = decoder.greedy_bound(session, layers, heads, head_dim, vocab, prompt, steps, len(prompt) + steps,
+                                  on_step=after_prompt)[0]
+    assert tokens == expected
+    last = session.stats()
+    assert first["runs"] == 1 and last["runs"] == steps
+    assert last["allocations"] == first["allocations"], (first, last)
+    assert last["binding_copies"] == 0, last
+    with pytest.raises(tessera.InvalidArgument, match=r"input 'ids' dimension 1 \('seq'\) is 9, outside its bounds 1..8"):
+        session.run(None, dict(zip(decoder.input_names(layers), [np.zeros((1, 9), np.int64)] +
+                                   [np.zeros((1, heads, 0, head_dim), np.float32)] * (2 * layers))))

@@ -85,3 +85,21 @@ def test_errors_name_the_input_or_output(tmp_path):
     binding.bind_input("past", np.ones((2, 2, 3), np.float32))
     session.run_with_iobinding(binding)
     np.testing.assert_array_equal(binding.get_outputs()[0][:, :2], np.ones((2, 2, 3)))
+
+
+def test_dim_bounds_option_is_checked_and_applies_to_an_artifact(tmp_path):
+    session = concat_model(tmp_path / "m.onnx")
+    artifact = tmp_path / "m.tsr"
+    session.save(str(artifact))
+    for bad, part in (({"p": (4, 2)}, "0 <= MIN <= MAX"), ({"p": 3}, "maps to"), ("p=1-2", "NAME=MIN..MAX"),
+                      ({"p": (-1, 2)}, "0 <= MIN"), (7, "dim_bounds")):
+        with pytest.raises(tessera.InvalidArgument, match=part):
+            tessera.InferenceSession(str(tmp_path / "m.onnx"), dim_bounds=bad)
+    with pytest.raises(tessera.InvalidArgument, match="no dimension named 'q'"):
+        tessera.InferenceSession(str(artifact), dim_bounds={"q": (0, 4)})
+    bounded = tessera.InferenceSession(str(artifact), dim_bounds="p=0..3")
+    k = np.ones((2, 1, 3), np.float32)
+    present, _ = bounded.run(None, {"past": np.zeros((2, 3, 3), np.float32), "k": k})
+    assert present.shape == (2, 4, 3) and present[:, 3:].min() == 1 and present[:, :3].max() == 0
+    with pytest.raises(tessera.InvalidArgument, match=r"input 'past' dimension 1 \('p'\) is 4, outside its bounds 0..3"):
+        bounded.run(None, {"past": np.zeros((2, 4, 3), np.float32), "k": k})
