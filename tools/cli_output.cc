@@ -191,9 +191,14 @@ void print_region_profile(const tsr_model* model, const RunProfile& profile, int
       std::printf("  region %zu: non-finite input, ran on native (%lld of %d run%s)\n", r,
                   static_cast<long long>(profile.region_fallbacks[r]), runs, runs == 1 ? "" : "s");
     }
-  }  const tsr_run_profile& c = profile.c;
+  }
+  const tsr_run_profile& c = profile.c;
   std::printf("working memory allocated during the runs: %lld times (not reused from an earlier run; outputs not counted)\n",
               static_cast<long long>(c.allocations));
+  if (c.binding_copies) {
+    std::printf("caller buffers copied (not used in place): %lld times, %lld bytes\n",
+                static_cast<long long>(c.binding_copies), static_cast<long long>(c.binding_copy_bytes));
+  }
   if (c.shape_cache_hits + c.shape_cache_misses + c.shape_fallbacks > 0) {
     std::printf("open dims: %lld region runs found their shapes prepared, %lld prepared them (%.3f ms in all), %lld ran "
                 "on native at shapes their backend refused\n",
