@@ -62,6 +62,10 @@ bool is_contiguous(const TensorView& view);
 /// (not strings).
 void copy_strided(const TensorView& dst, const TensorView& src);
 
+/// `bytes` of 64-byte aligned memory (large ones on transparent huge pages where the kernel allows),
+/// freed with std::free; throws std::bad_alloc.
+void* allocate_aligned(size_t bytes);
+
 /// 64-byte aligned storage: owned, or external memory kept alive by an owner.
 class Buffer {
  public:
@@ -110,6 +114,9 @@ class Tensor {
   /// A tensor with a shape and no data (data() is null), for ops that read
   /// only shapes (OpSchema::reads_shapes_only).
   static Tensor without_data(DType dtype, Shape shape);
+  /// A tensor whose elements are left unwritten (not strings), for a caller that writes every one
+  /// (e.g. a constant copied in from a file).
+  static Tensor uninitialized(DType dtype, Shape shape);
   /// A tensor over external memory of at least nbytes() bytes, which must stay
   /// valid while `owner` lives (no copy; e.g. constants in a mapped artifact).
   /// Read-only mappings must only be read through the tensor.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -461,20 +462,61 @@ class Importer {
 
 }  // namespace
 
-Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const ImportOptions& options) {
+namespace {
+
+Graph import_onnx_span(const char* bytes, size_t size, const std::string& base_dir, const ImportOptions& options) {
   onnx::ModelProto model;
-  if (bytes.size() > static_cast<size_t>(INT32_MAX)) throw_unsupported("models over 2 GiB must use external data");
-  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+  if (size > static_cast<size_t>(INT32_MAX)) throw_unsupported("models over 2 GiB must use external data");
+  if (!model.ParseFromArray(bytes, static_cast<int>(size))) {
     throw_user_error("not a valid ONNX model: the protobuf is malformed or truncated");
   }
   return Importer(model, base_dir, options).run();
 }
 
+/// A regular file mapped read-only for the length of an import (the protobuf parser reads it in place: no
+/// zero-filled copy of the whole file first), or nothing where it cannot be (not regular, empty).
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat info {};
+    if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && info.st_size > 0) {
+      void* data = ::mmap(nullptr, static_cast<size_t>(info.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+      if (data != MAP_FAILED) {
+        data_ = data;
+        size_ = static_cast<size_t>(info.st_size);
+      }
+    }
+    ::close(fd);
+  }
+  ~MappedFile() {
+    if (data_) ::munmap(data_, size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const char* data() const { return static_cast<const char*>(data_); }
+  size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace
+
+Graph import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const ImportOptions& options) {
+  return import_onnx_span(bytes.data(), bytes.size(), base_dir, options);
+}
+
 Graph import_onnx_file(const std::string& path, const ImportOptions& options) {
-  std::string bytes = read_file(path);
   std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
   try {
-    return import_onnx_bytes(bytes, dir.empty() ? "." : dir, options);
+    MappedFile mapped(path);
+    if (mapped.data()) return import_onnx_span(mapped.data(), mapped.size(), dir, options);
+    const std::string bytes = read_file(path);  // what cannot be mapped: its errors name why
+    return import_onnx_bytes(bytes, dir, options);
   } catch (const Error& e) {
     throw Error(e.kind(), path + ": " + e.what());
   }

@@ -177,7 +177,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
   const size_t nbytes = static_cast<size_t>(count) * dtype_size(dtype);
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     std::string data = read_external(proto, base_dir, nbytes);
-    Tensor tensor(dtype, shape);
+    Tensor tensor = Tensor::uninitialized(dtype, shape);  // every byte copied below
     if (nbytes) std::memcpy(tensor.data(), data.data(), nbytes);
     return tensor;
   }
@@ -186,7 +186,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
       throw_user_error("tensor '", proto.name(), "' has ", proto.raw_data().size(), " bytes of raw data, its shape ",
                        shape_to_string(shape), " of ", dtype_name(dtype), " needs ", nbytes);
     }
-    Tensor tensor(dtype, shape);
+    Tensor tensor = Tensor::uninitialized(dtype, shape);  // every byte copied below
     if (nbytes) std::memcpy(tensor.data(), proto.raw_data().data(), nbytes);
     return tensor;
   }

@@ -141,7 +141,7 @@ PackedMatrix pack_gemm_a(const GemmMicrokernel& kernel, MatrixRef a, int64_t m, 
   packed.width = m;
   packed.depth = k;
   packed.padded_width = round_up(m, kernel.mr);
-  packed.data.assign(static_cast<size_t>(packed.padded_width * k), 0.0f);
+  packed.data.resize(static_cast<size_t>(packed.padded_width * k));  // every element written below
   for (int64_t k0 = 0; k0 < k; k0 += kGemmBlockK) {
     const int64_t kc = std::min(kGemmBlockK, k - k0);
     pack_a_block(a, 0, m, k0, kc, kernel.mr, packed.data.data() + k0 * packed.padded_width);
@@ -155,7 +155,7 @@ PackedMatrix pack_gemm_b(const GemmMicrokernel& kernel, MatrixRef b, int64_t k, 
   packed.width = n;
   packed.depth = k;
   packed.padded_width = round_up(n, kernel.nr);
-  packed.data.assign(static_cast<size_t>(packed.padded_width * k), 0.0f);
+  packed.data.resize(static_cast<size_t>(packed.padded_width * k));  // every element written below
   for (int64_t k0 = 0; k0 < k; k0 += kGemmBlockK) {
     const int64_t kc = std::min(kGemmBlockK, k - k0);
     pack_b_block(b, k0, kc, 0, n, kernel.nr, packed.data.data() + k0 * packed.padded_width);

@@ -4,10 +4,12 @@
 // register_nn_kernels (kernels/nn.cc).
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "backends/native/kernel.h"
@@ -100,12 +102,36 @@ struct MatrixRef {
 /// An operand packed for one microkernel. A (rows x depth) is stored per
 /// K-block as MR-row panels; B (depth x cols) per K-block as NR-column panels;
 /// panels are zero-padded. Block kb starts at kb * kGemmBlockK * padded_width.
+/// std::allocator whose value-less construct leaves the element uninitialised: resize() of a buffer that
+/// is written in full afterwards (packed weights: every element, padding included) touches it once. Its
+/// memory comes from allocate_aligned (64-byte aligned, huge pages when large).
+template <typename T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  UninitializedAllocator() = default;
+  template <typename U>
+  UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}  // NOLINT: allocator conversion
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  T* allocate(size_t n) { return static_cast<T*>(allocate_aligned(n * sizeof(T))); }  // (huge pages when large)
+  void deallocate(T* p, size_t) noexcept { std::free(p); }
+};
+
 struct PackedMatrix {
   const GemmMicrokernel* kernel = nullptr;
   int64_t width = 0;   // M for A, N for B
   int64_t depth = 0;   // K
   int64_t padded_width = 0;
-  std::vector<float> data;
+  std::vector<float, UninitializedAllocator<float>> data;  // written in full by pack_gemm_a / pack_gemm_b
 };
 
 PackedMatrix pack_gemm_a(const GemmMicrokernel& kernel, MatrixRef a, int64_t m, int64_t k);
