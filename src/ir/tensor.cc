@@ -189,15 +189,20 @@ Tensor Tensor::from_view(const TensorView& view) {
   return copy;
 }
 
-Tensor Tensor::uninitialized(DType dtype, Shape shape) {
-  if (dtype == DType::kString) return Tensor(dtype, std::move(shape));  // strings are always constructed
+namespace {
+/// A tensor's shape is sizes, and its bytes fit in memory (internal: callers check what users give).
+void check_tensor_shape(const Shape& shape, DType dtype) {
   for (int64_t d : shape) {
     if (d < 0) throw_internal_error("tensor with negative dimension ", shape_to_string(shape));
   }
   check_tensor_size("a tensor", shape, dtype);
-  Tensor t;
-  t.dtype_ = dtype;
-  t.shape_ = std::move(shape);
+}
+}  // namespace
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  if (dtype == DType::kString) return Tensor(dtype, std::move(shape));  // strings are always constructed
+  check_tensor_shape(shape, dtype);
+  Tensor t = without_data(dtype, std::move(shape));
   t.buffer_ = std::make_shared<Buffer>(t.nbytes(), false);
   return t;
 }
@@ -210,13 +215,8 @@ Tensor Tensor::without_data(DType dtype, Shape shape) {
 }
 
 Tensor Tensor::wrap(DType dtype, Shape shape, void* data, std::shared_ptr<const void> owner) {
-  for (int64_t d : shape) {
-    if (d < 0) throw_internal_error("tensor with negative dimension ", shape_to_string(shape));
-  }
-  check_tensor_size("a tensor", shape, dtype);
-  Tensor t;
-  t.dtype_ = dtype;
-  t.shape_ = std::move(shape);
+  check_tensor_shape(shape, dtype);
+  Tensor t = without_data(dtype, std::move(shape));
   t.buffer_ = std::make_shared<Buffer>(data, t.nbytes(), std::move(owner));
   return t;
 }
