@@ -134,10 +134,9 @@ void check_no_overlap(const std::vector<tessera::TensorView>& inputs, const std:
                       const tsr_model* model) {
   // The bytes a view spans, first to last element (a strided one's gaps included).
   auto span = [](const tessera::TensorView& v) {
+    const std::vector<int64_t> strides = tessera::view_strides(v);
     int64_t last = 0;
-    for (size_t d = 0; d < v.shape.size(); ++d) {
-      last += (v.shape[d] - 1) * (v.strided() ? v.strides[d] : tessera::row_major_strides(v.shape)[d]);
-    }
+    for (size_t d = 0; d < v.shape.size(); ++d) last += (v.shape[d] - 1) * strides[d];
     return static_cast<uintptr_t>(last + 1) * tessera::dtype_size(v.dtype);
   };
   auto overlap = [&](const tessera::TensorView& a, const tessera::TensorView& b) {
@@ -152,8 +151,8 @@ void check_no_overlap(const std::vector<tessera::TensorView>& inputs, const std:
       const tessera::TensorView& a = inputs[input];
       const tessera::TensorView& b = outputs[output];
       if (a.data != b.data || a.dtype != b.dtype || a.shape.size() != b.shape.size()) return false;
-      const std::vector<int64_t> sa = a.strided() ? a.strides : tessera::row_major_strides(a.shape);
-      const std::vector<int64_t> sb = b.strided() ? b.strides : tessera::row_major_strides(b.shape);
+      const std::vector<int64_t> sa = tessera::view_strides(a);
+      const std::vector<int64_t> sb = tessera::view_strides(b);
       for (size_t d = 0; d < a.shape.size(); ++d) {
         const bool along = static_cast<int64_t>(d) == pair.axis;
         if (along ? a.shape[d] > b.shape[d] : a.shape[d] != b.shape[d]) return false;

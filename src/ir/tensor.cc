@@ -93,10 +93,8 @@ void copy_elements(void* dst, const void* src, DType dtype, int64_t n) {
 }
 }  // namespace
 
-std::vector<int64_t> row_major_strides(const Shape& shape) {
-  std::vector<int64_t> strides(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<int64_t>(shape[d], 1);
-  return strides;
+std::vector<int64_t> view_strides(const TensorView& view) {
+  return view.strided() ? view.strides : strides_of(view.shape);
 }
 
 bool is_padded_row_major(const Shape& shape, const std::vector<int64_t>& strides) {
@@ -112,7 +110,7 @@ bool is_padded_row_major(const Shape& shape, const std::vector<int64_t>& strides
 
 bool is_contiguous(const TensorView& view) {
   if (view.strides.empty()) return true;
-  const std::vector<int64_t> compact = row_major_strides(view.shape);
+  const std::vector<int64_t> compact = strides_of(view.shape);
   for (size_t d = 0; d < view.shape.size(); ++d) {
     if (view.shape[d] != 1 && view.strides[d] != compact[d]) return false;
   }
@@ -127,8 +125,8 @@ void copy_strided(const TensorView& dst, const TensorView& src) {
   const int64_t n = src.numel();
   if (n == 0) return;
   const size_t rank = src.shape.size();
-  const std::vector<int64_t> ds = dst.strides.empty() ? row_major_strides(dst.shape) : dst.strides;
-  const std::vector<int64_t> ss = src.strides.empty() ? row_major_strides(src.shape) : src.strides;
+  const std::vector<int64_t> ds = view_strides(dst);
+  const std::vector<int64_t> ss = view_strides(src);
   const size_t item = dtype_size(src.dtype);
   if (rank == 0) {
     std::memcpy(dst.data, src.data, item);

@@ -48,15 +48,15 @@ struct TensorView {
   bool strided() const { return !strides.empty(); }
 };
 
-/// The contiguous row-major strides of `shape`, in elements.
-std::vector<int64_t> row_major_strides(const Shape& shape);
+/// The view's strides in elements: its own, or the row-major ones of its shape (shape_util's strides_of).
+std::vector<int64_t> view_strides(const TensorView& view);
 /// True when `strides` lays `shape` out as a box of a larger row-major buffer:
 /// the last axis contiguous (stride 1) and each other axis's stride at least
 /// the span of the axes after it (axes of size 1 may have any stride), so no
 /// two elements share memory.
 bool is_padded_row_major(const Shape& shape, const std::vector<int64_t>& strides);
 /// True when the view's elements are contiguous (no strides, or strides that
-/// equal row_major_strides where the axis has more than one element).
+/// equal strides_of(shape) where the axis has more than one element).
 bool is_contiguous(const TensorView& view);
 /// Copies between views of the same dtype and shape, either or both strided
 /// (not strings).

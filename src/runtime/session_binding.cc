@@ -1,4 +1,5 @@
-// What a caller brings to a run besides the plan. Caller buffers (I/O
+// What a caller brings to a run besides the plan: its inputs, checked
+// (validate_inputs: dtypes, shapes, named dims, bounds). Caller buffers (I/O
 // binding): strided inputs handed to the regions that read them as they are,
 // or as contiguous copies; output buffers written in place by the region that
 // makes them where it can, or filled after the run; and the key/value caches a
@@ -132,6 +133,89 @@ void CompiledModel::apply_dim_bounds(const std::map<std::string, std::pair<int64
     }
   } catch (const Error&) {
     bounded_bytes_.clear();  // the bounds are still checked; memory grows as shapes come
+  }
+}
+
+namespace {
+
+/// Checks one tensor of a sequence or optional input against the declared element type.
+void check_boxed_item(const ValueDesc& want, size_t index, const Tensor& item) {
+  bool fits = item.dtype() == want.dtype || want.dtype == DType::kUndefined;
+  if (fits && !want.shape.empty()) {
+    fits = item.shape().size() == want.shape.size();
+    for (size_t d = 0; fits && d < want.shape.size(); ++d) fits = want.shape[d] < 0 || want.shape[d] == item.shape()[d];
+  }
+  if (!fits) {
+    throw_user_error("input '", want.name, "' (", value_kind_name(want.kind), "): tensor ", index, " is ",
+                     dtype_name(item.dtype()), "[", shape_to_string(item.shape()), "], expected ", dtype_name(want.dtype),
+                     want.shape.empty() ? std::string() : "[" + shape_to_string(want.shape) + "]");
+  }
+  if (!item.data() && item.numel() != 0) throw_user_error("input '", want.name, "': tensor ", index, " has no data");
+}
+
+}  // namespace
+
+ModelStats CompiledModel::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return stats_;
+}
+
+void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs, const BoxedIO* boxed) const {
+  if (inputs.size() != inputs_.size()) {
+    throw_user_error("the model has ", inputs_.size(), " inputs but ", inputs.size(), " were given");
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ValueDesc& want = inputs_[i];
+    if (want.kind != ValueKind::kTensor) {
+      const BoxedValue* box = boxed && i < boxed->inputs.size() ? boxed->inputs[i] : nullptr;
+      if (!box) {
+        throw_user_error("input '", want.name, "' is ", value_kind_phrase(want.kind), ", but a tensor was given");
+      }
+      const bool want_sequence = want.kind == ValueKind::kSequence || want.kind == ValueKind::kOptionalSequence;
+      const bool got_sequence = box->kind == ValueKind::kSequence || box->kind == ValueKind::kOptionalSequence;
+      const bool want_optional = want.kind != ValueKind::kSequence;
+      if (want_sequence != got_sequence || (!want_optional && box->kind != ValueKind::kSequence) ||
+          (!box->present && !want_optional)) {
+        throw_user_error("input '", want.name, "' is ", value_kind_phrase(want.kind), ", but ",
+                         box->present ? "a " : "an empty ", value_kind_name(box->kind), " was given");
+      }
+      if (box->present && !got_sequence && box->items.size() != 1) {
+        throw_user_error("input '", want.name, "': an optional tensor holds one tensor, got ", box->items.size());
+      }
+      if (!box->present && !box->items.empty()) throw_user_error("input '", want.name, "': an empty optional holds tensors");
+      for (size_t k = 0; k < box->items.size(); ++k) check_boxed_item(want, k, box->items[k]);
+      continue;
+    }
+    if (boxed && i < boxed->inputs.size() && boxed->inputs[i]) {
+      throw_user_error("input '", want.name, "' is a tensor, but ", value_kind_phrase(boxed->inputs[i]->kind), " was given");
+    }
+    const TensorView& got = inputs[i];
+    bool fits = got.dtype == want.dtype && got.shape.size() == want.shape.size();
+    for (size_t d = 0; fits && d < got.shape.size(); ++d) fits = got.shape[d] >= 0 && (want.shape[d] < 0 || got.shape[d] == want.shape[d]);
+    if (!fits) {
+      throw_user_error("input '", want.name, "': expected ", dtype_name(want.dtype), "[", shape_to_string(want.shape),
+                       "], got ", dtype_name(got.dtype), "[", shape_to_string(got.shape), "]");
+    }
+    if (!shape_fits_in_memory(got.shape, got.dtype)) check_tensor_size("input '" + want.name + "'", got.shape, got.dtype);
+    for (size_t d = 0; d < input_dim_bounds_[i].size(); ++d) {
+      const auto [low, high] = input_dim_bounds_[i][d];
+      if (low >= 0 && (got.shape[d] < low || got.shape[d] > high)) {
+        throw_user_error("input '", want.name, "' dimension ", d, " ('", want.dim_names[d], "') is ", got.shape[d],
+                         ", outside its bounds ", low, "..", high, " (dim_bounds)");
+      }
+    }
+    if (!got.data && got.numel() != 0) throw_user_error("input '", want.name, "' has no data");
+  }
+  // Open dims that share a name (ONNX dim_param) take one value in a call.
+  for (const std::vector<std::pair<size_t, size_t>>& group : named_open_dims_) {
+    const auto [first, first_dim] = group.front();
+    for (const auto& [i, d] : group) {
+      if (inputs[i].shape[d] == inputs[first].shape[first_dim]) continue;
+      const std::string& name = inputs_[i].dim_names[d];
+      throw_user_error("input '", inputs_[i].name, "' dimension ", d, " ('", name, "') is ", inputs[i].shape[d],
+                       ", but input '", inputs_[first].name, "' dimension ", first_dim, " ('", name, "') is ",
+                       inputs[first].shape[first_dim], ": dims of one name must be equal");
+    }
   }
 }
 

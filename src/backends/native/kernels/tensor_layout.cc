@@ -23,8 +23,8 @@ int64_t concat_axis(const KernelContext& ctx, int64_t rank) {
 /// True when `a` and `b` are the same elements of the same memory.
 bool same_place(const TensorView& a, const TensorView& b) {
   if (a.data != b.data || a.shape != b.shape) return false;
-  const std::vector<int64_t> sa = a.strided() ? a.strides : row_major_strides(a.shape);
-  const std::vector<int64_t> sb = b.strided() ? b.strides : row_major_strides(b.shape);
+  const std::vector<int64_t> sa = view_strides(a);
+  const std::vector<int64_t> sb = view_strides(b);
   for (size_t d = 0; d < a.shape.size(); ++d) {
     if (a.shape[d] > 1 && sa[d] != sb[d]) return false;
   }
@@ -35,7 +35,7 @@ bool same_place(const TensorView& a, const TensorView& b) {
 /// copied into its box of the output, except one that already sits there. A key/value cache bound as the same
 /// memory for the past input and the present output thus costs only the new positions a step.
 void concat_strided(const KernelContext& ctx, const TensorView& out, size_t axis) {
-  const std::vector<int64_t> strides = out.strided() ? out.strides : row_major_strides(out.shape);
+  const std::vector<int64_t> strides = view_strides(out);
   const int64_t item = static_cast<int64_t>(dtype_size(out.dtype));
   int64_t begin = 0;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
