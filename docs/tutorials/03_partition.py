@@ -79,4 +79,19 @@ with torch.no_grad():
 difference = (actual - expected).abs().max().item()
 print("max abs difference from PyTorch: %.2e" % difference)
 assert torch.allclose(actual, expected, rtol=1e-4, atol=1e-4 * expected.abs().max().item()), difference
+
+# 6. Other batch sizes and image sizes: name the dims that change (as torch.onnx.export takes them).
+#    partition() runs the model once more with those dims at other sizes to see which dims of every
+#    value follow them; each partition is compiled once, with them open, and runs every size.
+flexible = tessera.torch.partition(model, x, min_size=2, dynamic_axes={0: {0: "batch", 2: "height", 3: "width"}})
+with torch.no_grad():
+    for shape in [(1, 3, 32, 32), (7, 3, 48, 40), (2, 3, 17, 23)]:
+        image = torch.randn(shape)
+        difference = (flexible(image) - model(image)).abs().max().item()
+        print("%s: max abs difference from PyTorch %.2e" % (list(shape), difference))
+        assert difference < 1e-4, difference
+compiles = {name: sub.tessera_model().compile_count() for name, sub in flexible.named_children()
+            if name.startswith("tessera_partition_")}
+print("compiles per partition:", compiles)
+assert compiles and set(compiles.values()) == {1}
 print("OK")

@@ -16,7 +16,10 @@
    that calls the partitions and the PyTorch nodes in a dependency order, with a report of where each
    node ran and why the rest stayed in PyTorch.
 
-Shape values (``x.size(0)``) are constants inside partitions. An in-place op goes to Tessera (out of
+Shape values (``x.size(0)``) are constants inside partitions, unless ``dynamic_axes`` makes them change: the
+module then runs once more with those axes at other sizes (``_partition_dynamic``), every value's dims
+that changed stay open in the partitions (compiled once, for every size), and a partition computes the
+shape values it reads from its inputs' shapes. An in-place op goes to Tessera (out of
 place) only when nothing else reads what it changes; one left in PyTorch keeps its order relative to the
 readers of what it changes, and the views it changes through stay real PyTorch views.
 
@@ -27,7 +30,7 @@ is feature-detected, never imported here: :func:`dynamo_backend` has the signatu
 The steps live in sibling modules, each starting with its contract: ``_partition_trace`` (1: tracing,
 recording, the graph facts), ``_partition_support`` (2: one node at a time), ``_partition_group`` (3),
 ``_partition_compile`` (4: one partition), ``_partition_assemble`` (4: the returned module) and
-``_partition_report`` (the report's classes). This module keeps the public entry points and re-exports the
+``_partition_report`` (the report's classes), and ``_partition_dynamic`` (the dynamic axes' probe). This module keeps the public entry points and re-exports the
 public names; ``_torch_bridge`` (the runtime switch tests patch) is looked up here when ``partition`` runs.
 """
 
@@ -38,6 +41,7 @@ import torch
 
 from ._partition_assemble import PartitionedModule, _assemble
 from ._partition_compile import _Compiler, _PartitionFailed
+from ._partition_dynamic import _Dynamics, _normalize_axes, _probe
 from ._partition_group import _Grouping, _needed, _partition_inputs
 from ._partition_report import NodePlacement, PartitionInfo, PartitionReport
 from ._partition_support import _SupportChecker
@@ -60,7 +64,7 @@ def _torch_bridge():
 # -- the entry point -------------------------------------------------------------------------------------
 
 def partition(module, example_inputs, backends=None, min_size=1, threads=None, *, strict=False, verify=True,
-              opset_version=14):
+              opset_version=14, dynamic_axes=None):
     """Runs the parts of ``module`` that Tessera supports with Tessera and the rest with PyTorch.
 
     module: an ``nn.Module`` that ``torch.fx.symbolic_trace`` can trace, or a ``torch.fx.GraphModule``
@@ -72,11 +76,17 @@ def partition(module, example_inputs, backends=None, min_size=1, threads=None, *
     strict: only the listed backends, never Tessera's native fallback (nodes they lack stay in PyTorch).
     verify: compare each node and each partition with PyTorch on the example inputs (fp32 tolerance);
         what disagrees stays in PyTorch.
+    dynamic_axes: the input dims that may change from call to call, as ``torch.onnx.export`` takes them,
+        keyed by input position or name: ``{0: [0]}`` or ``{"ids": {0: "batch", 1: "seq"}}`` (axes with the
+        same name change together). The module runs once more with those axes at other sizes; the dims
+        that change with them stay open, so each partition compiles once and runs every size. A node
+        whose result changes rank with them, or that reads the size of a tensor it does not take, stays
+        in PyTorch (the report says why).
 
     Returns a :class:`PartitionedModule` (a GraphModule) whose ``tessera_report`` says which node ran
     where and why; PyTorch-side layers are shared with ``module``. The partitions are compiled for the
-    example inputs' shapes: other shapes raise an error from the partition. Inference only: call it under
-    ``torch.no_grad()``. Raises TypeError for a module or inputs of the wrong type, TraceError when
+    example inputs' shapes, with the dims dynamic_axes opens left open: other shapes raise an error naming
+    the input. Inference only: call it under ``torch.no_grad()``. Raises TypeError for a module or inputs of the wrong type, TraceError when
     torch.fx cannot trace the module, InvalidArgument when the module fails on the example inputs.
     """
     if not isinstance(module, torch.nn.Module):
@@ -95,8 +105,18 @@ def partition(module, example_inputs, backends=None, min_size=1, threads=None, *
                       "eval mode (inference only). Call module.eval() first.", stacklevel=2)
 
     gm = _trace(module, len(example_inputs))
+    dynamics, probe_values, named_axes = None, None, {}
+    if dynamic_axes:
+        names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        axes = _normalize_axes(dynamic_axes, names, list(example_inputs))
+        named_axes = {names[p]: axes[p] for p in sorted(axes)}
+        if axes:
+            # The probe first: recording sets node.meta["tensor_meta"], which should end as the example's.
+            _, probe_values = _probe(lambda inputs: _record(gm, inputs, "them"), list(example_inputs), axes)
     values = _record(gm, tuple(example_inputs))
-    facts = _Graph(module, gm, values)
+    if probe_values is not None:
+        dynamics = _Dynamics(gm.graph.nodes, values, probe_values)
+    facts = _Graph(module, gm, values, dynamics, probe_values)
     checker = _SupportChecker(facts, backends, strict, opset_version, verify)
     # _torch_bridge is looked up in this module's globals on each call: patching
     # tessera._partition._torch_bridge switches the runtime.
@@ -167,7 +187,8 @@ def partition(module, example_inputs, backends=None, min_size=1, threads=None, *
             result.append((nodes, inputs, outputs, compiled_cache[key]))
         if not dropped:
             break
-    return _assemble(facts, grouping, needed, result, reasons, node_backend, checker.checked, compiler.runtime)
+    return _assemble(facts, grouping, needed, result, reasons, node_backend, checker.checked, compiler.runtime,
+                     named_axes)
 
 
 # -- torch._dynamo (torch 2), feature-detected -----------------------------------------------------------

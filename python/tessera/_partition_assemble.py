@@ -1,10 +1,10 @@
 """tessera.torch.partition, end of step 4: the compiled partitions and the PyTorch nodes as one module.
 
-Contract: ``_assemble(facts, grouping, needed, result, reasons, node_backend, checked, runtime)`` returns a
-:class:`PartitionedModule` (a GraphModule) that calls the partitions (submodules ``tessera_partition_N``)
-and the PyTorch nodes in an order respecting every run-time dependency, guards the inputs whose shapes
-became constants (``_guard_example_shapes``, ``_check_example_shape``: TorchScript-able), and carries the
-:class:`PartitionReport` as ``tessera_report``.
+Contract: ``_assemble(facts, grouping, needed, result, reasons, node_backend, checked, runtime,
+dynamic_axes)`` returns a :class:`PartitionedModule` (a GraphModule) that calls the partitions (submodules
+``tessera_partition_N``) and the PyTorch nodes in an order respecting every run-time dependency, guards the
+inputs whose shapes became constants (``_guard_example_shapes``, ``_check_example_shape``: TorchScript-able;
+a dynamic axis is not checked), and carries the :class:`PartitionReport` as ``tessera_report``.
 
 Depends on torch, torch.fx and _partition_report; takes the _Graph facts, the _Grouping and the compiled
 partitions from its caller.
@@ -37,7 +37,7 @@ class PartitionedModule(torch.fx.GraphModule):
         return result
 
 
-def _assemble(facts, grouping, needed, result, reasons, node_backend, checked, runtime):
+def _assemble(facts, grouping, needed, result, reasons, node_backend, checked, runtime, dynamic_axes=None):
     """The final GraphModule: partitions and PyTorch nodes in an order that respects every dependency."""
     part_index = {}
     for k, (nodes, _, _, _) in enumerate(result):
@@ -109,6 +109,10 @@ def _assemble(facts, grouping, needed, result, reasons, node_backend, checked, r
             continue
         if n in placements:
             entries.append(NodePlacement(n.name, facts.describe(n), placements[n][0], placements[n][1]))
+        elif not needed.get(n, False) and n in facts.shape_computed:
+            entries.append(NodePlacement(n.name, facts.describe(n), CONSTANT, "", "shape value (%s): computed from "
+                                         "their inputs' shapes in the partitions that read it"
+                                         % type(facts.values[n]).__name__))
         elif not needed.get(n, False):
             entries.append(NodePlacement(n.name, facts.describe(n), CONSTANT, "", "shape value (%s): a constant "
                                          "in the partitions that read it" % type(facts.values[n]).__name__))
@@ -116,17 +120,23 @@ def _assemble(facts, grouping, needed, result, reasons, node_backend, checked, r
             entries.append(NodePlacement(n.name, facts.describe(n), PYTORCH, "", reasons.get(n, "")))
     _guard_example_shapes(facts, graph, env, checked_inputs)
     module = PartitionedModule(root, graph, class_name="PartitionedModule")
-    module.tessera_report = PartitionReport(entries, infos, checked, runtime)
+    module.tessera_report = PartitionReport(entries, infos, checked, runtime, dynamic_axes)
     return module
 
 
 def _check_example_shape(value: torch.Tensor, shape: List[int], name: str) -> torch.Tensor:
-    """The guard _guard_example_shapes puts after an input: the example's shape, or a clear error.
-    TorchScript-able, so that a partitioned module still scripts."""
-    if list(value.shape) != shape:
+    """The guard _guard_example_shapes puts after an input: the example's shape (-1: a dynamic axis, any
+    size), or a clear error. TorchScript-able, so that a partitioned module still scripts."""
+    same = value.dim() == len(shape)
+    if same:
+        for d in range(len(shape)):
+            if shape[d] != -1 and value.shape[d] != shape[d]:
+                same = False
+    if not same:
         raise ValueError("tessera.torch.partition: input '" + name + "' has shape " + str(list(value.shape)) +
-                         ", but the module was partitioned for " + str(shape) + ": sizes read from it (such as "
-                         "x.size(0)) are constants in the partitions. Partition it again for this shape.")
+                         ", but the module was partitioned for " + str(shape) + " (-1: a dynamic axis): sizes "
+                         "read from it (such as x.size(0)) are constants in the partitions. Partition it again "
+                         "for this shape, or with this axis in dynamic_axes.")
     return value
 
 
@@ -135,8 +145,8 @@ def _guard_example_shapes(facts, graph, env, checked_inputs):
     of them depends on must keep its example shape: a check after each such input that no partition
     reads (a partition refuses other shapes itself) refuses another (a module that read `n = a.size(0)`
     once returned the example's n rows for a larger `a`)."""
-    depends = set()  # inputs some shape value depends on
-    for n in facts.static:
+    depends = set()  # inputs some constant shape value depends on
+    for n in facts.static - facts.shape_computed:
         stack, seen = [n], set()
         while stack:
             m = stack.pop()
@@ -154,6 +164,8 @@ def _guard_example_shapes(facts, graph, env, checked_inputs):
             continue
         users = list(env[p].users)
         with graph.inserting_after(env[p]):
-            checked = graph.call_function(_check_example_shape, (env[p], list(value.shape), p.name))
+            dynamic = facts.dynamic_dims(p)
+            shape = [-1 if d in dynamic else size for d, size in enumerate(value.shape)]
+            checked = graph.call_function(_check_example_shape, (env[p], shape, p.name))
         for user in users:
             user.replace_input_with(env[p], checked)

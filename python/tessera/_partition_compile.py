@@ -5,12 +5,15 @@ GraphModule of ``_NodeCall`` wrappers named after the fx nodes, compiles it with
 (tessera.torch: the ``torch.ops.tessera.run`` op) or, when ``bridge`` is None, with a
 ``tessera.InferenceSession`` called from Python (``_SessionModule``), checks it against the recorded values
 when ``verify``, and returns (module to call, indices of the inputs it takes, {fx node name: backends},
-{backend: Tessera node count}); it raises ``_PartitionFailed`` with the reason otherwise. The caller chooses
+{backend: Tessera node count}); it raises ``_PartitionFailed`` with the reason otherwise. With dynamic
+axes the partition is exported with its inputs' and outputs' dynamic dims open, computes the shape values
+it reads from its inputs' shapes, and is checked at the probe's shapes as well (one compiled model serves
+both). The caller chooses
 ``bridge`` (``tessera._partition._torch_bridge()``).
 
 Depends on torch, torch.fx, onnx (imported when needed), tessera (Error, InferenceSession), _partition_trace
-(_modes_kept, _first_line) and _partition_support (_NodeCall, _export, _results_differ, _backend_summary,
-_tessera_message).
+(_modes_kept, _first_line) and _partition_support (_NodeCall, _export, _dynamic_axes, _results_differ,
+_backend_summary, _tessera_message).
 """
 
 import json
@@ -21,13 +24,13 @@ import torch.fx
 from torch.fx.node import map_arg
 
 from . import Error, InferenceSession
-from ._partition_support import _NodeCall, _backend_summary, _export, _results_differ, _tessera_message
+from ._partition_support import _NodeCall, _backend_summary, _dynamic_axes, _export, _results_differ, _tessera_message
 from ._partition_trace import _first_line, _modes_kept
 
 
 class _KeepInputs(torch.nn.Module):
-    """A partition whose ONNX export dropped inputs it reads only for their shapes: the dropped ones are
-    fixed to their example values (shapes are fixed by compilation anyway)."""
+    """A partition whose ONNX export dropped inputs it does not need: the dropped ones are fixed to their
+    example values for the export (the exported model does not read them)."""
 
     def __init__(self, inner, kept, examples):
         super().__init__()
@@ -92,6 +95,8 @@ class _Compiler:
                 env[a] = graph.get_attr(name)
                 return env[a]
             assert a in facts.static and a not in members, a
+            if a in facts.shape_computed:
+                return facts.rebuild(graph, a, value_of, env)
             return facts.values[a]
 
         for n in nodes:
@@ -119,19 +124,28 @@ class _Compiler:
         input_names = [i.name for i in inputs]
         output_names = [o.name for o in outputs]
         kept = list(range(len(inputs)))
+        dynamic = _dynamic_axes(self.facts, list(zip(input_names, inputs)) + list(zip(output_names, outputs)))
         if self.bridge is not None:
-            compiled, placement = self._compile_op(module, examples, input_names, output_names, kept)
+            compiled, placement = self._compile_op(module, examples, input_names, output_names, kept, dynamic)
         else:
-            compiled, placement = self._compile_session(module, examples, input_names, output_names, kept)
+            compiled, placement = self._compile_session(module, examples, input_names, output_names, kept, dynamic)
         if self.verify:
-            with torch.no_grad():
-                actual = compiled(*[examples[k] for k in kept])
-            actual = [actual] if isinstance(actual, torch.Tensor) else list(actual)
-            for o, got in zip(outputs, actual):
-                difference = _results_differ(got, self.facts.values[o])
-                if difference is not None:
-                    raise _PartitionFailed("Tessera's result for '%s' differs from PyTorch's (%s)"
-                                           % (o.name, difference))
+            trials = [(self.facts.values, "")]
+            if dynamic is not None:
+                trials.append((self.facts.probe_values, " at the dynamic axes' other sizes"))
+            for values, where in trials:
+                try:
+                    with torch.no_grad():
+                        actual = compiled(*[values[inputs[k]] for k in kept])
+                except (ValueError, RuntimeError, Error) as error:
+                    raise _PartitionFailed("running the partition%s failed: %s" % (where, _tessera_message(error))) \
+                        from None
+                actual = [actual] if isinstance(actual, torch.Tensor) else list(actual)
+                for o, got in zip(outputs, actual):
+                    difference = _results_differ(got, values[o])
+                    if difference is not None:
+                        raise _PartitionFailed("Tessera's result for '%s' differs from PyTorch's%s (%s)"
+                                               % (o.name, where, difference))
         by_node = {}
         counts = {}
         for onnx_name, backend in placement:
@@ -142,15 +156,15 @@ class _Compiler:
                 by_node.setdefault(wrappers[scope], []).append(backend)
         return compiled, kept, {n: _backend_summary(b) for n, b in by_node.items()}, counts
 
-    def _dropped_inputs(self, module, examples, input_names, output_names):
-        data, failure = _export(module, examples, input_names, output_names, self.opset_version)
+    def _dropped_inputs(self, module, examples, input_names, output_names, dynamic):
+        data, failure = _export(module, examples, input_names, output_names, self.opset_version, dynamic)
         if failure is not None:
             raise _PartitionFailed("ONNX export of the partition failed: %s" % failure)
         import onnx
         present = {v.name for v in onnx.load_from_string(data).graph.input}
         return [k for k, n in enumerate(input_names) if n in present]
 
-    def _compile_op(self, module, examples, input_names, output_names, kept):
+    def _compile_op(self, module, examples, input_names, output_names, kept, dynamic):
         bridge = self.bridge
         target, names, inputs = module, input_names, examples
         for attempt in range(2):
@@ -158,15 +172,16 @@ class _Compiler:
             try:
                 with _modes_kept(target), warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # the tracer's warnings, about shapes fixed by design
+                    axes = {k: v for k, v in dynamic.items() if k in names or k in output_names} if dynamic else None
                     compiled = bridge.compile(target, tuple(inputs), backends=self.backends, threads=self.threads,
-                                              strict=self.strict, input_names=names,
+                                              strict=self.strict, input_names=names, dynamic_axes=axes or None,
                                               output_names=output_names, opset_version=self.opset_version)
             except bridge.ExportError as error:
                 failure = _first_line(str(error).replace("tessera.torch.compile: ", ""))
             except (ValueError, TypeError, RuntimeError, Error) as error:
                 failure = "%s: %s" % (type(error).__name__, _tessera_message(error))
                 if attempt == 0 and "inputs" in str(error):
-                    kept[:] = self._dropped_inputs(module, examples, input_names, output_names)
+                    kept[:] = self._dropped_inputs(module, examples, input_names, output_names, dynamic)
                     if len(kept) < len(examples):
                         target = _KeepInputs(module, kept, examples).eval()
                         names = [input_names[k] for k in kept]
@@ -178,8 +193,8 @@ class _Compiler:
         report = json.loads(compiled.report("json"))
         return compiled, [(n["name"], n["backend"]) for n in report.get("nodes", [])]
 
-    def _compile_session(self, module, examples, input_names, output_names, kept):
-        data, failure = _export(module, examples, input_names, output_names, self.opset_version)
+    def _compile_session(self, module, examples, input_names, output_names, kept, dynamic):
+        data, failure = _export(module, examples, input_names, output_names, self.opset_version, dynamic)
         if failure is not None:
             raise _PartitionFailed("ONNX export of the partition failed: %s" % failure)
         try:

@@ -4,7 +4,7 @@ Contract: ``_Grouping(facts, candidates)`` grows partitions of candidate nodes i
 no partition waits, through PyTorch nodes or another partition, for its own results, and keeps a tuple and
 the nodes picking its elements together; ``partitions()`` lists them in graph order. ``grouping.users`` and
 ``grouping.inputs`` are the run-time edges (constants and shape values a partition holds as literals
-excluded). ``_partition_inputs`` is what one partition reads; ``_needed`` says which nodes outside the
+excluded; a shape value a partition computes is an edge from the tensors it is computed from). ``_partition_inputs`` is what one partition reads; ``_needed`` says which nodes outside the
 partitions must still run.
 
 Depends only on the _Graph facts (_partition_trace), passed in; imports nothing.
@@ -25,10 +25,19 @@ class _Grouping:
         self.inputs = {n: [] for n in facts.nodes}  # the values a node reads at run time
         for n in facts.nodes:
             for i in n.all_input_nodes:
+                if n in candidates and i in facts.shape_computed:
+                    # A shape value that changes with the dynamic axes: the partition computes it from the
+                    # shapes of the tensors it comes from, which it reads.
+                    for source in facts.shape_sources(i):
+                        if source not in self.inputs[n]:
+                            self.users[source].append(n)
+                            self.inputs[n].append(source)
+                    continue
                 if n in candidates and (i.op == "get_attr" or i in facts.static):
                     continue  # a partition holds constants and shape values as literals: no run-time edge
-                self.users[i].append(n)
-                self.inputs[n].append(i)
+                if i not in self.inputs[n]:
+                    self.users[i].append(n)
+                    self.inputs[n].append(i)
             for later in facts.order_after[n]:
                 self.users[n].append(later)
         self._grow()

@@ -53,13 +53,15 @@ class PartitionInfo:
 class PartitionReport:
     """Which fx node ran where, and why the rest stayed in PyTorch. ``nodes``: NodePlacement per compute
     node (placeholders, constants and the output left out), in graph order; ``partitions``: PartitionInfo
-    per Tessera partition. ``str(report)`` is a table."""
+    per Tessera partition; ``dynamic_axes``: {input name: {axis: name}}, the dims left open (empty: the
+    example's shapes only). ``str(report)`` is a table."""
 
-    def __init__(self, nodes, partitions, checked, runtime):
+    def __init__(self, nodes, partitions, checked, runtime, dynamic_axes=None):
         self.nodes = nodes
         self.partitions = partitions
         self.nodes_checked = checked  # distinct single-node compiles (the rest came from the cache)
         self.runtime = runtime
+        self.dynamic_axes = dynamic_axes or {}
 
     def __getitem__(self, name):
         for entry in self.nodes:
@@ -74,9 +76,14 @@ class PartitionReport:
         return [e for e in self.nodes if e.where not in (PYTORCH, CONSTANT)]
 
     def __str__(self):
+        shapes = "Tessera runs the partitions for the example input shapes"
+        if self.dynamic_axes:
+            shapes += ", with these dims open (any size): " + ", ".join(
+                "%s[%d] (%s)" % (name, axis, symbol)
+                for name, axes in self.dynamic_axes.items() for axis, symbol in sorted(axes.items()))
         lines = ["Tessera partitioning: %d of %d nodes in %d Tessera partition(s), %d in PyTorch (runtime: %s)"
                  % (len(self.tessera_nodes()), len(self.nodes), len(self.partitions), len(self.pytorch_nodes()),
-                    self.runtime), "Tessera runs the partitions for the example input shapes.", ""]
+                    self.runtime), shapes + ".", ""]
         for info in self.partitions:
             counts = ", ".join("%s %d" % item for item in sorted(info.backends.items()))
             lines.append("%s: %d fx nodes (Tessera nodes: %s); inputs: %s; outputs: %s" % (

@@ -3,7 +3,8 @@
 Contract: ``_SupportChecker(facts, ...).decide(node)`` returns a ``_Decision`` (supported, reason, backend).
 A node of the right kind is exported alone to ONNX in memory on its example inputs, compiled with
 ``tessera.InferenceSession`` and, with ``verify``, run and compared with PyTorch; identical layers on
-identical input signatures are asked once (cached). Also the export and comparison helpers that compiling
+identical input signatures are asked once (cached). With dynamic axes the node is exported with its
+inputs' dynamic dims open and checked at the probe's shapes too. Also the export and comparison helpers that compiling
 a whole partition reuses: ``_NodeCall``, ``_export``, ``_results_differ``, ``_backend_summary``,
 ``_tessera_message``.
 
@@ -42,7 +43,18 @@ class _NodeCall(torch.nn.Module):
         return self.target(*args, **kwargs)
 
 
-def _export(module, inputs, input_names, output_names, opset_version):
+def _dynamic_axes(facts, names_and_nodes):
+    """torch.onnx.export's dynamic_axes for the given (ONNX name, fx node) pairs: each dynamic dim open,
+    under a name of its own (two dims that are equal at run time need not be told so), or None."""
+    axes = {}
+    for name, n in names_and_nodes:
+        dims = facts.dynamic_dims(n)
+        if dims:
+            axes[name] = {d: "%s_d%d" % (name, d) for d in sorted(dims)}
+    return axes or None
+
+
+def _export(module, inputs, input_names, output_names, opset_version, dynamic_axes=None):
     """ONNX bytes, or (None, reason). The exception is not kept: while its traceback (frames holding
     torch's half-built ONNX graph) lives, later exports in the process fail."""
     # Floating inputs require grad under enable_grad, as tessera.torch.compile does, so that torch 1.13's
@@ -55,7 +67,7 @@ def _export(module, inputs, input_names, output_names, opset_version):
         try:
             with torch.enable_grad():
                 torch.onnx.export(module, inputs, buffer, input_names=input_names, output_names=output_names,
-                                  opset_version=opset_version, do_constant_folding=True)
+                                  dynamic_axes=dynamic_axes, opset_version=opset_version, do_constant_folding=True)
         except Exception as error:  # noqa: BLE001  (any failure means: stays in PyTorch)
             failure = "%s: %s" % (type(error).__name__, _first_line(str(error)))
     if failure is not None:
@@ -118,8 +130,19 @@ class _SupportChecker:
                                         "boundary" % whole[0].name)
         elif facts.kind[n] != "tensor":
             return _Decision(False, "returns %s, not a tensor" % _describe_value(facts.values.get(n)))
+        if facts.dynamics is not None and n in facts.dynamics.unstable:
+            return _Decision(False, facts.dynamics.unstable[n])
         tensor_inputs = []
         for i in n.all_input_nodes:
+            if i in facts.shape_computed:
+                # A partition computes this shape value from the shapes of the tensors it comes from, which
+                # the partition then reads as inputs.
+                other = [s for s in facts.shape_sources(i) if facts.kind[s] != "tensor"]
+                if other:
+                    return _Decision(False, "reads the shape value '%s' of '%s', %s, which changes with the "
+                                            "dynamic axes" % (i.name, other[0].name,
+                                                              _describe_value(facts.values.get(other[0]))))
+                continue
             if i.op == "get_attr" or i in facts.static:
                 continue
             if facts.kind[i] == "tuple":
@@ -152,10 +175,26 @@ class _SupportChecker:
                 value = facts.values.get(a)
                 return ("constant", tuple(value.shape), str(value.dtype)) if isinstance(value, torch.Tensor) else \
                     ("constant", repr(value))
+            if a in facts.shape_computed:
+                return ("shape", chain(a))
             if a in facts.static:
                 return ("literal", repr(facts.values[a]))
             value = facts.values[a]
-            return ("tensor", tuple(value.shape), str(value.dtype))
+            return ("tensor", tuple(value.shape), str(value.dtype), tuple(sorted(facts.dynamic_dims(a))))
+
+        def chain(a):
+            """A shape value computed in the partition, by what it computes from which of n's inputs."""
+            def part(x):
+                if x in facts.shape_computed:
+                    return chain(x)
+                if x in facts.static:
+                    return repr(facts.values[x])
+                if x.op == "get_attr":
+                    return ("constant", x.name)
+                value = facts.values[x]
+                return ("shape of", tuple(value.shape), tuple(sorted(facts.dynamic_dims(x))),
+                        n.all_input_nodes.index(x) if x in n.all_input_nodes else x.name)
+            return (a.op, repr(a.target), repr(map_arg(a.args, part)), repr(sorted(map_arg(a.kwargs, part).items())))
 
         args = repr(map_arg(n.args, signature))
         kwargs = repr(sorted(map_arg(n.kwargs, signature).items()))
@@ -183,6 +222,8 @@ class _SupportChecker:
                 name = "_constant%d" % len(root)
                 root[name] = facts.fetch(a.target)
                 env[a] = graph.get_attr(name)
+            elif a in facts.shape_computed:
+                facts.rebuild(graph, a, value_of, env)
             elif a in facts.static:
                 env[a] = facts.values[a]
             else:
@@ -212,20 +253,44 @@ class _SupportChecker:
         input_names = ["input_%d" % k for k in range(len(inputs))]
         output_names = ["output_%d" % k for k in range(len(outputs))]
         example = [facts.values[a] for a in inputs]
-        data, failure = _export(single, example, input_names, output_names, self.opset_version)
+        dynamic = None
+        if facts.dynamics is not None:
+            dynamic = _dynamic_axes(facts, list(zip(input_names, inputs)))
+            out_nodes = [n] * len(outputs)
+            if facts.kind[n] == "tuple":
+                dims = facts.dynamics.dims.get(n, ())
+                axes = dynamic or {}
+                for k, position in enumerate(positions):
+                    if position < len(dims) and dims[position]:
+                        axes[output_names[k]] = {d: "%s_d%d" % (output_names[k], d) for d in sorted(dims[position])}
+                dynamic = axes or None
+            else:
+                dynamic = {**(dynamic or {}), **(_dynamic_axes(facts, zip(output_names, out_nodes)) or {})} or None
+        data, failure = _export(single, example, input_names, output_names, self.opset_version, dynamic)
         if failure is not None:
             return _Decision(False, "ONNX export failed: %s" % failure)
+        # The example's shapes, and with dynamic axes the probe's: one compiled model must serve both.
+        trials = [(example, outputs)]
+        if dynamic is not None and self.verify:
+            probe = facts.probe_values[n]
+            probe_outputs = [probe[k] for k in positions] if facts.kind[n] == "tuple" else [probe]
+            trials.append(([facts.probe_values[a] for a in inputs], probe_outputs))
         try:
             session = InferenceSession(data, backends=self.backends, threads=1, strict=self.strict or None)
-            feed = {arg.name: example[input_names.index(arg.name)] for arg in session.get_inputs()}
-            actual = session.run(None, feed) if self.verify else []
+            results = []
+            for values, _ in trials if self.verify else []:
+                feed = {arg.name: values[input_names.index(arg.name)] for arg in session.get_inputs()}
+                results.append(session.run(None, feed))
             placement = session.placement()
         except Error as error:
             return _Decision(False, "Tessera: %s: %s" % (type(error).__name__, _tessera_message(error)))
-        for k, (got, want) in enumerate(zip(actual, outputs)):
-            difference = _results_differ(torch.from_numpy(got.copy()), want)
-            if difference is not None:
-                return _Decision(False, "Tessera's result differs from PyTorch's (output %d: %s)" % (k, difference))
+        for trial, (actual, (_, wanted)) in enumerate(zip(results, trials)):
+            for k, (got, want) in enumerate(zip(actual, wanted)):
+                difference = _results_differ(torch.from_numpy(got.copy()), want)
+                if difference is not None:
+                    shapes = " at the dynamic axes' other sizes" if trial else ""
+                    return _Decision(False, "Tessera's result differs from PyTorch's%s (output %d: %s)"
+                                     % (shapes, k, difference))
         return _Decision(True, "", _backend_summary(p["backend"] for p in placement))
 
 

@@ -4,6 +4,9 @@ Contract: ``_trace`` turns a module into a GraphModule (or raises :class:`TraceE
 once on the example inputs and returns {fx node: value} (values cloned, ``node.meta["tensor_meta"]`` set),
 and :class:`_Graph` holds the facts the later steps need about each node: its kind (tensor, tuple,
 literal), shape-derived values, views and in-place changes, and the out-of-place form a partition runs.
+With dynamic axes (a ``_partition_dynamic._Dynamics``) it also knows each tensor's dynamic dims and which
+shape values a partition must compute from its inputs' shapes (``shape_computed``, ``rebuild``) rather
+than hold as constants.
 Also the two helpers every later step shares: ``_modes_kept`` and ``_first_line``.
 
 Depends on torch and torch.fx and on tessera.InvalidArgument only; nothing here asks Tessera anything.
@@ -15,7 +18,7 @@ import operator
 import torch
 import torch.fx
 from torch.fx.passes import shape_prop
-from torch.fx.node import Node, map_aggregate
+from torch.fx.node import Node, map_aggregate, map_arg
 
 from . import InvalidArgument
 
@@ -119,7 +122,7 @@ def _describe_value(value):
 class _Graph:
     """The traced graph with its recorded values and the facts partitioning needs about each node."""
 
-    def __init__(self, module, graph_module, values):
+    def __init__(self, module, graph_module, values, dynamics=None, probe_values=None):
         self.module = module
         self.gm = graph_module
         self.nodes = list(graph_module.graph.nodes)
@@ -130,6 +133,16 @@ class _Graph:
         for n in self.nodes:
             if self._is_static(n):
                 self.static.add(n)
+        # With dynamic axes: the probe's recording, and the shape values that depend on a dynamic dim (or
+        # changed with the probe). A partition computes those from its inputs' shapes.
+        self.dynamics = dynamics
+        self.probe_values = probe_values
+        self.shape_computed = set()
+        if dynamics is not None:
+            for n in self.nodes:
+                if n in self.static and (n in dynamics.changed or any(
+                        dynamics.has_dynamic_dims(i) or i in self.shape_computed for i in n.all_input_nodes)):
+                    self.shape_computed.add(n)
         # In-place ops: ordering edges (the op runs after earlier readers of what it changes, and before
         # later ones), and the views sharing that memory stay real PyTorch views (a partition's output is
         # a new tensor, so a change made through it would not reach the base).
@@ -181,6 +194,48 @@ class _Graph:
         if n.op == "call_function" and n.target in _SCALAR_FUNCTIONS:
             return all(i in self.static for i in inputs)
         return False
+
+    def dynamic_dims(self, n):
+        """The dims of tensor n that change with the dynamic axes (empty without dynamic axes)."""
+        if self.dynamics is None:
+            return frozenset()
+        dims = self.dynamics.dims.get(n, frozenset())
+        return dims if isinstance(dims, frozenset) else frozenset()
+
+    def shape_sources(self, n):
+        """The tensors (not constants) whose shapes the shape value n is computed from."""
+        found, stack, seen = [], [n], {n}
+        while stack:
+            for i in stack.pop().all_input_nodes:
+                if i in seen:
+                    continue
+                seen.add(i)
+                if i in self.static:
+                    stack.append(i)
+                elif i.op != "get_attr":
+                    found.append(i)
+        return found
+
+    def rebuild(self, graph, n, value_of, env):
+        """The shape value n (in shape_computed) as nodes of `graph`, computed from the tensors value_of gives;
+        env memoizes (fx node -> graph node). Other shape values are taken as the constants they are."""
+        if n in env:
+            return env[n]
+
+        def arg(a):
+            if a in self.shape_computed:
+                return self.rebuild(graph, a, value_of, env)
+            if a in self.static:
+                return self.values[a]
+            return value_of(a)
+
+        args = map_arg(n.args, arg)
+        kwargs = map_arg(n.kwargs, arg)
+        if n.op == "call_method":
+            env[n] = graph.call_method(n.target, args, kwargs)
+        else:
+            env[n] = graph.call_function(n.target, args, kwargs)
+        return env[n]
 
     def glued_producer(self, n):
         """The tuple-valued node n picks an element of (tuple[i], namedtuple.values), else None."""
@@ -316,7 +371,7 @@ def _trace(module, num_inputs):
         % (type(module).__name__, failure))
 
 
-def _record(graph_module, example_inputs):
+def _record(graph_module, example_inputs, what="the example inputs"):
     recorder = _Recorder(graph_module)
     failure = None
     with _modes_kept(graph_module):
@@ -326,8 +381,8 @@ def _record(graph_module, example_inputs):
                 recorder.run(*[_clone(x) for x in example_inputs])
         except Exception as error:  # noqa: BLE001
             where = " at node '%s'" % recorder.failed_node.name if recorder.failed_node is not None else ""
-            failure = "running the module on the example inputs failed%s: %s: %s" % (
-                where, type(error).__name__, _first_line(str(error)))
+            failure = "running the module on %s failed%s: %s: %s" % (
+                what, where, type(error).__name__, _first_line(str(error)))
     if failure is not None:
         raise InvalidArgument("tessera.torch.partition: " + failure)
     return recorder.values

@@ -564,3 +564,23 @@ def test_open_dims_that_break_a_broadcast_name_the_node_and_the_session_goes_on(
     same = tessera.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     with pytest.raises(tessera.InvalidArgument, match=r"input 'y' dimension 0 \('a'\) is 1, but input 'x' dimension 0"):
         same.run(None, {"x": x, "y": y})
+
+
+def test_an_open_dim_that_breaks_a_broadcast_against_a_constant_names_the_node():
+    # x[2, len] * c[6]: the model's shapes make the product [2, 6] (len can only be 1 or 6), so the plan
+    # fixes it; at len 7 the run must say so, naming the node and the shapes (it was an internal error
+    # from the kernel), and later calls at fitting shapes still run.
+    c = np.arange(6, dtype=np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "c"], ["y"], name="the_mul"), helper.make_node("Tanh", ["y"], ["t"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "len"])],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 6])],
+        [numpy_helper.from_array(c, "c")])
+    session = tessera.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    for length in (6, 1):
+        x = rand(2, length, seed=length)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], np.tanh(x * c), rtol=1e-6, atol=1e-7)
+    with pytest.raises(tessera.InvalidArgument, match=r"the_mul.*2x7.*\b6\b"):
+        session.run(None, {"x": rand(2, 7, seed=7)})
+    x = rand(2, 6, seed=8)
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], np.tanh(x * c), rtol=1e-6, atol=1e-7)

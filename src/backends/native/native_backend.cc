@@ -120,7 +120,13 @@ CompiledNode compile_node(const Graph& graph, const Node& node) {
   for (ValueId id : node.outputs) {
     if (id != kNoValue && !graph.value(id).type.is_static()) cn.outputs_static = false;
   }
-  if (!cn.outputs_static) {
+  if (cn.outputs_static) {
+    for (ValueId id : node.inputs) {
+      const TensorType& t = id == kNoValue ? TensorType{} : graph.value(id).type;
+      if (id != kNoValue && t.is_tensor() && !t.is_static()) cn.check_static_outputs = true;
+    }
+  }
+  if (!cn.outputs_static || cn.check_static_outputs) {
     for (ValueId id : node.outputs) cn.output_names.push_back(id == kNoValue ? "" : graph.value(id).name);
   }
   if (cn.kernel->prepare) {

@@ -27,6 +27,26 @@ bool reads_strided_input(const CompiledNode& cn, size_t index, const TensorView&
   return (columns == 1 || view.strides[rank - 1] == 1) && (rows == 1 || view.strides[rank - 2] == columns);
 }
 
+namespace {
+
+/// The node's output types at the shapes of the inputs it got (shape inference checks every size it
+/// computes, and that the inputs fit the op: a broadcast that cannot happen is a user error).
+std::vector<TensorType> infer_outputs(const CompiledNode& cn, const std::vector<const TensorView*>& inputs) {
+  std::vector<TensorType> input_types(inputs.size());
+  std::vector<const TensorType*> type_ptrs(inputs.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) continue;
+    input_types[i] = TensorType::make(inputs[i]->dtype, inputs[i]->shape);
+    type_ptrs[i] = &input_types[i];
+  }
+  std::vector<TensorType> output_types(cn.node->outputs.size());
+  InferContext ctx(*cn.node, type_ptrs, inputs, &output_types);
+  run_shape_inference(*cn.schema, ctx);
+  return output_types;
+}
+
+}  // namespace
+
 void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
   const Node& node = *cn.node;
   const bool boxed = !cn.boxed_inputs.empty() || !cn.boxed_outputs.empty();
@@ -53,17 +73,21 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
   }
   // A node with sequence or optional values has its kernel allocate its tensor
   // outputs (their shapes follow the boxed values' contents).
-  if (!cn.outputs_static && !boxed) {
-    std::vector<TensorType> input_types(inputs.size());
-    std::vector<const TensorType*> type_ptrs(inputs.size(), nullptr);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!inputs[i]) continue;
-      input_types[i] = TensorType::make(inputs[i]->dtype, inputs[i]->shape);
-      type_ptrs[i] = &input_types[i];
+  if (cn.check_static_outputs && !boxed) {
+    const std::vector<TensorType> output_types = infer_outputs(cn, inputs);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!outputs[i] || !output_types[i].is_static() || output_types[i].dims == outputs[i]->shape) continue;
+      std::string shapes;
+      for (const TensorView* in : inputs) shapes += (shapes.empty() ? "" : ", ") + (in ? shape_to_string(in->shape) : "-");
+      throw_user_error(node.describe(), ": at input shapes (", shapes, ") output '", cn.output_names[i], "' is ",
+                       shape_to_string(output_types[i].dims), ", but the model fixes it at ",
+                       shape_to_string(outputs[i]->shape),
+                       ": these input dims do not fit what the model's shapes assume (a broadcast or a size fixed "
+                       "elsewhere in the model)");
     }
-    std::vector<TensorType> output_types(node.outputs.size());
-    InferContext ctx(node, type_ptrs, inputs, &output_types);
-    run_shape_inference(*cn.schema, ctx);  // checks the size of every shape computed from values
+  }
+  if (!cn.outputs_static && !boxed) {
+    const std::vector<TensorType> output_types = infer_outputs(cn, inputs);
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (!outputs[i]) continue;
       const TensorType& t = output_types[i];

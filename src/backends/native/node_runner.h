@@ -17,7 +17,10 @@ struct CompiledNode {
   const KernelDef* kernel = nullptr;
   std::shared_ptr<void> state;
   bool outputs_static = false;  // every output's type is fully known at compile time
-  /// The outputs' value names where they are not static, for messages about a caller's buffer.
+  /// Outputs fixed at compile time while an input is open (Mul([n, len], [6]) planned as [n, 6]): each run
+  /// infers the outputs from the inputs it got and refuses shapes the plan does not fit, naming the node.
+  bool check_static_outputs = false;
+  /// The outputs' value names (where not static, or checked), for messages about a caller's buffer.
   std::vector<std::string> output_names;
   /// Per input / output: 1 where the value is a sequence or an optional (from
   /// the graph's types); such a node's kernel allocates its tensor outputs.
