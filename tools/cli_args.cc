@@ -62,6 +62,8 @@ const char* const kUsage =
     "              (default 60 s), and writes the fastest placement and every candidate's time. Apply it\n"
     "              with --tuning TUNING.json (compile, run, bench, partition, info, check); a record made\n"
     "              for another model is not applied, one from another machine is, each with a warning.\n"
+    "              A model with open dims is tuned as one plan for every shape, measured at the sizes\n"
+    "              --input-shape gives; its record applies with the dims open or bound.\n"
     "  tessera backends\n"
     "Every command also takes --backend-plugin PATH.so (repeatable): a backend plug-in to load first\n"
     "(include/tessera/backend_plugin.h); TESSERA_BACKEND_PLUGINS=PATH:PATH... does the same.\n"

@@ -146,8 +146,9 @@ def tune(model, output, backends=None, threads=None, options=None, budget=None, 
     regions of the fastest moved to other backends) within ``budget`` seconds (default 60), writes the
     tuning record (JSON) to ``output`` and returns the table of candidates. Apply the record with
     ``InferenceSession(model, tuning=output)`` or ``compile(..., tuning=output)``. Options as for
-    InferenceSession (open dims stay open unless input_shapes fixes them); progress(phase, done, total) is called
-    before each candidate."""
+    InferenceSession; a model with open dims is tuned as one plan for every shape (its dims stay open),
+    measured at the sizes ``input_shapes`` gives, and its record applies with the dims open or bound.
+    progress(phase, done, total) is called before each candidate."""
     unknown = set(overrides) - (set(SessionOptions._FIELDS) - {"threads", "backends", "max_variants", "tuning"})
     if unknown:
         raise InvalidArgument("unknown argument(s): %s" % ", ".join(sorted(unknown)))

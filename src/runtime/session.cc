@@ -155,16 +155,22 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   // on the outputs after the passes, where a dim is still open.
   std::vector<std::vector<std::string>> declared_output_symbols;
   for (ValueId id : graph.outputs) declared_output_symbols.push_back(graph.value(id).type.symbols);
+  const std::string open_fingerprint = graph_fingerprint(graph);  // a tuning record of the open-dims plan
   bind_input_shapes(graph, given_options.input_shapes);
   after_pass(graph, "bind_input_shapes");
   if (compute_float16_in_float32(graph) > 0) after_pass(graph, "compute_float16_in_float32");
   model->fingerprint_ = graph_fingerprint(graph);
   CompileOptions options = given_options;
+  size_t tuned_places = 0;  // the entries at the end of options.place that the record put there
   if (given_options.tuning) {
     const TuningRecord& record = *given_options.tuning;
-    std::vector<std::string> warnings = apply_tuning(record, model->fingerprint_, options);
+    bool applied = false;
+    const size_t before = options.place.size();
+    std::vector<std::string> warnings =
+        apply_tuning(record, model->fingerprint_, open_fingerprint, input_shapes_text(graph), options, &applied);
+    tuned_places = options.place.size() - before;
     model->warnings_.insert(model->warnings_.end(), warnings.begin(), warnings.end());
-    if (record.fingerprint == model->fingerprint_) {
+    if (applied) {
       model->tuning_ = given_options.tuning;
       graph.metadata["tessera.tuning"] = str_cat("tuned placement '", record.chosen, "' (", record.tuned_milliseconds, " ms against ",
                                                  record.default_milliseconds, " ms by default, ", record.threads, " threads, ",
@@ -204,6 +210,15 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   for (size_t b = 0; b < model->backends_.size(); ++b) {
     partition_backends.push_back({model->backends_[b]->name(), &model->backends_[b]->declarations()});
     if (model->backends_[b]->name() == fallback_backend().name) policy.fallback = static_cast<int>(b);
+  }
+  // A record of the open-dims plan applied to a compile that binds the shapes: the shape computations
+  // it placed were folded here.
+  if (tuned_places > 0) {
+    std::set<std::string> present;
+    for (const Node& node : graph.nodes) present.insert(node.name);
+    auto first = options.place.end() - static_cast<std::ptrdiff_t>(tuned_places);
+    options.place.erase(std::remove_if(first, options.place.end(), [&](const auto& p) { return !present.count(p.first); }),
+                        options.place.end());
   }
   policy.place = options.place;
   policy.deny = options.deny;

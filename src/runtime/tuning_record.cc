@@ -268,6 +268,24 @@ std::string graph_fingerprint(const Graph& graph) {
   return buffer;
 }
 
+std::string input_shapes_text(const Graph& graph) {
+  std::string text;
+  for (ValueId in : graph.inputs) {
+    const Value& v = graph.value(in);
+    text += (text.empty() ? "" : " ") + v.name + "=";
+    if (!v.type.rank_known) {
+      text += "?";
+      continue;
+    }
+    if (v.type.dims.empty()) text += "scalar";
+    for (size_t d = 0; d < v.type.dims.size(); ++d) {
+      const bool named = d < v.type.symbols.size() && !v.type.symbols[d].empty();
+      text += (d ? "x" : "") + (v.type.dims[d] >= 0 ? std::to_string(v.type.dims[d]) : named ? v.type.symbols[d] : "?");
+    }
+  }
+  return text;
+}
+
 namespace {
 
 std::string read_cpu_model() {
@@ -320,7 +338,9 @@ std::string machine_isa() {
 std::string write_tuning_record(const TuningRecord& r) {
   std::ostringstream o;
   o << "{\n  \"format\": \"tessera-tuning\",\n  \"version\": " << TuningRecord::kVersion << ",\n";
-  o << "  \"model\": {\"fingerprint\": " << quote(r.fingerprint) << "},\n";
+  o << "  \"model\": {\"fingerprint\": " << quote(r.fingerprint);
+  if (!r.measured_at.empty()) o << ", \"measured_at\": " << quote(r.measured_at);
+  o << "},\n";
   o << "  \"machine\": {\"cpu\": " << quote(r.cpu) << ", \"isa\": " << quote(r.isa) << ", \"threads\": " << r.threads << "},\n";
   o << "  \"precision\": " << quote(r.precision) << ",\n  \"backends\": [";
   for (size_t i = 0; i < r.backends.size(); ++i) o << (i ? ", " : "") << quote(r.backends[i]);
@@ -353,7 +373,9 @@ TuningRecord read_tuning_record(const std::string& text, const std::string& name
     throw_user_error("tuning record '", name, "' has version ", version, "; this build reads version ", TuningRecord::kVersion);
   }
   TuningRecord r;
-  r.fingerprint = Fields(top.get("model", Json::Kind::kObject, "an object"), name, "model").string("fingerprint");
+  const Fields model(top.get("model", Json::Kind::kObject, "an object"), name, "model");
+  r.fingerprint = model.string("fingerprint");
+  if (const Json* at = model.optional("measured_at", Json::Kind::kString, "a string")) r.measured_at = at->string;
   const Fields machine(top.get("machine", Json::Kind::kObject, "an object"), name, "machine");
   r.cpu = machine.string("cpu");
   r.isa = machine.string("isa");
@@ -424,14 +446,21 @@ TuningRecord read_tuning_record_file(const std::string& path) {
   return read_tuning_record(text, path);
 }
 
-std::vector<std::string> apply_tuning(const TuningRecord& record, const std::string& fingerprint, CompileOptions& options) {
+std::vector<std::string> apply_tuning(const TuningRecord& record, const std::string& fingerprint,
+                                      const std::string& open_fingerprint, const std::string& shapes,
+                                      CompileOptions& options, bool* applied) {
   std::vector<std::string> warnings;
-  if (record.fingerprint != fingerprint) {
+  *applied = false;
+  const bool open_plan = !record.measured_at.empty() && record.fingerprint == open_fingerprint;
+  if (record.fingerprint != fingerprint && !open_plan) {
     warnings.push_back(str_cat("the tuning record '", record.source, "' was made for another model or other input shapes (fingerprint ", record.fingerprint,
                                ", this model ", fingerprint, "): not applied, the default placement is used"));
     return warnings;
   }
   std::vector<std::string> differences;
+  if (record.fingerprint != fingerprint && shapes != record.measured_at) {
+    differences.push_back(str_cat("input shapes ", record.measured_at, ", here ", shapes));
+  }
   const std::string cpu = machine_cpu(), isa = machine_isa();
   if (record.cpu != cpu) differences.push_back(str_cat("CPU '", record.cpu, "', here '", cpu, "'"));
   if (record.isa != isa) differences.push_back(str_cat("ISA '", record.isa, "', here '", isa, "'"));
@@ -446,6 +475,7 @@ std::vector<std::string> apply_tuning(const TuningRecord& record, const std::str
   }
   if (options.backends.empty()) options.backends = record.backends;
   for (const auto& [node, backend] : record.placement) options.place.emplace_back(node, backend);
+  *applied = true;
   return warnings;
 }
 

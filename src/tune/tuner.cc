@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ir/error.h"
+#include "passes/bind_input_shapes.h"
 #include "runtime/backend_registry.h"
 
 namespace tessera {
@@ -18,17 +19,19 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-/// Random inputs of the compiled model's (static) input shapes.
-std::vector<Tensor> make_inputs(const CompiledModel& model) {
+/// Random inputs of the shapes the graph's inputs take once `shapes` are bound (each must be static).
+std::vector<Tensor> make_inputs(const Graph& bound) {
   std::mt19937 rng(0);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<Tensor> inputs;
-  for (const ValueDesc& in : model.inputs()) {
-    for (int64_t d : in.shape) {
-      if (d < 0) throw_user_error("tune: input '", in.name, "' has a dimension known only at run time; give it with --input-shape");
+  for (ValueId id : bound.inputs) {
+    const Value& in = bound.value(id);
+    if (!in.type.is_tensor() || !in.type.is_static()) {
+      throw_user_error("tune: input '", in.name, "' is ", in.type.to_string(),
+                       ": give the size to measure at with --input-shape (the plan tuned keeps its open dims open)");
     }
-    Tensor t(in.dtype, in.shape);  // zeros
-    if (in.dtype == DType::kFloat32) {
+    Tensor t(in.type.dtype, in.type.dims);  // zeros
+    if (in.type.dtype == DType::kFloat32) {
       for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = uniform(rng);
     }
     inputs.push_back(std::move(t));
@@ -80,11 +83,25 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
   base.tuning = nullptr;
   base.place.clear();  // the search places every node itself (denials stay: they restrict it)
 
-  // The default placement first: it fixes the backend list and the inputs.
+  // A model with open dims is tuned as it compiles without input shapes (one plan for every shape),
+  // measured at the shapes named; a static model at its shapes (or those named instead).
+  Graph bound = graph;
+  bind_input_shapes(bound, base.input_shapes);
+  bool open = false;
+  for (ValueId id : graph.inputs) {
+    const TensorType& t = graph.value(id).type;
+    open |= t.is_tensor() && !t.is_static();
+  }
+  if (open) {
+    base.input_shapes.clear();
+    record.measured_at = input_shapes_text(bound);
+  }
+  std::vector<Tensor> owned = make_inputs(bound);
+
+  // The default placement first: it fixes the backend list.
   std::unique_ptr<CompiledModel> first = CompiledModel::compile(graph, base);
   record.fingerprint = first->fingerprint();
   record.backends = first->backend_names();
-  std::vector<Tensor> owned = make_inputs(*first);
   std::vector<TensorView> inputs;
   for (const Tensor& t : owned) inputs.push_back(t.view());
 
@@ -222,7 +239,7 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
     std::stable_sort(groups.begin(), groups.end(), slowest_first);
     moves.insert(moves.end(), groups.begin(), groups.end());
     estimate = done + 1;
-    for (const Move& m : moves) estimate += static_cast<int64_t>(record.backends.size()) - 1;
+    estimate += static_cast<int64_t>(moves.size()) * (static_cast<int64_t>(record.backends.size()) - 1);
     bool improved = false, out_of_time = false;
     for (const Move& m : moves) {
       for (const std::string& target : record.backends) {
@@ -269,6 +286,9 @@ std::string tuning_summary(const TuningRecord& record) {
   std::snprintf(line, sizeof line, "tuned in %.1f s (%zu candidates), %d thread%s, %s, on %s\n", record.seconds,
                 record.candidates.size(), record.threads, record.threads == 1 ? "" : "s", record.precision.c_str(), record.cpu.c_str());
   out << line;
+  if (!record.measured_at.empty()) {
+    out << "the model's open-dims plan (one compile for every shape), measured at " << record.measured_at << "\n";
+  }
   for (const TuningCandidate& c : record.candidates) {
     if (c.milliseconds >= 0) {
       std::snprintf(line, sizeof line, "  %10.3f ms  %s %s\n", c.milliseconds, c.accepted ? "*" : " ", c.name.c_str());

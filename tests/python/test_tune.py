@@ -251,3 +251,68 @@ def test_python_api(tuned, tmp_path, monkeypatch):
     with pytest.raises(tessera.InvalidArgument, match="not valid JSON"):
         (tmp_path / "broken.json").write_text("{")
         tessera.InferenceSession(model, tuning=str(tmp_path / "broken.json"))
+
+
+def open_mlp(path, width=32):
+    """mlp with an open batch and a shape computation (Shape -> Gather -> Concat -> Reshape) that folds
+    away when the batch is bound and runs when it is open."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((width, width)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.standard_normal((width, width)).astype(np.float32), "w2"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus_one")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("MatMul", ["r", "w2"], ["z"], name="mm2"),
+             helper.make_node("Shape", ["x"], ["shape"], name="shape_of_x"),
+             helper.make_node("Gather", ["shape", "zero"], ["rows"], name="rows_of_x", axis=0),
+             helper.make_node("Concat", ["rows", "minus_one"], ["new_shape"], name="new_shape", axis=0),
+             helper.make_node("Reshape", ["z", "new_shape"], ["zr"], name="reshape"),
+             helper.make_node("Softmax", ["zr"], ["y"], name="softmax", axis=-1)]
+    graph = helper.make_graph(nodes, "open_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", width])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", width])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def test_an_open_dims_model_is_tuned_as_one_plan_at_the_shapes_named(tmp_path):
+    model = open_mlp(str(tmp_path / "open.onnx"))
+    run = cli("tune", model, "-o", str(tmp_path / "x.json"), "--budget", "5")
+    assert run.returncode != 0 and "--input-shape" in run.stderr and "'x'" in run.stderr, run.stderr
+    record_path, record, summary = tune_record(model, tmp_path, "--backends", "dnnl,native", "--input-shape", "batch=6",
+                                               budget="10")
+    assert record["model"]["measured_at"] == "x=6x32", record["model"]
+    assert "open-dims plan" in summary and "x=6x32" in summary
+    placed = {p["node"]: p["backend"] for p in record["placement"]}
+    assert "rows_of_x" in placed and "softmax" in placed, placed  # the open plan's nodes, shape ones included
+    # A placement the default would not make (every node on native; the measurement may choose either),
+    # so that applying it shows; the shape nodes it names exist only in the open plan.
+    _, default = placement(model, "--backends", "dnnl,native")
+    assert default["mm1"] == "dnnl", default
+    for entry in record["placement"]:
+        entry["backend"] = "native"
+    json.dump(record, open(record_path, "w"))
+    # The open plan takes it as it is; a compile binding the measured shapes takes it too (skipping the
+    # shape nodes folded there), and one binding other shapes with a warning saying so.
+    stderr, nodes = placement(model, "--backends", "dnnl,native", "--tuning", record_path)
+    assert "warning" not in stderr and nodes["mm1"] == nodes["mm2"] == "native", (stderr, nodes)
+    stderr, nodes = placement(model, "--backends", "dnnl,native", "--tuning", record_path, "--input-shape", "batch=6")
+    assert "warning" not in stderr and nodes["mm1"] == "native", (stderr, nodes)
+    assert nodes.get("rows_of_x", "folded") == "folded", nodes
+    stderr, nodes = placement(model, "--backends", "dnnl,native", "--tuning", record_path, "--input-shape", "batch=3")
+    assert "input shapes x=6x32, here x=3x32" in stderr and nodes["mm1"] == "native", (stderr, nodes)
+    # One tuned artifact runs every batch.
+    artifact = str(tmp_path / "open.tsr")
+    run = cli("compile", model, "--backends", "dnnl,native", "--tuning", record_path, "-o", artifact)
+    assert run.returncode == 0 and "warning" not in run.stderr, run.stderr
+    w = {i.name: numpy_helper.to_array(i) for i in onnx.load(model).graph.initializer}
+    for batch in (3, 9):
+        x = np.random.default_rng(batch).standard_normal((batch, 32)).astype(np.float32)
+        np.save(tmp_path / "x.npy", x)
+        out = tmp_path / ("out%d" % batch)
+        run = cli("run", artifact, "--input", "x=" + str(tmp_path / "x.npy"), "--output-dir", str(out))
+        assert run.returncode == 0, run.stderr
+        z = np.maximum(x @ w["w1"], 0) @ w["w2"]
+        expected = np.exp(z - z.max(-1, keepdims=True))
+        expected /= expected.sum(-1, keepdims=True)
+        np.testing.assert_allclose(np.load(out / "y.npy"), expected, rtol=1e-4, atol=1e-6)
