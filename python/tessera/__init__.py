@@ -36,7 +36,7 @@ A model whose inputs have open dimensions (e.g. ``["batch", 3, 224, 224]``)
 is compiled once, with those dims open, and runs at every shape that fits them
 without compiling again (give ``input_shapes`` to fix them instead). What a
 backend prepares per shape (oneDNN primitives) is kept in a cache bounded by
-bytes for the process (``TESSERA_SHAPE_CACHE_MB``, default 128); ``max_variants``
+bytes for the process (``TESSERA_SHAPE_CACHE_MB``, default 32); ``max_variants``
 is accepted for older code and no longer bounds anything.
 """
 

@@ -11,7 +11,7 @@
 // - one workspace (grown to the largest shape run) serves every shape;
 // - specialisations are kept in one cache per region, bounded by bytes (their
 //   primitives' code) and by one bound for the whole process
-//   (TESSERA_SHAPE_CACHE_MB, default 128 MiB): a region that adds one past it
+//   (TESSERA_SHAPE_CACHE_MB, default 32 MiB): a region that adds one past it
 //   drops its own least recently used first.
 // A shape the declarations or the lowering refuse (an empty dim, a broadcast
 // oneDNN cannot run, a reference kernel on a large tensor) is remembered as

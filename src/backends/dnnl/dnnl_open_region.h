@@ -20,7 +20,7 @@ std::vector<uint8_t> open_region_payload();
 bool is_open_region_payload(std::span<const uint8_t> payload);
 
 /// Default bound of the bytes all open regions of the process keep per shape; TESSERA_SHAPE_CACHE_MB overrides it.
-inline constexpr int64_t kDefaultShapeCacheBytes = int64_t{128} << 20;
+inline constexpr int64_t kDefaultShapeCacheBytes = int64_t{32} << 20;
 
 
 class OpenDnnlRegion : public ExecutableRegion {
