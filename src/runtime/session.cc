@@ -23,6 +23,7 @@
 #include "passes/float16_compute.h"
 #include "passes/fold_qdq.h"
 #include "passes/infer_and_fold.h"
+#include "passes/inline_constant_if.h"
 #include "passes/fold_pad.h"
 #include "passes/remove_no_ops.h"
 #include "passes/trim_conv_taps.h"
@@ -183,6 +184,14 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   for (const Node& node : graph.nodes) nodes_before.emplace_back(node.name, node.op_type);
   infer_and_fold(graph, evaluate_node_natively);
   after_pass(graph, "infer_and_fold", /*verify=*/false);
+  // An If whose condition folded to a constant: its branch's nodes in its place, then folded with the rest
+  // (a branch may hold another such If).
+  std::vector<InlinedIf> inlined_ifs;
+  for (std::vector<InlinedIf> more = inline_constant_if(graph); !more.empty(); more = inline_constant_if(graph)) {
+    inlined_ifs.insert(inlined_ifs.end(), more.begin(), more.end());
+    infer_and_fold(graph, evaluate_node_natively);
+    after_pass(graph, "inline_constant_if", /*verify=*/false);
+  }
   eliminate_dead_nodes(graph);
   after_pass(graph, "eliminate_dead_nodes");
   const std::vector<RemovedNode> no_ops = remove_no_ops(graph);
@@ -322,6 +331,11 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   for (const RemovedNode& removed : no_ops) {
     model->placement_.push_back({removed.node, removed.op_type, "folded", removed.why, -1, ""});
     executed.insert(removed.node);
+  }
+  for (const InlinedIf& i : inlined_ifs) {
+    model->placement_.push_back({i.node, "If", "folded", str_cat("its condition is a constant: the ", i.branch ? "then" : "else",
+                                 " branch's nodes run in its place, named '", i.node, "/...'"), -1, ""});
+    executed.insert(i.node);
   }
   for (const auto& [name, op_type] : nodes_before) {
     if (!executed.count(name)) model->placement_.push_back({name, op_type, "folded", "computed at compile time", -1, ""});

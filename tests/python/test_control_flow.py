@@ -1,0 +1,113 @@
+"""If with a condition known at compile time (passes/inline_constant_if): the branch it takes runs as nodes
+of the main graph (placed on any backend, fused), not in the subgraph interpreter; the If stays an If
+where the condition is only known at run time. Results are compared with numpy written from the model's
+definition, placements with what the model's code implies."""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tessera
+
+CLI = os.environ.get("TESSERA_CLI")
+RNG = np.random.default_rng(0)
+W = RNG.standard_normal((4, 8)).astype(np.float32)
+C = np.arange(4, dtype=np.float32)
+
+
+def if_model(batch, nested=False):
+    """out = Sigmoid(If(x.shape[0] > 1, then: Relu(x @ W) [and x], else: Tile(-x, [1, 2]) [and C]))."""
+    then_nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                  helper.make_node("Relu", ["h"], ["r"], name="relu")]
+    then_inits = []
+    if nested:
+        # A second If inside the branch, on a constant flag: inlined in turn (its else branch: Abs).
+        inner_then = helper.make_graph([helper.make_node("Neg", ["r"], ["q"], name="inner_neg")], "inner_then", [],
+                                       [helper.make_tensor_value_info("q", TensorProto.FLOAT, None)])
+        inner_else = helper.make_graph([helper.make_node("Abs", ["r"], ["q"], name="inner_abs")], "inner_else", [],
+                                       [helper.make_tensor_value_info("q", TensorProto.FLOAT, None)])
+        then_nodes.append(helper.make_node("If", ["flag"], ["r2"], name="inner", then_branch=inner_then,
+                                           else_branch=inner_else))
+        then_inits.append(numpy_helper.from_array(np.array(False), "flag"))
+    then = helper.make_graph(then_nodes, "then", [],
+                             [helper.make_tensor_value_info("r2" if nested else "r", TensorProto.FLOAT, None),
+                              helper.make_tensor_value_info("x", TensorProto.FLOAT, None)], then_inits)
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["n"], name="neg"), helper.make_node("Tile", ["n", "two"], ["t"], name="tile")],
+        "else", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, None),
+                     helper.make_tensor_value_info("c", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([1, 2], np.int64), "two"), numpy_helper.from_array(C, "c")])
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "zero"], ["b"], name="batch", axis=0),
+             helper.make_node("Greater", ["b", "one"], ["cond"], name="more_than_one"),
+             helper.make_node("If", ["cond"], ["y", "z"], name="branch", then_branch=then, else_branch=other),
+             helper.make_node("Sigmoid", ["y"], ["out"], name="sig")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(W, "w"), numpy_helper.from_array(np.array(0, np.int64), "zero"),
+                               numpy_helper.from_array(np.array(1, np.int64), "one")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def expected(x, nested=False):
+    if x.shape[0] > 1:
+        r = np.maximum(x @ W, 0)
+        return 1 / (1 + np.exp(-(np.abs(r) if nested else r))), x
+    return 1 / (1 + np.exp(np.tile(x, (1, 2)))), C
+
+
+def check(session, x, nested=False):
+    out, z = session.run(None, {"x": x})
+    want_out, want_z = expected(x, nested)
+    np.testing.assert_allclose(out, want_out, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(z, want_z)
+
+
+def rows(session):
+    return {p["node"]: p for p in session.placement()}
+
+
+@pytest.mark.parametrize("batch,branch", [(3, "then"), (1, "else")])
+def test_a_constant_condition_runs_its_branch_as_main_graph_nodes(batch, branch):
+    session = tessera.InferenceSession(if_model(batch).SerializeToString())
+    placed = rows(session)
+    assert placed["branch"]["backend"] == "folded" and branch + " branch" in placed["branch"]["note"], placed["branch"]
+    inlined = ["branch/mm", "branch/relu"] if branch == "then" else ["branch/neg", "branch/tile"]
+    for name in inlined:
+        assert placed[name]["backend"] not in ("folded", "") and placed[name]["region"] >= 0, placed[name]
+    if branch == "then":
+        # MatMul, Relu and the Sigmoid after the If share a region: nothing splits them now.
+        assert placed["branch/mm"]["region"] == placed["branch/relu"]["region"] == placed["sig"]["region"], placed
+    check(session, RNG.standard_normal((batch, 4)).astype(np.float32))
+
+
+def test_nested_constant_conditions_are_inlined_in_turn():
+    session = tessera.InferenceSession(if_model(2, nested=True).SerializeToString())
+    placed = rows(session)
+    assert "then branch" in placed["branch"]["note"] and "else branch" in placed["branch/inner"]["note"], placed
+    assert placed["branch/inner/inner_abs"]["region"] >= 0, placed
+    check(session, RNG.standard_normal((2, 4)).astype(np.float32), nested=True)
+
+
+def test_a_condition_known_only_at_run_time_stays_an_if():
+    session = tessera.InferenceSession(if_model("batch").SerializeToString())
+    placed = rows(session)
+    assert placed["branch"]["op_type"] == "If" and placed["branch"]["region"] >= 0, placed["branch"]
+    assert not any(name.startswith("branch/") for name in placed), placed
+    for batch in (1, 3):  # both branches, one compile
+        check(session, RNG.standard_normal((batch, 4)).astype(np.float32))
+
+
+def test_an_artifact_keeps_the_inlined_branch(tmp_path):
+    model = tmp_path / "if.onnx"
+    onnx.save(if_model(3), model)
+    artifact = tmp_path / "if.tsr"
+    run = subprocess.run([CLI, "compile", str(model), "-o", str(artifact)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    session = tessera.InferenceSession(str(artifact))
+    assert rows(session)["branch/mm"]["region"] >= 0
+    check(session, RNG.standard_normal((3, 4)).astype(np.float32))
