@@ -82,6 +82,8 @@ const char* const kUsage =
     "  --tuning TUNING.json     the placement `tessera tune` chose for this model\n"
     "  SELECTOR is a node name, op:TYPE, or an op type when no node has that name.\n"
     "DIMS is like 1x3x224x224 (or 'scalar'); a symbolic dimension can be bound by name: --input-shape batch=4.\n"
+    "--input-values NAME=VALUE (repeatable; ONNX models): fixes a one-element input's value at compile time, so\n"
+    "what depends on it folds (an If on it takes its branch then); each run checks that the value fed is that one.\n"
     "--dim NAME=MIN..MAX (also --dim-bounds; repeatable): bounds an open dim by name (ONNX dim_param): each run\n"
     "checks the inputs against it, and working memory is sized once for the upper bounds (ONNX models and .tsr\n"
     "artifacts alike).\n"

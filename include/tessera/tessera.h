@@ -496,12 +496,21 @@ TSR_API tsr_status* tsr_options_set_tuning(tsr_options* options, const char* rec
  * an error when the model is compiled or loaded. */
 TSR_API tsr_status* tsr_options_set_dim_bounds(tsr_options* options, const char* name, int64_t min_size,
                                                int64_t max_size);
+/* Fixes the value of input `name` (one element, numeric or bool) at compile
+ * time: `value` is its text ("16000", "0.5", "true"), parsed for the input's
+ * dtype when the model compiles (a user error names the input otherwise).
+ * What depends on it folds: an If on it takes its branch at compile time, and
+ * that branch's nodes are placed and fused like the rest. The input stays an
+ * input: each run checks that the caller feeds that value (TSR_INVALID_ARGUMENT
+ * otherwise). An artifact keeps the value and the check. */
+TSR_API tsr_status* tsr_options_set_input_value(tsr_options* options, const char* name, const char* value);
 /* Sets an option by name from its text: the one list of option names, which
  * the CLI (--NAME, '_' written '-'), Python (keyword arguments) and the torch
  * op (its option dict) all take. "threads" (1..1024), "backends",
  * "place" and "deny" (each call adds one), "min_region_size" (>= 1),
  * "strict" and "freeze_weights" (1/0/true/false), "precision", "tuning" (a
- * record's path), "dim_bounds" ("NAME=MIN..MAX"; each call adds one), as the
+ * record's path), "dim_bounds" ("NAME=MIN..MAX"; each call adds one),
+ * "input_values" ("NAME=VALUE"; each call adds one), as the
  * setters above take them. An unknown name or a bad
  * value is TSR_INVALID_ARGUMENT naming the option. */
 TSR_API tsr_status* tsr_options_set(tsr_options* options, const char* name, const char* value);

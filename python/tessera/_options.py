@@ -30,6 +30,9 @@ class SessionOptions:
     dim_bounds       dict {open dim name: (min, max)} (or "NAME=MIN..MAX" strings): each run checks the dims
                      of that name against them, and memory is sized for the upper bounds once, so runs
                      within them allocate nothing after the first; applies to .tsr artifacts too
+    input_values     dict {input name: number or bool} (or "NAME=VALUE" strings): fixes one-element inputs
+                     at compile time, so that what depends on them folds (an If on a sample rate takes its
+                     branch then); each run checks that the value fed is that one
 
     A value of the wrong type raises InvalidArgument naming the option when it is set. A compiled .tsr
     artifact takes threads and dim_bounds (and max_variants, which it does not need) only: its placement, precision and
@@ -74,6 +77,8 @@ class SessionOptions:
                 continue
             if name == "dim_bounds":
                 settings += [(name, "%s=%d..%d" % (dim, low, high)) for dim, (low, high) in value.items()]
+            elif name == "input_values":
+                settings += [(name, "%s=%s" % item) for item in value.items()]
             elif name in ("place", "deny"):
                 settings += [(name, rule) for rule in _strings(value, name)]
             elif name == "backends":
@@ -252,6 +257,32 @@ def _dim_bounds_option(name, value):
     return bounds
 
 
+def _input_values_option(name, value):
+    """{input name: value text}, from {name: number or bool} or "NAME=VALUE" strings (one, or a list)."""
+    expected = "a dict {input name: number or bool} or \"NAME=VALUE\" strings"
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, (list, tuple)):
+        parsed = {}
+        for text in value:
+            key, eq, number = text.rpartition("=") if isinstance(text, str) else ("", "", "")
+            if not key or not eq or not number:
+                raise InvalidArgument("option %r must be %s; got %s" % (name, expected, _described(text)))
+            parsed[key] = number
+        return parsed
+    if not isinstance(value, dict):
+        raise _wrong_type(name, expected, value)
+    texts = {}
+    for key, item in value.items():
+        if hasattr(item, "item") and getattr(item, "size", 1) == 1:  # a numpy scalar or one-element array
+            item = item.item()
+        if not isinstance(key, str) or not key or isinstance(item, str) or not isinstance(item, (bool, int, float)):
+            raise InvalidArgument("option %r must be %s; %s maps to %s" % (name, expected, _described(key),
+                                                                          _described(item)))
+        texts[key] = ("1" if item else "0") if isinstance(item, bool) else repr(item)
+    return texts
+
+
 def _maybe_int(text):
     try:
         return int(text)
@@ -269,7 +300,7 @@ _OPTION_CHECKS = {
     "threads": _int_option, "backends": _backends_option, "place": _rules_option, "deny": _rules_option,
     "min_region_size": _int_option, "strict": _bool_option, "input_shapes": _input_shapes_option,
     "freeze_weights": _bool_option, "max_variants": _max_variants_option, "precision": _str_option,
-    "tuning": _path_option, "dim_bounds": _dim_bounds_option,
+    "tuning": _path_option, "dim_bounds": _dim_bounds_option, "input_values": _input_values_option,
 }
 # Every option has its type check: an option the C API gains fails here until it has one.
 assert set(_OPTION_CHECKS) == set(SessionOptions._FIELDS), set(_OPTION_CHECKS) ^ set(SessionOptions._FIELDS)

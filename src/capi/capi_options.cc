@@ -14,7 +14,7 @@ namespace {
 /// one list of them (the CLI's flags, Python's keyword arguments and the torch
 /// op's option dict all read it).
 constexpr const char* kOptionNames =
-    "threads,backends,place,deny,min_region_size,strict,precision,tuning,freeze_weights,dim_bounds";
+    "threads,backends,place,deny,min_region_size,strict,precision,tuning,freeze_weights,dim_bounds,input_values";
 
 /// A whole decimal integer in [low, high], or a status naming the option.
 tsr_status* parse_int(const char* name, const char* text, long long low, long long high, int32_t& out) {
@@ -168,6 +168,16 @@ tsr_status* tsr_options_set_dim_bounds(tsr_options* options, const char* name, i
   });
 }
 
+tsr_status* tsr_options_set_input_value(tsr_options* options, const char* name, const char* value) {
+  if (!options) return null_argument("options");
+  if (!name) return null_argument("name");
+  if (!value) return null_argument("value");
+  return guarded([&] {
+    if (!*name) tessera::throw_user_error("input_values: the input name is empty");
+    options->compile.input_values[name] = value;  // parsed for the input's dtype when the model compiles
+  });
+}
+
 const char* tsr_option_names(void) { return kOptionNames; }
 
 tsr_status* tsr_options_set(tsr_options* options, const char* name, const char* value) {
@@ -209,6 +219,15 @@ tsr_status* tsr_options_set(tsr_options* options, const char* name, const char* 
       return make_status(TSR_INVALID_ARGUMENT, "option 'dim_bounds': '" + text + "' is not NAME=MIN..MAX (e.g. past=0..1024)");
     }
     return tsr_options_set_dim_bounds(options, text.substr(0, eq).c_str(), low, high);
+  }
+  if (n == "input_values") {
+    // NAME=VALUE (the value parsed for the input's dtype when the model compiles)
+    const std::string text = value;
+    const size_t eq = text.rfind('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+      return make_status(TSR_INVALID_ARGUMENT, "option 'input_values': '" + text + "' is not NAME=VALUE (e.g. sr=16000)");
+    }
+    return tsr_options_set_input_value(options, text.substr(0, eq).c_str(), text.substr(eq + 1).c_str());
   }
   if (n == "freeze_weights") {
     if (tsr_status* bad = parse_bool(name, value, number)) return bad;

@@ -18,6 +18,7 @@
 #include "ir/verifier.h"
 #include "partition/declarations.h"
 #include "passes/bind_input_shapes.h"
+#include "passes/bind_input_values.h"
 #include "passes/float16_compute.h"
 #include "passes/fold_qdq.h"
 #include "passes/infer_and_fold.h"
@@ -157,6 +158,10 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   const std::string open_fingerprint = graph_fingerprint(graph);  // a tuning record of the open-dims plan
   bind_input_shapes(graph, given_options.input_shapes);
   after_pass(graph, "bind_input_shapes");
+  if (!given_options.input_values.empty()) {
+    bind_input_values(graph, given_options.input_values);
+    after_pass(graph, "bind_input_values");
+  }
   if (compute_float16_in_float32(graph) > 0) after_pass(graph, "compute_float16_in_float32");
   model->fingerprint_ = graph_fingerprint(graph);
   CompileOptions options = given_options;
@@ -423,6 +428,7 @@ std::string thread_count_warning(int num_threads) {
 }
 
 void CompiledModel::finish() {
+  fixed_input_values_ = bound_input_values(graph_);
   find_cache_pairs();
   {
     // The last region to read (or make) each value passed between regions.

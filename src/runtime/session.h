@@ -50,6 +50,9 @@ struct CompileOptions {
   /// so that once a run has been made no run within the bounds allocates. Not part of the plan: applies
   /// to artifacts too.
   std::map<std::string, std::pair<int64_t, int64_t>> dim_bounds;
+  /// --input-values NAME=VALUE: inputs whose value is fixed at compile time (passes/bind_input_values.h);
+  /// each run checks that the caller feeds that value.
+  std::map<std::string, std::string> input_values;
 };
 
 struct ValueDesc {
@@ -269,6 +272,8 @@ class CompiledModel {
   void apply_dim_bounds(const std::map<std::string, std::pair<int64_t, int64_t>>& bounds);
   /// Per input and dim: the bounds of its named open dim, or {-1, -1}.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> input_dim_bounds_;
+  /// Inputs whose value was fixed at compile time (passes/bind_input_values.h): (input index, value).
+  std::vector<std::pair<size_t, Tensor>> fixed_input_values_;
   /// Per value: its bytes at the dims' upper bounds, or 0 where not known (RunStore takes at least that).
   std::vector<size_t> bounded_bytes_;
   std::vector<CachePair> cache_pairs_;

@@ -14,9 +14,9 @@ namespace tessera {
 namespace {
 
 void check_artifact_options(const std::string& name, const CompileOptions& options) {
-  if (!options.input_shapes.empty() || !options.backends.empty() || !options.place.empty() || !options.deny.empty() ||
-      options.strict || options.min_region_size != 1 || options.precision.bf16 || options.tuning) {
-    throw_user_error("'", name, "' is a compiled artifact: input shapes, backends, placement, tuning and precision were fixed ",
+  if (!options.input_shapes.empty() || !options.input_values.empty() || !options.backends.empty() || !options.place.empty() ||
+      !options.deny.empty() || options.strict || options.min_region_size != 1 || options.precision.bf16 || options.tuning) {
+    throw_user_error("'", name, "' is a compiled artifact: input shapes and values, backends, placement, tuning and precision were fixed ",
                      "when it was compiled (only the thread count applies when loading)");
   }
 }

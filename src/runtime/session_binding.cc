@@ -47,6 +47,27 @@ bool every_region_reads(const std::vector<std::unique_ptr<RegionPlan>>& regions,
   return true;
 }
 
+/// A one-element view's value as text ("16000", "0.5", "true"), for messages.
+std::string describe_scalar(const TensorView& v) {
+  if (v.numel() != 1 || !v.data) return "a tensor of shape [" + shape_to_string(v.shape) + "]";
+  switch (v.dtype) {
+    case DType::kBool: return *static_cast<const uint8_t*>(v.data) ? "true" : "false";
+    case DType::kFloat32: return str_cat(*static_cast<const float*>(v.data));
+    case DType::kFloat64: return str_cat(*static_cast<const double*>(v.data));
+    case DType::kFloat16: return str_cat(half_to_float(*static_cast<const uint16_t*>(v.data)));
+    case DType::kBFloat16: return str_cat(bfloat16_to_float(*static_cast<const uint16_t*>(v.data)));
+    case DType::kInt8: return str_cat(int{*static_cast<const int8_t*>(v.data)});
+    case DType::kInt16: return str_cat(*static_cast<const int16_t*>(v.data));
+    case DType::kInt32: return str_cat(*static_cast<const int32_t*>(v.data));
+    case DType::kInt64: return str_cat(*static_cast<const int64_t*>(v.data));
+    case DType::kUInt8: return str_cat(unsigned{*static_cast<const uint8_t*>(v.data)});
+    case DType::kUInt16: return str_cat(*static_cast<const uint16_t*>(v.data));
+    case DType::kUInt32: return str_cat(*static_cast<const uint32_t*>(v.data));
+    case DType::kUInt64: return str_cat(*static_cast<const uint64_t*>(v.data));
+    default: return "a value";
+  }
+}
+
 void count_copy(RunCounts& counts, const TensorView& view) {
   ++counts.binding_copies;
   counts.binding_copy_bytes += static_cast<int64_t>(view.nbytes());
@@ -205,6 +226,13 @@ void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs, const
       }
     }
     if (!got.data && got.numel() != 0) throw_user_error("input '", want.name, "' has no data");
+  }
+  // Inputs fixed at compile time: the caller must feed that value (the plan folded it in).
+  for (const auto& [i, fixed] : fixed_input_values_) {
+    const TensorView& got = inputs[i];
+    if (got.numel() == 1 && std::memcmp(got.data, fixed.data(), dtype_size(fixed.dtype())) == 0) continue;
+    throw_user_error("input '", inputs_[i].name, "' is ", describe_scalar(got), ", but the model was compiled with it fixed at ",
+                     describe_scalar(fixed.view()), " (input_values): compile it without that value to feed others");
   }
   // Open dims that share a name (ONNX dim_param) take one value in a call.
   for (const std::vector<std::pair<size_t, size_t>>& group : named_open_dims_) {

@@ -48,7 +48,7 @@ TEST_F(OptionsTest, TheNamesAreTheDocumentedOnesOnce) {
   std::istringstream list(tsr_option_names());
   for (std::string name; std::getline(list, name, ',');) EXPECT_TRUE(names.insert(name).second) << name << " twice";
   EXPECT_EQ(names, (std::set<std::string>{"threads", "backends", "place", "deny", "min_region_size", "strict", "precision",
-                                          "tuning", "freeze_weights", "dim_bounds"}));
+                                          "tuning", "freeze_weights", "dim_bounds", "input_values"}));
 }
 
 TEST_F(OptionsTest, EachNameSetsWhatItsSetterSets) {
@@ -98,6 +98,9 @@ TEST_F(OptionsTest, BadNamesAndValuesNameTheOption) {
            {"dim_bounds", "=1..4", "is not NAME=MIN..MAX"},
            {"dim_bounds", "past=1..99999999999999999999", "is not NAME=MIN..MAX"},
            {"dim_bounds", "past=5..4", "0 <= MIN <= MAX"},
+           {"input_values", "sr", "option 'input_values': 'sr' is not NAME=VALUE"},
+           {"input_values", "=16000", "is not NAME=VALUE"},
+           {"input_values", "sr=", "is not NAME=VALUE"},
        }) {
     tsr_status* status = tsr_options_set(options_, bad.name, bad.value);
     ASSERT_NE(status, nullptr) << bad.name << "=" << bad.value;

@@ -111,3 +111,97 @@ def test_an_artifact_keeps_the_inlined_branch(tmp_path):
     session = tessera.InferenceSession(str(artifact))
     assert rows(session)["branch/mm"]["region"] >= 0
     check(session, RNG.standard_normal((3, 4)).astype(np.float32))
+
+
+# -- inputs fixed at compile time (input_values): an If on a sample-rate input --------------------------
+
+W2 = RNG.standard_normal((4, 8)).astype(np.float32)
+
+
+def rate_model():
+    """out = If(sr == 16000, then: Relu(x @ W), else: Tanh(x @ W2)): a model that serves two sample rates."""
+    then = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+                              helper.make_node("Relu", ["h"], ["y"], name="relu")], "then", [],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("MatMul", ["x", "w2"], ["h"], name="mm"),
+                               helper.make_node("Tanh", ["h"], ["y"], name="tanh")], "else", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("Equal", ["sr", "rate"], ["is_16k"], name="is_16k"),
+             helper.make_node("If", ["is_16k"], ["out"], name="by_rate", then_branch=then, else_branch=other)]
+    graph = helper.make_graph(nodes, "rates", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4]),
+                                               helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(W, "w"), numpy_helper.from_array(W2, "w2"),
+                               numpy_helper.from_array(np.array(16000, np.int64), "rate")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def rate_expected(x, sr):
+    return np.maximum(x @ W, 0) if sr == 16000 else np.tanh(x @ W2)
+
+
+@pytest.mark.parametrize("rate,branch", [(16000, "then"), (8000, "else")])
+def test_an_input_fixed_at_compile_time_decides_the_branch_and_is_checked_each_run(rate, branch):
+    session = tessera.InferenceSession(rate_model().SerializeToString(), input_values={"sr": rate})
+    placed = rows(session)
+    assert branch + " branch" in placed["by_rate"]["note"], placed["by_rate"]
+    inlined = [p for name, p in placed.items() if name.startswith("by_rate/") and p["op_type"] == "MatMul"]
+    assert len(inlined) == 1 and inlined[0]["region"] >= 0, placed  # the branch's MatMul, placed like any
+    assert [i.name for i in session.get_inputs()] == ["x", "sr"]  # still fed, as before
+    x = RNG.standard_normal((2, 4)).astype(np.float32)
+    out, = session.run(None, {"x": x, "sr": np.array(rate, np.int64)})
+    np.testing.assert_allclose(out, rate_expected(x, rate), rtol=1e-5, atol=1e-6)
+    other = 8000 if rate == 16000 else 16000
+    with pytest.raises(tessera.InvalidArgument, match=r"input 'sr' is %d, but the model was compiled with it fixed at %d"
+                       % (other, rate)):
+        session.run(None, {"x": x, "sr": np.array(other, np.int64)})
+    out, = session.run(None, {"x": x, "sr": np.array(rate, np.int64)})  # the session goes on
+    np.testing.assert_allclose(out, rate_expected(x, rate), rtol=1e-5, atol=1e-6)
+
+
+def test_without_a_fixed_value_the_if_serves_both_rates():
+    session = tessera.InferenceSession(rate_model().SerializeToString())
+    assert rows(session)["by_rate"]["op_type"] == "If" and rows(session)["by_rate"]["region"] >= 0
+    x = RNG.standard_normal((2, 4)).astype(np.float32)
+    for rate in (16000, 8000):
+        out, = session.run(None, {"x": x, "sr": np.array(rate, np.int64)})
+        np.testing.assert_allclose(out, rate_expected(x, rate), rtol=1e-5, atol=1e-6)
+
+
+def test_an_artifact_keeps_the_fixed_value_and_its_check(tmp_path):
+    model = tmp_path / "rates.onnx"
+    onnx.save(rate_model(), model)
+    artifact = tmp_path / "rates.tsr"
+    run = subprocess.run([CLI, "compile", str(model), "--input-values", "sr=16000", "-o", str(artifact)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    x = RNG.standard_normal((2, 4)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    for rate in (16000, 8000):
+        np.save(tmp_path / ("sr%d.npy" % rate), np.array(rate, np.int64))
+    out = tmp_path / "out"
+    run = subprocess.run([CLI, "run", str(artifact), "--input", "x=%s" % (tmp_path / "x.npy"),
+                          "--input", "sr=%s" % (tmp_path / "sr16000.npy"), "--output-dir", str(out)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_allclose(np.load(out / "out.npy"), rate_expected(x, 16000), rtol=1e-5, atol=1e-6)
+    run = subprocess.run([CLI, "run", str(artifact), "--input", "x=%s" % (tmp_path / "x.npy"),
+                          "--input", "sr=%s" % (tmp_path / "sr8000.npy")], capture_output=True, text=True)
+    assert run.returncode != 0 and "input 'sr' is 8000, but the model was compiled with it fixed at 16000" in run.stderr
+    session = tessera.InferenceSession(str(artifact))
+    assert "then branch" in rows(session)["by_rate"]["note"]
+    with pytest.raises(tessera.InvalidArgument, match="option .input_values. cannot apply to .*compiled .tsr artifact"):
+        tessera.InferenceSession(str(artifact), input_values={"sr": 8000})
+
+
+@pytest.mark.parametrize("values,message", [
+    ({"rate_hz": 16000}, r"the model has no input 'rate_hz' \(its inputs: x, sr\)"),
+    ({"x": 1.0}, r"input 'x' is float32\[2x4\]: only an input of one element"),
+    ("sr=abc", r"input 'sr' \(int64\): 'abc' is not a whole number"),
+    ({"sr": 1e30}, r"input 'sr' \(int64\): '1e\+30' is not a whole number"),
+    ("sr=", r"is not NAME=VALUE|must be"),
+    ({"sr": "16000"}, r"must be a dict"),
+])
+def test_bad_fixed_values_are_clear_errors(values, message):
+    with pytest.raises(tessera.InvalidArgument, match=message):
+        tessera.InferenceSession(rate_model().SerializeToString(), input_values=values)
