@@ -18,9 +18,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   tessera::CompileOptions options;
-  tessera::apply_tuning(record, record.fingerprint, options);
+  bool applied = false;
+  // As the record of the model's open-dims plan applied to a compile that binds other shapes.
+  tessera::apply_tuning(record, "another", record.fingerprint, "x=1", options, &applied);
+  if (!applied && !record.measured_at.empty()) std::abort();
+  tessera::apply_tuning(record, record.fingerprint, "open", "", options, &applied);
+  if (!applied) std::abort();
   const std::string text = tessera::write_tuning_record(record);
   const tessera::TuningRecord again = tessera::read_tuning_record(text, "rewritten.json");
-  if (tessera::write_tuning_record(again) != text || again.placement != record.placement) std::abort();
+  if (tessera::write_tuning_record(again) != text || again.placement != record.placement ||
+      again.measured_at != record.measured_at) {
+    std::abort();
+  }
   return 0;
 }
