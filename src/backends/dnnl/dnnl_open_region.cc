@@ -21,11 +21,15 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <set>
+#include <string>
 
 #include "backends/dnnl/dnnl_declarations.h"
 #include "ir/error.h"
@@ -49,7 +53,90 @@ int64_t shape_cache_bytes() {
   return static_cast<int64_t>(value) << 20;
 }
 
+/// The main node of a region node (a composite's first member) and the graph it lives in.
+std::pair<const Node*, const Graph*> main_node(const Graph& region, const Node& node) {
+  if (node.domain == "tessera" && node.op_type == "Composite") {
+    const Attribute* body = node.attrs.find("body");
+    if (body && body->graph && !body->graph->nodes.empty()) return {&body->graph->nodes[0], body->graph.get()};
+  }
+  return {&node, &region};
+}
+
+/// `value` of `graph` (a composite's body or the region) as a value of the region, or kNoValue
+/// when it is made inside the body.
+ValueId region_value(const Graph& region, const Node& node, const Graph& graph, ValueId value) {
+  if (&graph == &region) return value;
+  const auto at = std::find(graph.inputs.begin(), graph.inputs.end(), value);
+  return at == graph.inputs.end() ? kNoValue : node.inputs[static_cast<size_t>(at - graph.inputs.begin())];
+}
+
+bool is_heavy(const Node& node) {
+  static const char* const kHeavy[] = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool"};
+  return node.domain.empty() && std::find_if(std::begin(kHeavy), std::end(kHeavy),
+                                             [&](const char* op) { return node.op_type == op; }) != std::end(kHeavy);
+}
+
 }  // namespace
+
+std::map<int32_t, std::string> shape_refusals(const Graph& region) {
+  std::map<int32_t, std::string> refusals;
+  for (size_t i = 0; i < region.nodes.size(); ++i) {
+    const Node& node = region.nodes[i];
+    const auto [main, graph] = main_node(region, node);
+    // A product of two computed operands whose second has open dims (attention's Q K^T and P V over a
+    // growing key/value cache): oneDNN would need a primitive for every length, a new one at each
+    // decoded token, and reads a bound cache only through a copy; native runs it at any length and
+    // reads the cache in place (its MatMul and MatMulTransposedB take strided operands).
+    if (main->op_type != "MatMul" || !main->domain.empty() || main->inputs.size() < 2) continue;
+    const ValueId b = region_value(region, node, *graph, main->inputs[1]);
+    const bool computed = b == kNoValue || !region.is_constant(b);
+    if (computed && !graph->value(main->inputs[1]).type.is_static()) {
+      refusals.emplace(static_cast<int32_t>(i),
+                       "with open dims, a product of two computed operands (attention over a growing cache): native "
+                       "runs it at every length without a oneDNN primitive for each, and reads a bound cache in place");
+    }
+  }
+  // Light nodes not connected, inside the region, to any product left in it (a decoder's attention mask
+  // beside its projections): nothing fuses with them here, and their open dims (past + seq for the mask)
+  // would make the region lower again at each of their sizes, which the products do not need. Native
+  // runs them at any size. Components by union-find over the values the region's nodes share.
+  std::vector<size_t> parent(region.nodes.size());
+  for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
+  auto find = [&](size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  std::map<ValueId, size_t> producer;
+  for (size_t i = 0; i < region.nodes.size(); ++i) {
+    for (ValueId out : region.nodes[i].outputs) {
+      if (out != kNoValue) producer[out] = i;
+    }
+  }
+  for (size_t i = 0; i < region.nodes.size(); ++i) {
+    for (ValueId in : region.nodes[i].inputs) {
+      const auto p = producer.find(in);
+      if (p != producer.end()) parent[find(i)] = find(p->second);
+    }
+  }
+  std::set<size_t> with_product;
+  for (size_t i = 0; i < region.nodes.size(); ++i) {
+    if (is_heavy(*main_node(region, region.nodes[i]).first) && !refusals.count(static_cast<int32_t>(i))) {
+      with_product.insert(find(i));
+    }
+  }
+  if (with_product.empty()) return refusals;  // a region of light steps only: the probe sends it to native
+  for (size_t i = 0; i < region.nodes.size(); ++i) {
+    if (refusals.count(static_cast<int32_t>(i)) || with_product.count(find(i))) continue;
+    bool open = false;
+    for (ValueId v : region.nodes[i].outputs) open |= v != kNoValue && !region.value(v).type.is_static();
+    if (open) {
+      refusals.emplace(static_cast<int32_t>(i),
+                       "with open dims, not connected to any product of its region: native runs it at every size "
+                       "without lowering the region again for each of its own");
+    }
+  }
+  return refusals;
+}
 
 std::vector<uint8_t> open_region_payload() {
   return std::vector<uint8_t>(kOpenMarker, kOpenMarker + sizeof kOpenMarker - 1);
@@ -67,6 +154,7 @@ OpenDnnlRegion::OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, 
       throw_user_error("oneDNN payload: region input '", region.value(id).name, "' has no rank");
     }
   }
+  for (auto& [node, why] : shape_refusals(region)) probe_refusals_.emplace(node, std::move(why));
   // The probe: the inputs at the core's probe dims, convolutions direct (nothing measured), constants
   // into the shared store (where the shapes run later find them).
   if (probe_input_dims.size() != region.inputs.size()) return;
@@ -124,6 +212,18 @@ std::shared_ptr<OpenDnnlRegion::Specialization> OpenDnnlRegion::specialize(const
   auto spec = std::make_shared<Specialization>();
   spec->graph = specialize_shapes(region_, dims);  // dims that do not fit the graph: the user's error
   for (const Node& node : spec->graph.nodes) {
+    // An empty value: oneDNN 2.6 has no use for one (its AVX-512 matmul divides by the row count: a
+    // SIGFPE at batch 0), and a composite's members are not checked one by one below.
+    for (const std::vector<ValueId>* values : {&node.inputs, &node.outputs}) {
+      for (ValueId v : *values) {
+        if (v == kNoValue) continue;
+        const TensorType& type = spec->graph.value(v).type;
+        if (type.rank_known && std::find(type.dims.begin(), type.dims.end(), 0) != type.dims.end()) {
+          spec->refusal = node.describe() + ": '" + spec->graph.value(v).name + "' is empty";
+          return spec;
+        }
+      }
+    }
     if (node.domain == "tessera" && node.op_type == "Composite") continue;  // its pattern was matched on the graph
     const SupportDecision d = dnnl_declarations().supports(spec->graph, node);
     if (!d.supported) {

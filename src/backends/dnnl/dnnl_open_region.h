@@ -22,6 +22,14 @@ bool is_open_region_payload(std::span<const uint8_t> payload);
 /// Default bound of the bytes all open regions of the process keep per shape; TESSERA_SHAPE_CACHE_MB overrides it.
 inline constexpr int64_t kDefaultShapeCacheBytes = int64_t{32} << 20;
 
+/// The region nodes that run better on native with open dims than in this
+/// region, whatever the sizes (node index -> why), decided from the graph
+/// alone: a product of two computed operands whose second has open dims
+/// (attention over a growing cache: a primitive per length, and a bound cache
+/// only through a copy), and light nodes of open dims connected to none of the
+/// region's products (nothing fuses with them, and their own sizes would make
+/// the region lower again). Part of node_refusal.
+std::map<int32_t, std::string> shape_refusals(const Graph& region);
 
 class OpenDnnlRegion : public ExecutableRegion {
  public:
