@@ -623,3 +623,39 @@ def test_max_pooling_of_blocked_layouts_matches_numpy(tmp_path, channels, attrs)
                                   attrs.get("dilations", [1, 1]), attrs.get("ceil_mode", 0))
     assert y.shape == expected.shape, (y.shape, expected.shape)
     np.testing.assert_array_equal(y, expected)
+
+
+def test_a_concat_of_inputs_in_different_layouts_keeps_a_blocked_layout_for_its_readers(tmp_path):
+    """DenseNet's blocks: a Concat whose inputs arrive in different layouts (here the region's plain input
+    beside a convolution's blocked output; in DenseNet-121 on AVX-512 a direct convolution's nhwc beside a
+    Winograd one's nChw16c) was answered by oneDNN 2.6 with the plain layout, and the batch norm reading it
+    ran on oneDNN's non-JIT ncsp_bnorm (0.5-1.4 ms a layer, 26% of DenseNet-121). The concat now takes its
+    largest input's blocked layout, so the batch norm runs on a JIT kernel; against numpy."""
+    c = 32
+    w = (RNG.standard_normal((c, c, 3, 3)) * 0.1).astype(np.float32)
+    w1 = (RNG.standard_normal((16, 2 * c, 1, 1)) * 0.1).astype(np.float32)
+    scale, bias, mean = (RNG.random(2 * c) + 0.5, RNG.standard_normal(2 * c), RNG.standard_normal(2 * c))
+    var = RNG.random(2 * c) + 0.5
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Concat", ["x", "r"], ["cat"], axis=1, name="concat"),
+             helper.make_node("BatchNormalization", ["cat", "s", "b", "m", "v"], ["n"], name="bn"),
+             helper.make_node("Relu", ["n"], ["nr"], name="bn_relu"),
+             helper.make_node("Conv", ["nr", "w1"], ["y"], name="conv1x1")]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(w1, "w1")] + [
+        numpy_helper.from_array(v.astype(np.float32), n) for n, v in (("s", scale), ("b", bias), ("m", mean), ("v", var))]
+    path = save(tmp_path, "dense_block", nodes, [("x", [1, c, H, W])], inits)
+    steps, _ = executed(path)
+    norms = [s for s in steps if s["primitive"] == "batch_normalization"]
+    assert norms, steps
+    if cpu_isa.dnnl_avx2():  # below AVX2 oneDNN's own kernels decide; the values are checked on every CPU
+        assert not norms[-1]["impl"].startswith("ncsp"), norms
+        assert norms[-1]["layouts"][0] != "abcd", norms
+    session = tessera.InferenceSession(path)
+    x = RNG.standard_normal((1, c, H, W)).astype(np.float32)
+    cat = np.concatenate([x.astype(np.float64), np.maximum(conv3x3(x, w), 0)], axis=1)
+    shape = (1, 2 * c, 1, 1)
+    n = (cat - mean.reshape(shape)) / np.sqrt(var.reshape(shape).astype(np.float32) + 1e-5) * scale.reshape(shape) + \
+        bias.reshape(shape)
+    expected = np.einsum("nchw,oc->nohw", np.maximum(n, 0), w1[:, :, 0, 0].astype(np.float64))
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())

@@ -3,6 +3,8 @@
 // permuted view, Reshape / Flatten / Squeeze / Unsqueeze to a reorder that
 // reads a reshaped view, Slice to a reorder that reads a sub-block (all from
 // plain layout), and Identity to nothing: its output is the same slot as its input.
+#include <optional>
+
 #include "backends/dnnl/dnnl_declarations.h"
 #include "backends/dnnl/dnnl_lowering.h"
 #include "ir/error.h"
@@ -25,8 +27,29 @@ void lower_concat(Lowering& lowering, const FusedNode& fused) {
     if (input == kNoValue) lowering.unsupported(node, "an omitted input");
     step.inputs.push_back(lowering.slot_of(fused.region_value(input)));
   }
-  const std::vector<memory::desc> requests(step.inputs.size(), memory::desc());
-  lowering.add_step(std::move(step), requests, any_desc(y_dims), fused.outputs[0], y_dims);
+  // Inputs in different layouts (a Winograd convolution's nChw16c beside a
+  // direct one's nhwc): oneDNN 2.6 answers `any` with the plain layout, whose
+  // readers then run slow kernels (batch norm on nchw: ncsp_bnorm, 10-30x its
+  // JIT kernel). The largest input's non-plain layout is used for every input
+  // and the output instead; the others are reordered into it.
+  std::vector<memory::desc> requests(step.inputs.size(), memory::desc());
+  memory::desc output_request = any_desc(y_dims);
+  const memory::desc* widest = nullptr;
+  std::optional<int32_t> first_tag;
+  bool mixed = false;
+  for (int32_t slot : step.inputs) {
+    const memory::desc& desc = lowering.desc(slot);
+    if (desc.data.format_kind != dnnl_blocked) continue;
+    const int32_t tag = format_tag_of(desc);
+    if (!first_tag) first_tag = tag;
+    mixed |= tag != *first_tag;
+    if (!is_plain(desc) && (widest == nullptr || element_count(desc) > element_count(*widest))) widest = &desc;
+  }
+  if (mixed && widest != nullptr && !is_plain(*widest) && format_tag_of(*widest) > 0) {
+    output_request = layout_like(*widest, y_dims);
+    for (size_t i = 0; i < step.inputs.size(); ++i) requests[i] = layout_like(*widest, lowering.dims(step.inputs[i]));
+  }
+  lowering.add_step(std::move(step), requests, output_request, fused.outputs[0], y_dims);
 }
 
 }  // namespace
