@@ -1,4 +1,4 @@
-// The native backend's float32 GEMM and convolution, in GFLOP/s and as a
+// The native backend's float32 GEMM, integer GEMM and convolution, in GFLOP/s and as a
 // fraction of this machine's measured FMA peak. Google Benchmark; run with
 //   build/bench/tessera_native_kernels_bench [--benchmark_filter=Sgemm] [--benchmark_repetitions=5]
 //
@@ -32,8 +32,10 @@
 #include <cstdlib>
 #include <ctime>
 #include <memory>
+#include <string>
 
 #include "backends/native/kernels/nn_internal.h"
+#include "backends/native/kernels/quantization_internal.h"
 #include "backends/native/thread_pool.h"
 #include "fma_peak.h"
 #include "ir/op_schema.h"
@@ -125,6 +127,77 @@ void sgemm_shapes(benchmark::internal::Benchmark* bench) {
   }
 }
 BENCHMARK(BM_Sgemm)->Apply(sgemm_shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// ---------------------------------------------------------- integer GEMM --
+// MatMulInteger's product, A [M x K] uint8 less its zero point times a packed
+// int8 B [K x N] (the weight, packed once): the u8 x s8 vpdpbusd GEMM where
+// the CPU has AVX512_VNNI, else the int16 pmaddwd GEMM (A widened per call).
+// GOP/s is 2*M*N*K integer operations; %vnni_peak is against the vpdpbusd
+// loop's peak (fma_peak.h; 0 on CPUs without it). The shapes are the
+// quantize_dynamic MLP's and BERT-base's products at sequence 128.
+
+double core_vnni_peak_gops() {
+  static const double peak = [] {
+    for (const bench::FmaIsa& isa : bench::fma_isas()) {
+      if (isa.supported && std::string(isa.name) == "avx512_vnni") {
+        return bench::measure_fma_peak(isa, 1, 5, 0.1).best_cpu_time_gflops;
+      }
+    }
+    return 0.0;
+  }();
+  return peak;
+}
+
+void BM_IntegerGemm(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  Tensor a(DType::kUInt8, {m, k}), b(DType::kInt8, {k, n});
+  uint32_t seed = 5;
+  for (int64_t i = 0; i < a.numel(); ++i) a.as<uint8_t>()[i] = static_cast<uint8_t>((seed = seed * 1664525u + 1013904223u) >> 24);
+  for (int64_t i = 0; i < b.numel(); ++i) b.as<int8_t>()[i] = static_cast<int8_t>((seed = seed * 1664525u + 1013904223u) >> 24);
+  Tensor za(DType::kUInt8, {});
+  za.as<uint8_t>()[0] = 128;
+  const TensorView za_view = za.view();
+  std::vector<int32_t> c(static_cast<size_t>(m * n));
+  native::ThreadPool pool(threads);
+  if (native::quad_gemm_available()) {
+    state.SetLabel("u8s8 vpdpbusd");
+    native::QuadPackedB packed;
+    native::pack_quad_b(b.view(), nullptr, k, n, 0, packed);
+    native::QuadA quad;
+    run_timed(state, 2.0 * m * n * k, threads, [&] {
+      native::quad_a(a.view(), m, k, 0, &za_view, nullptr, quad);
+      native::quad_gemm_packed(m, quad, packed, c.data(), n, pool);
+      benchmark::ClobberMemory();
+    });
+  } else {
+    state.SetLabel("int16 pmaddwd");
+    std::vector<int16_t> b16(static_cast<size_t>(k * n)), a16(static_cast<size_t>(m * k));
+    native::subtract_zero_point(b.view(), nullptr, 1, b16.data());
+    std::vector<int16_t> packed(static_cast<size_t>(native::packed_integer_b_size(k, n)));
+    native::pack_integer_b(k, n, b16.data(), n, packed.data());
+    run_timed(state, 2.0 * m * n * k, threads, [&] {
+      native::subtract_zero_point(a.view(), &za_view, k, a16.data());
+      native::integer_gemm_packed(m, n, k, a16.data(), k, packed.data(), c.data(), n, pool);
+      benchmark::ClobberMemory();
+    });
+  }
+  state.counters["GOP/s"] = state.counters["GFLOP/s"];
+  state.counters.erase("GFLOP/s");
+  for (const char* fp32 : {"%peak", "%peak_cpu", "%peak_best"}) state.counters.erase(fp32);
+  const double vnni = core_vnni_peak_gops();
+  state.counters["%vnni_peak"] = vnni > 0 ? state.counters["GOP/s"] / (vnni * threads) * 100 : 0;
+}
+
+void integer_gemm_shapes(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"M", "N", "K", "threads"});
+  for (int threads : {1, 2}) {
+    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{{128, 3072, 768}, {128, 768, 3072}, {128, 768, 768}}) {
+      bench->Args({m, n, k, threads});
+    }
+  }
+}
+BENCHMARK(BM_IntegerGemm)->Apply(integer_gemm_shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // ------------------------------------------------------------------ Conv --
 

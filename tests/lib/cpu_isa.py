@@ -96,7 +96,7 @@ def lower_caps():
     caps = []
     avx512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= f
     if avx512 and ({"avx512_vnni", "avx512_bf16"} & f):
-        caps.append("avx512_core::AVX512_CORE")  # AVX-512 without VNNI or BF16 (Skylake-class)
+        caps.append("avx512_core:avx512:AVX512_CORE")  # AVX-512 without VNNI or BF16 (Skylake-class)
     if avx512 or "avx_vnni" in f:
         caps.append("avx2:avx2:AVX2")  # AVX2 + FMA, no VNNI (Zen 3-class)
     caps.append("baseline:baseline:SSE41")  # portable kernels, oneDNN at SSE4.1

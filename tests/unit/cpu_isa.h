@@ -64,4 +64,15 @@ inline bool dnnl_int8_exact() {
   return (dnnl_avx512() && f.count("avx512_vnni") && dnnl_allows(0x67)) || (f.count("avx_vnni") && dnnl_allows(0x407));
 }
 
+/// Tessera's own kernels may use AVX512_VNNI: the CPU has it with AVX-512 F, BW, DQ and VL (and
+/// AVX2 + FMA), and TESSERA_ISA (baseline, avx2, avx512: AVX-512 without VNNI) does not cap it.
+inline bool native_avx512_vnni() {
+  const auto f = cpu_flags();
+  for (const char* flag : {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"}) {
+    if (!f.count(flag)) return false;
+  }
+  const char* cap = std::getenv("TESSERA_ISA");
+  return !cap || (std::string(cap) != "baseline" && std::string(cap) != "avx2" && std::string(cap) != "avx512");
+}
+
 }  // namespace tessera::testing::cpu_isa

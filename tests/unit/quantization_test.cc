@@ -9,6 +9,8 @@
 #include <random>
 
 #include "backends/native/kernels/quantization_internal.h"
+#include "backends/native/thread_pool.h"
+#include "cpu_isa.h"
 #include "test_util.h"
 
 namespace tessera {
@@ -162,6 +164,59 @@ TEST(DynamicQuantizeLinear, MatchesReferenceAndSpecExample) {
   EXPECT_EQ(y[0].as<uint8_t>()[1], 255);
 }
 
+TEST(QuantizeSpans, EveryBuildThisCpuRunsMatchesTheReferenceAndSkipsNaNInTheRange) {
+  // 1000 values (past the 64-lane blocks and a tail) with ties, saturating values, infinities,
+  // signed zeros and NaN, quantized by each ISA build of the span against the plain reference
+  // (nearbyint-based, in double), and the range (NaN skipped) against std::min / std::max loops.
+  std::vector<float> x(1000);
+  const Tensor noise = random_float({1000}, 41);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = noise.as<float>()[i] * 3.0f;
+  const float specials[] = {0.25f, 0.75f, -0.25f, 1.25f, 63.75f, -32.25f, 1e9f, -1e9f, INFINITY, -INFINITY, -0.0f, NAN};
+  for (size_t i = 0; i < sizeof specials / sizeof specials[0]; ++i) x[37 * i + 5] = specials[i];
+  // NaN after -inf (index 338) and +inf (301) in their 64-lane columns, in the last full block,
+  // so a range that let NaN replace a lane's minimum or maximum would lose the extreme; and in the tail.
+  x[338 + 64 * 9] = NAN;
+  x[301 + 64 * 10] = NAN;
+  x[990] = NAN;
+  x[999] = -7.0f;  // the minimum, in the tail past the last 64-lane block
+  x[3] = 6.5f;     // the maximum, in the first block
+  __builtin_cpu_init();
+  std::vector<std::pair<const char*, native::QuantizeSpans>> builds = {{"portable", native::quantize_spans_portable()}};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) builds.push_back({"avx2", native::quantize_spans_avx2()});
+  if (testing::cpu_isa::cpu_flags().count("avx512bw") && testing::cpu_isa::cpu_flags().count("avx512dq") &&
+      testing::cpu_isa::cpu_flags().count("avx512vl")) {
+    builds.push_back({"avx512", native::quantize_spans_avx512()});
+  }
+  Tensor input = make_float({1000}, x);
+  const float scale = 0.5f;
+  for (DType q : {DType::kUInt8, DType::kInt8}) {
+    const Tensor zero_point = scalar_of(q, q == DType::kUInt8 ? 100 : -3);
+    const Tensor expected = native::reference_quantize_linear(input, make_float({}, {scale}), &zero_point, 1);
+    for (const auto& [name, spans] : builds) {
+      SCOPED_TRACE(std::string(name) + " " + dtype_name(q));
+      Tensor y(q, {1000});
+      const int32_t z = q == DType::kUInt8 ? 100 : -3;
+      if (q == DType::kUInt8) spans.to_uint8(x.data(), 1000, scale, z, y.as<uint8_t>());
+      if (q == DType::kInt8) spans.to_int8(x.data(), 1000, scale, z, y.as<int8_t>());
+      expect_equal(y, expected);
+    }
+  }
+  float lo = 0.0f, hi = 0.0f;
+  for (float v : x) lo = std::min(lo, v), hi = std::max(hi, v);
+  for (const auto& [name, spans] : builds) {
+    SCOPED_TRACE(name);
+    for (int64_t n : {int64_t{1000}, int64_t{64}, int64_t{3}, int64_t{0}}) {
+      float range_lo = 1.0f, range_hi = -1.0f, want_lo = 0.0f, want_hi = 0.0f;
+      for (int64_t i = 0; i < n; ++i) want_lo = std::min(want_lo, x[static_cast<size_t>(i)]), want_hi = std::max(want_hi, x[static_cast<size_t>(i)]);
+      spans.range(x.data(), n, &range_lo, &range_hi);
+      EXPECT_EQ(range_lo, want_lo) << n;
+      EXPECT_EQ(range_hi, want_hi) << n;
+    }
+  }
+  EXPECT_EQ(lo, -INFINITY);
+  EXPECT_EQ(hi, INFINITY);
+}
+
 // ------------------------------------------------------ integer MatMul ----
 
 TEST(QuantizeRounding, QuantizeValueMatchesNearbyintAndSaturation) {
@@ -238,11 +293,64 @@ TEST(IntegerGemm, MatchesReferenceAcrossBlockEdges) {
   EXPECT_EQ(c, expected);
 }
 
+TEST(QuadGemm, RunsWhereTheCpuHasVnniAndMatchesPlainLoopsAcrossBlockEdges) {
+  // The u8 x s8 GEMM (vpdpbusd) is used exactly where /proc/cpuinfo (as TESSERA_ISA caps it) says
+  // AVX512_VNNI is there; elsewhere MatMulInteger.MatchesReference covers the int16 path.
+  ASSERT_EQ(native::quad_gemm_available(), testing::cpu_isa::native_avx512_vnni());
+  if (!native::quad_gemm_available()) return;
+  // Plain int64 loops: m = 13 leaves a partial 8-row tile, n = 75 partial 32- and 16-column tiles,
+  // k = 1031 two K blocks (1024 and 7, the last quad of 3); the extremes of every dtype sit in the
+  // first row and column, and zero points per row / per column reach their extremes too.
+  const int64_t m = 13, n = 75, k = 1031;
+  for (DType at : {DType::kUInt8, DType::kInt8}) {
+    for (DType bt : {DType::kUInt8, DType::kInt8}) {
+      for (bool per_axis : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(at)) + " x " + dtype_name(bt) + (per_axis ? " per axis" : " per tensor"));
+        Tensor a = random_integers(at, {m, k}, 31), b = random_integers(bt, {k, n}, 32);
+        auto value = [](const Tensor& t, int64_t i) -> int64_t {
+          return t.dtype() == DType::kUInt8 ? int64_t{t.as<uint8_t>()[i]} : int64_t{t.as<int8_t>()[i]};
+        };
+        auto set = [](Tensor& t, int64_t i, bool high) {
+          if (t.dtype() == DType::kUInt8) t.as<uint8_t>()[i] = high ? 255 : 0;
+          if (t.dtype() == DType::kInt8) t.as<int8_t>()[i] = high ? 127 : -128;
+        };
+        for (int64_t p = 0; p < k; ++p) set(a, p, p % 2 == 0);      // row 0 alternates the extremes
+        for (int64_t p = 0; p < k; ++p) set(b, p * n, p % 2 != 0);  // column 0 opposite them
+        Tensor za = per_axis ? random_integers(at, {m}, 33) : scalar_of(at, at == DType::kUInt8 ? 255 : -128);
+        Tensor zb = per_axis ? random_integers(bt, {n}, 34) : scalar_of(bt, bt == DType::kUInt8 ? 0 : 127);
+        if (per_axis) set(za, 0, false), set(zb, 0, true);
+        std::vector<int32_t> expected(static_cast<size_t>(m * n));
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            const int64_t zai = value(za, per_axis ? i : 0), zbj = value(zb, per_axis ? j : 0);
+            int64_t sum = 0;
+            for (int64_t p = 0; p < k; ++p) sum += (value(a, i * k + p) - zai) * (value(b, p * n + j) - zbj);
+            expected[static_cast<size_t>(i * n + j)] = static_cast<int32_t>(sum);
+          }
+        }
+        native::QuadPackedB packed;
+        const TensorView zb_view = zb.view(), za_view = za.view();
+        native::pack_quad_b(b.view(), &zb_view, k, n, 0, packed);
+        std::vector<uint8_t> shifted(static_cast<size_t>(m * k));
+        native::QuadA quad;
+        native::quad_a(a.view(), m, k, 0, &za_view, shifted.data(), quad);
+        for (int threads : {1, 3}) {
+          native::ThreadPool pool(threads);
+          std::vector<int32_t> c(static_cast<size_t>(m * n), -1);
+          native::quad_gemm_packed(m, quad, packed, c.data(), n, pool);
+          EXPECT_EQ(c, expected);
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulInteger, MatchesReference) {
   struct Case { Shape a, b; bool per_row, per_column; };
   const Case cases[] = {{{7, 13}, {13, 9}, false, false}, {{7, 13}, {13, 9}, true, true},
                         {{2, 1, 5, 17}, {3, 17, 6}, true, false}, {{13}, {13, 4}, false, true},
-                        {{3, 13}, {13}, true, false}, {{33, 70}, {70, 260}, true, true}};
+                        {{3, 13}, {13}, true, false}, {{33, 70}, {70, 260}, true, true},
+                        {{9, 1027}, {1027, 40}, true, true}};
   for (const Case& c : cases) {
     for (DType at : {DType::kUInt8, DType::kInt8}) {
       for (DType bt : {DType::kUInt8, DType::kInt8}) {

@@ -23,10 +23,12 @@ const CpuFeatures& cpu_features() {
     f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     f.avx512 = f.avx2_fma && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
     if (const char* cap = std::getenv("TESSERA_ISA")) {
       const std::string isa = cap;
       if (isa == "baseline") f = CpuFeatures{};
-      if (isa == "avx2") f.avx512 = false;
+      if (isa == "avx2") f.avx512 = f.avx512_vnni = false;
+      if (isa == "avx512") f.avx512_vnni = false;
     }
     return f;
   }();

@@ -9,10 +9,26 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "backends/native/cpu_features.h"
 #include "backends/native/kernels/quantization_internal.h"
 #include "ir/shape_util.h"
 
 namespace tessera::native {
+namespace {
+
+#include "backends/native/kernels/quantization_span_body.h"
+
+}  // namespace
+
+QuantizeSpans quantize_spans_portable() { return {quantize_span_uint8, quantize_span_int8, float_range}; }
+
+const QuantizeSpans& quantize_spans() {
+  static const QuantizeSpans spans = cpu_features().avx512   ? quantize_spans_avx512()
+                                     : cpu_features().avx2_fma ? quantize_spans_avx2()
+                                                               : quantize_spans_portable();
+  return spans;
+}
+
 namespace {
 
 /// Elements as outer x channels x inner around the quantization axis; one
@@ -81,6 +97,10 @@ void quantize_elements(const AxisLayout& layout, const T* x, const float* scale,
       const int32_t z = zero_point[static_cast<size_t>(c)];
       const T* xs = x + offset;
       Q* ys = y + offset;
+      if constexpr (std::is_same_v<T, float>) {
+        if constexpr (std::is_same_v<Q, uint8_t>) return quantize_spans().to_uint8(xs, n, s, z, ys);
+        if constexpr (std::is_same_v<Q, int8_t>) return quantize_spans().to_int8(xs, n, s, z, ys);
+      }
       for (int64_t i = 0; i < n; ++i) ys[i] = quantize_value<Q>(static_cast<F>(xs[i]) / s, z);
     });
   });
@@ -154,10 +174,7 @@ void dynamic_quantize_linear_kernel(KernelContext& ctx) {
   const float* xs = x.as<float>();
   const int64_t count = x.numel();
   float lo = 0.0f, hi = 0.0f;
-  for (int64_t i = 0; i < count; ++i) {
-    lo = std::min(lo, xs[i]);
-    hi = std::max(hi, xs[i]);
-  }
+  quantize_spans().range(xs, count, &lo, &hi);
   // An all-zero input would give 0 / 0; ONNX Runtime uses scale 1 there, and so do we.
   const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   const float zero_point_float = std::nearbyint(std::clamp(0.0f - lo / scale, 0.0f, 255.0f));

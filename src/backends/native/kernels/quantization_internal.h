@@ -19,13 +19,19 @@ namespace tessera::native {
 
 /// saturate(v) into Q's range; v is already integral (or NaN, which goes to
 /// Q's lowest value: the spec leaves it undefined, and this never traps).
+// (Always inlined: the quantize spans below are built once per ISA, and an
+// out-of-line copy of these templates shared between those files could run
+// one ISA's code on a CPU without it.)
 template <typename Q, typename F>
-Q saturate_to(F v) {
+[[gnu::always_inline]] inline Q saturate_to(F v) {
   static_assert(sizeof(Q) <= 2, "the bounds must be exact in F");
   constexpr F lo = static_cast<F>(std::numeric_limits<Q>::lowest());
   constexpr F hi = static_cast<F>(std::numeric_limits<Q>::max());
-  v = v >= lo ? v : lo;
-  v = v <= hi ? v : hi;
+  // Strict comparisons: the same values (v == lo gives lo either way; -0 casts to 0), and the
+  // very rule of maxps / minps (the second operand when either is NaN), so a vectorised loop
+  // needs one instruction a bound instead of a compare and a blend.
+  v = v > lo ? v : lo;
+  v = v < hi ? v : hi;
   return static_cast<Q>(v);
 }
 
@@ -36,13 +42,13 @@ Q saturate_to(F v) {
 /// and subtracting 1.5 * 2^23 (1.5 * 2^52 for double) rounds ties to even for
 /// either sign. (Compiled without -ffast-math, which would fold the pair away.)
 template <typename Q, typename F>
-Q quantize_value(F v, int32_t zero_point) {
+[[gnu::always_inline]] inline Q quantize_value(F v, int32_t zero_point) {
   constexpr F kMagic = sizeof(F) == 4 ? F(12582912.0) : F(6755399441055744.0);
   const F z = static_cast<F>(zero_point);
   const F lo = static_cast<F>(std::numeric_limits<Q>::lowest()) - z - 1;
   const F hi = static_cast<F>(std::numeric_limits<Q>::max()) - z + 1;
-  v = v >= lo ? v : lo;
-  v = v <= hi ? v : hi;
+  v = v > lo ? v : lo;  // strict, as in saturate_to (lo and hi are never 0)
+  v = v < hi ? v : hi;
   return saturate_to<Q>((v + kMagic) - kMagic + z);
 }
 
@@ -53,6 +59,21 @@ template <typename Q>
 Q requantize(int32_t acc, double multiplier, int32_t zero_point) {
   return quantize_value<Q>(static_cast<double>(acc) * multiplier, zero_point);
 }
+
+/// y[i] = quantize_value(x[i] / scale, zero_point) for float32 x, the loop of
+/// QuantizeLinear and DynamicQuantizeLinear, and the latter's range: built for each ISA
+/// (quantization_span_body.h; the baseline build vectorises 4 lanes, AVX2 8,
+/// AVX-512 16) and chosen from CPU features by quantize_spans (the one dispatch point).
+struct QuantizeSpans {
+  void (*to_uint8)(const float* x, int64_t n, float scale, int32_t zero_point, uint8_t* y);
+  void (*to_int8)(const float* x, int64_t n, float scale, int32_t zero_point, int8_t* y);
+  /// *lo = min(0, x...), *hi = max(0, x...), NaN skipped (DynamicQuantizeLinear's range).
+  void (*range)(const float* x, int64_t n, float* lo, float* hi);
+};
+QuantizeSpans quantize_spans_portable();
+QuantizeSpans quantize_spans_avx2();
+QuantizeSpans quantize_spans_avx512();
+const QuantizeSpans& quantize_spans();
 
 // ---------------------------------------------------------------- GEMM ----
 
@@ -88,6 +109,66 @@ void integer_gemm_tiles_avx2(int64_t m, int64_t n, int64_t k, const int16_t* a, 
                              int32_t* c, int64_t ldc);
 void integer_gemm_tiles_avx512(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* packed_b,
                                int32_t* c, int64_t ldc);
+
+// ------------------------------------------- u8 x s8 GEMM (AVX512_VNNI) ----
+// On CPUs with AVX512_VNNI, MatMulInteger and QLinearMatMul multiply the 8-bit
+// values themselves instead of widened int16 pairs: vpdpbusd adds four
+// uint8 x int8 products to each int32 lane, twice the products of pmaddwd per
+// instruction and no widening pass. A enters as uint8 (int8 A is shifted by
+// +128), B as int8 (uint8 B by -128), with the shifts folded into the zero
+// points, which are applied after the products:
+//   sum_k (a - za)(b - zb) = sum_k a b - zb (sum_k a - k za) - za sum_k b.
+// Every term is computed modulo 2^32, so the result is exact wherever it fits
+// int32, as the int16 path's is (callers check integer_gemm_depth_ok).
+constexpr int64_t kQuadGemmPanel = 16;
+/// Bytes from one packed panel to the next: K rounded up to a multiple of 4, times the panel's width.
+inline int64_t quad_panel_stride(int64_t k) { return ((k + 3) / 4) * 4 * kQuadGemmPanel; }
+
+/// B [k x n] packed for the u8 x s8 GEMM: panels of 16 columns, K in quads
+/// (zero-padded), each quad's four values of a column side by side; with the
+/// sum over K of each column (shifted values) and each column's shifted zero point.
+struct QuadPackedB {
+  int64_t k = 0, n = 0;
+  std::vector<int8_t> data;
+  std::vector<int32_t> column_sums, column_zero_points;
+};
+/// Packs one k x n matrix of `b` (int8 or uint8) starting at element `offset`;
+/// `zero_point` per tensor, per column, or null.
+void pack_quad_b(const TensorView& b, const TensorView* zero_point, int64_t k, int64_t n, int64_t offset, QuadPackedB& out);
+
+/// A [m x k] as the u8 x s8 GEMM reads it: uint8 rows (row stride lda), each
+/// row's shifted zero point and its term sum_k a - k za.
+struct QuadA {
+  const uint8_t* data = nullptr;
+  int64_t lda = 0;
+  std::vector<int32_t> row_zero_points, row_terms;
+};
+/// Makes the QuadA of `a` (m x k, int8 or uint8; int8 copied shifted into
+/// `shifted`, m * k bytes) with zero points per tensor, per row, or none.
+void quad_a(const TensorView& a, int64_t m, int64_t k, int64_t offset, const TensorView* zero_point, uint8_t* shifted,
+            QuadA& out);
+
+/// Whether this CPU runs the u8 x s8 GEMM (AVX512_VNNI, and TESSERA_ISA allows it).
+bool quad_gemm_available();
+/// C [m x n] (row stride ldc) = (A - za)(B - zb), in tiles spread over `pool`'s threads.
+void quad_gemm_packed(int64_t m, const QuadA& a, const QuadPackedB& b, int32_t* c, int64_t ldc, const ThreadPool& pool);
+
+/// What one call of the microkernel reads (quantization_gemm_avx512vnni.cc).
+struct QuadTileArgs {
+  int64_t k = 0;
+  const uint8_t* a = nullptr;
+  int64_t lda = 0;
+  const int32_t* row_zero_points = nullptr;
+  const int32_t* row_terms = nullptr;
+  const int8_t* packed_b = nullptr;
+  int64_t panel_stride = 0;
+  const int32_t* column_sums = nullptr;
+  const int32_t* column_zero_points = nullptr;
+  int32_t* c = nullptr;
+  int64_t ldc = 0;
+};
+/// Rows [i_begin, i_end) x columns [j_begin, j_end) of C, serial; j_begin a multiple of 16.
+void quad_gemm_tiles_avx512vnni(const QuadTileArgs& t, int64_t i_begin, int64_t i_end, int64_t j_begin, int64_t j_end);
 
 /// A constant 8-bit weight (input w_index of `node`) whose zero point (input
 /// zero_point_index) is constant or absent: what the integer kernels' prepare

@@ -183,10 +183,12 @@ void check_param_count(const KernelContext& ctx, const TensorView* param, int64_
   }
 }
 
-/// A constant B, zero point subtracted and packed at compile time.
+/// A constant B, packed at compile time: for the u8 x s8 GEMM where this CPU
+/// has it (`quad`), else zero point subtracted and packed for the int16 GEMM.
 struct PackedIntegerB {
   int64_t k = 0, n = 0;
   std::vector<int16_t> data;
+  std::optional<QuadPackedB> quad;
 };
 
 /// Adjusts and packs B [k x n] (one matrix, or each of a batch with the same
@@ -213,20 +215,50 @@ std::shared_ptr<void> prepare_integer_b(const Node& node, const std::vector<cons
   auto state = std::make_shared<PackedIntegerB>();
   state->k = k;
   state->n = n;
+  if (quad_gemm_available()) {
+    state->quad.emplace();
+    pack_quad_b(b->weight->view(), b->zero_point_or_null(), k, n, 0, *state->quad);
+    return state;
+  }
   std::vector<int16_t> widened(static_cast<size_t>(k * n));
   state->data.resize(static_cast<size_t>(packed_integer_b_size(k, n)));
   pack_integer_operand(b->weight->view(), b->zero_point_or_null(), k, n, 0, widened.data(), state->data.data());
   return state;
 }
 
-/// The batched GEMM of A (zero point subtracted) and B into c (batch x m x n
-/// int32): B comes packed from compile time, or each distinct B matrix is
-/// adjusted and packed once.
-void batched_integer_gemm(const KernelContext& ctx, const MatmulLayout& l, const int16_t* a, const TensorView& b,
-                          const TensorView* b_zero_point, int32_t* c) {
+/// The batched u8 x s8 GEMM (AVX512_VNNI): B packed from compile time, or
+/// each distinct B matrix packed once.
+void batched_quad_gemm(const KernelContext& ctx, const MatmulLayout& l, const TensorView& a, const TensorView* a_zero_point,
+                       const TensorView& b, const TensorView* b_zero_point, const PackedIntegerB* prepared, int32_t* c) {
+  uint8_t* shifted = a.dtype == DType::kInt8 ? scratch<uint8_t>(ScratchSlot::kA, l.m * l.k) : nullptr;
+  QuadPackedB packed;
+  int64_t packed_offset = -1;
+  QuadA quad;
+  for (int64_t bi = 0; bi < l.batch; ++bi) {
+    if (!prepared && l.b_offset[bi] != packed_offset) {
+      pack_quad_b(b, b_zero_point, l.k, l.n, l.b_offset[bi], packed);
+      packed_offset = l.b_offset[bi];
+    }
+    quad_a(a, l.m, l.k, l.a_offset[bi], a_zero_point, shifted, quad);
+    quad_gemm_packed(l.m, quad, prepared ? *prepared->quad : packed, c + bi * l.m * l.n, l.n, ctx.pool());
+  }
+}
+
+/// The batched GEMM of A and B (each less its zero point) into c (batch x m x
+/// n int32): on the u8 x s8 GEMM where this CPU has it, else on the int16 GEMM,
+/// A widened and B packed from compile time or each distinct B matrix adjusted
+/// and packed once.
+void batched_integer_gemm(const KernelContext& ctx, const MatmulLayout& l, const TensorView& a,
+                          const TensorView* a_zero_point, const TensorView& b, const TensorView* b_zero_point, int32_t* c) {
   if (!integer_gemm_depth_ok(l.k)) ctx.fail("inner dimension ", l.k, " is too large for exact int32 accumulation");
   const PackedIntegerB* prepared = ctx.state<PackedIntegerB>();
   if (prepared && (prepared->k != l.k || prepared->n != l.n || b.rank() != 2)) prepared = nullptr;
+  if (quad_gemm_available()) {
+    return batched_quad_gemm(ctx, l, a, a_zero_point, b, b_zero_point, prepared && prepared->quad ? prepared : nullptr, c);
+  }
+  if (prepared && prepared->quad) prepared = nullptr;
+  int16_t* a16 = scratch<int16_t>(ScratchSlot::kA, a.numel());
+  subtract_zero_point(a, a_zero_point, l.k, a16);
   int16_t* widened = prepared ? nullptr : scratch<int16_t>(ScratchSlot::kB, l.k * l.n);
   int16_t* packed = prepared ? nullptr : scratch<int16_t>(ScratchSlot::kPacked, packed_integer_b_size(l.k, l.n));
   int64_t packed_offset = -1;
@@ -236,7 +268,7 @@ void batched_integer_gemm(const KernelContext& ctx, const MatmulLayout& l, const
       packed_offset = l.b_offset[bi];
     }
     const int16_t* pb = prepared ? prepared->data.data() : packed;
-    integer_gemm_packed(l.m, l.n, l.k, a + l.a_offset[bi], l.k, pb, c + bi * l.m * l.n, l.n, ctx.pool());
+    integer_gemm_packed(l.m, l.n, l.k, a16 + l.a_offset[bi], l.k, pb, c + bi * l.m * l.n, l.n, ctx.pool());
   }
 }
 
@@ -248,9 +280,7 @@ void matmul_integer_kernel(KernelContext& ctx) {
   const MatmulLayout l = matmul_layout(ctx, a.shape, b.shape);
   check_param_count(ctx, a_zero_point, l.m, "a_zero_point", "row of A");
   check_param_count(ctx, b_zero_point, l.n, "b_zero_point", "column of B");
-  int16_t* a16 = scratch<int16_t>(ScratchSlot::kA, a.numel());
-  subtract_zero_point(a, a_zero_point, l.k, a16);
-  batched_integer_gemm(ctx, l, a16, b, b_zero_point, ctx.output(0).as<int32_t>());
+  batched_integer_gemm(ctx, l, a, a_zero_point, b, b_zero_point, ctx.output(0).as<int32_t>());
 }
 
 // QLinearMatMul inputs: a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point.
@@ -269,15 +299,13 @@ void qlinear_matmul_kernel(KernelContext& ctx) {
   check_param_count(ctx, b_zero_point, l.n, "b_zero_point", "column of B");
   check_param_count(ctx, &b_scale, l.n, "b_scale", "column of B");
   if (y_scale.numel() != 1) ctx.fail("y_scale must be a single value, has ", y_scale.numel());
-  int16_t* a16 = scratch<int16_t>(ScratchSlot::kA, a.numel());
-  subtract_zero_point(a, a_zero_point, l.k, a16);
   const float* as = a_scale.as<float>();
   const float* bs = b_scale.as<float>();
   const float ys = y_scale.as<float>()[0];
   const int32_t yz = scalar_zero_point(y_zero_point);
   TensorView& y = ctx.output(0);
   int32_t* acc = scratch<int32_t>(ScratchSlot::kAccumulators, l.batch * l.m * l.n);
-  batched_integer_gemm(ctx, l, a16, b, b_zero_point, acc);
+  batched_integer_gemm(ctx, l, a, a_zero_point, b, b_zero_point, acc);
   auto run = [&](auto q_tag) {
     using Q = decltype(q_tag);
     Q* out = y.as<Q>();
