@@ -29,7 +29,9 @@ The script runs that install itself when bench/node_modules is missing.
 """
 import argparse
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -187,6 +189,10 @@ def main():
     parser.add_argument("--no-onnxruntime", action="store_true",
                         help="time Tessera only (no ONNX Runtime column, no npm install)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time each model this many times, ONNX Runtime and each configuration taking turns, "
+                             "and report the median of each side's medians (on a machine whose neighbours come "
+                             "and go, one round can land on a slow minute for one side only)")
     args = parser.parse_args()
     with_ort = not args.no_onnxruntime
     if with_ort:
@@ -221,17 +227,25 @@ def main():
             return "%6.1f" % (100 * value) if value is not None else "%6s" % "-"
 
         for threads in thread_counts:
-            theirs = ort_median(path, inputs, threads, args.warmup, args.iterations) if with_ort else None
+            # Rounds alternate the runtimes; each side's figure is the median of its rounds' medians.
+            times = {}
+            for _ in range(max(1, args.rounds)):
+                if with_ort:
+                    times.setdefault(None, []).append(ort_median(path, inputs, threads, args.warmup, args.iterations))
+                for config in configs:
+                    backend_list, _, precision = config.partition("@")
+                    times.setdefault(config, []).append(tessera_median(
+                        os.path.abspath(args.tessera), path, inputs, threads, args.warmup, args.iterations,
+                        backend_list.replace("+", ","), [os.path.abspath(p) for p in args.plugins],
+                        precision or None))
+            theirs = statistics.median(times[None]) if with_ort else None
             row = {"model": name, "threads": threads, "gflop": flops * 1e-9, "peak_gflops": peaks.get(threads)}
             if with_ort:
                 row.update({"onnxruntime_ms": theirs, "onnxruntime_fraction_of_peak": fraction(theirs, threads)})
             line = "%-14s %7d %7.2f" % (name, threads, flops * 1e-9)
             for config in configs:
-                backend_list, _, precision = config.partition("@")
-                backends = backend_list.replace("+", ",")
-                ours = tessera_median(os.path.abspath(args.tessera), path, inputs, threads, args.warmup,
-                                      args.iterations, backends, [os.path.abspath(p) for p in args.plugins],
-                                      precision or None)
+                precision = config.partition("@")[2]
+                ours = statistics.median(times[config])
                 row[config + "_ms"] = ours
                 row[config + "_fraction_of_peak"] = fraction(ours, threads, precision)
                 if with_ort:
@@ -241,6 +255,13 @@ def main():
             rows.append(row)
             print(line + (" %15.2f %s" % (theirs, percent(fraction(theirs, threads))) if with_ort else ""),
                   flush=True)
+    if with_ort and len(rows) > len(thread_counts):
+        for config in configs:
+            for threads in thread_counts:
+                ratios = [r[config + "_ratio"] for r in rows if r["threads"] == threads]
+                print("geometric mean of %s / onnxruntime at %d thread%s: %.3f over %d models" % (
+                    config, threads, "" if threads == 1 else "s",
+                    math.exp(sum(math.log(x) for x in ratios) / len(ratios)), len(ratios)))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
