@@ -659,3 +659,63 @@ def test_a_concat_of_inputs_in_different_layouts_keeps_a_blocked_layout_for_its_
         bias.reshape(shape)
     expected = np.einsum("nchw,oc->nohw", np.maximum(n, 0), w1[:, :, 0, 0].astype(np.float64))
     np.testing.assert_allclose(session.run(None, {"x": x})[0], expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("force", [True, False])
+def test_silu_after_a_convolution_and_on_its_own_runs_as_tesseras_loop(tmp_path, monkeypatch, force):
+    """oneDNN 2.6's swish (SiLU), as a post-op or an eltwise step, costs about 0.6 ns an element on a Zen 4
+    core, twice what Tessera's loop over the result costs. A convolution's trailing SiLU becomes that loop
+    where it measured faster than the post-op (forced here with TESSERA_DNNL_TUNE=swish, so that the split
+    form is checked on every machine; measured otherwise), and a SiLU step of its own always runs it: no
+    swish runs in oneDNN's log then, the placement notes say so, and the values (NaN and -Inf included:
+    -Inf * sigmoid(-Inf) is NaN) are numpy's."""
+    if force:
+        monkeypatch.setenv("TESSERA_DNNL_TUNE", "swish")
+    c, h, w = 16, 64, 64  # 65536 outputs: past the size below which a post-op stays unmeasured
+    w0 = (RNG.standard_normal((c, 3, 3, 3)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Sigmoid", ["a"], ["a_sig"], name="a_sigmoid"),
+             helper.make_node("Mul", ["a", "a_sig"], ["y"], name="a_mul"),
+             helper.make_node("Sigmoid", ["x"], ["x_sig"], name="x_sigmoid"),
+             helper.make_node("Mul", ["x_sig", "x"], ["z"], name="x_mul")]
+    graph = helper.make_graph(nodes, "silu_loop", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, h, w])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "z")],
+                              [numpy_helper.from_array(w0, "w0")])
+    path = str(tmp_path / "silu_loop.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    # One process's log and placement (the choice is measured, so another process may choose otherwise).
+    run = subprocess.run([CLI, "run", path, "--random-inputs", "--placement"], capture_output=True, text=True,
+                         env=dict(os.environ, ONEDNN_VERBOSE="1"))
+    assert run.returncode == 0, run.stderr
+    log = (run.stdout + run.stderr).splitlines()
+    # (Compiling times candidate convolutions first: the run's own convolution is the last one logged.)
+    conv_swish = "swish" in [line for line in log if line.startswith("onednn_verbose,exec,cpu,convolution")][-1]
+    assert not [line for line in log if line.startswith("onednn_verbose,exec,cpu,eltwise") and "swish" in line], log
+    conv_note = [line for line in log if line.strip().startswith("conv (Conv)")]
+    assert len(conv_note) == 1, log
+    # Measured unless forced: a post-op of the convolution (in oneDNN's log) or the loop (in the note), never both.
+    assert conv_swish != ("SiLU as Tessera's loop after the convolution" in conv_note[0]), (conv_swish, conv_note)
+    if force:
+        assert not conv_swish
+    session = tessera.InferenceSession(path)
+    where = placement_of(session)
+    assert where["x_mul"][0] == "dnnl", where
+    assert "SiLU as Tessera's loop" in where["x_sigmoid"][2] + where["x_mul"][2], where
+    if force:
+        assert "SiLU as Tessera's loop after the convolution" in where["conv"][2], where["conv"]
+    x = RNG.standard_normal((1, 3, h, w)).astype(np.float32) * 4
+    x[0, 1, 5, 7] = np.nan
+    x[0, 2, 9, 9] = -np.inf
+    x[0, 0, 20, 20] = np.inf
+    x[0, 0, 30, 30] = -95.0
+    y, z = session.run(None, {"x": x})
+    with np.errstate(all="ignore"):
+        xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        windows = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+        a = np.einsum("nchwij,ocij->nohw", windows, w0.astype(np.float64))
+        want_y = a * (1 / (1 + np.exp(-a)))
+        want_z = x.astype(np.float64) * (1 / (1 + np.exp(-x.astype(np.float64))))
+    for got, want in ((y, want_y), (z, want_z)):
+        assert np.array_equal(np.isnan(got), np.isnan(want)), (np.isnan(got).sum(), np.isnan(want).sum())
+        finite = ~np.isnan(want)
+        np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)

@@ -262,6 +262,22 @@ std::optional<MaxPoolPlan> max_pool_plan(const Step& step, const std::vector<mem
 /// Runs on the calling thread's OpenMP team.
 void run_max_pool(const MaxPoolPlan& plan, const float* src, float* dst);
 
+// --- SiLU / swish as Tessera's own loop (dnnl_swish.cc, kernels in dnnl_swish_avx2.cc, dnnl_swish_avx512.cc) ---
+/// y = x * sigmoid(x) over n floats (relative error below 2e-7; NaN kept; -inf
+/// gives NaN, as x * Sigmoid(x) does). swish_span is the best build for this
+/// CPU (the one dispatch point); the others are there for the tests.
+using SwishSpan = void (*)(const float* x, float* y, int64_t n);
+SwishSpan swish_span();
+void swish_span_portable(const float* x, float* y, int64_t n);
+void swish_span_avx2(const float* x, float* y, int64_t n);
+void swish_span_avx512(const float* x, float* y, int64_t n);
+/// For a float32 eltwise swish step (alpha 1, nothing fused) whose source and
+/// destination have one layout: the floats of its buffer, padding included,
+/// which run_swish maps instead of oneDNN's kernel; nullopt otherwise.
+std::optional<int64_t> swish_plan(const Step& step, const std::vector<memory::desc>& roles);
+/// Runs on the calling thread's OpenMP team; src may be dst.
+void run_swish(int64_t floats, const float* src, float* dst);
+
 // --- Winograd F(4x4, 3x3) on nChw8c (dnnl_winograd.cc, kernels in dnnl_winograd_avx2.cc) ---
 /// Step::algorithm of a float32 3x3 stride-1 convolution run by Tessera's own
 /// Winograd kernel (oneDNN 2.6 has Winograd only with AVX-512). The step's

@@ -174,7 +174,33 @@ void lower_convolution(Lowering& lowering, const FusedNode& fused) {
       }
     }
   }
-  lowering.add_step(std::move(step), requests, any_desc(y_dims, output_type), fused.outputs[0], y_dims);
+  // A trailing swish (SiLU) as Tessera's loop after the convolution where that measured faster than
+  // oneDNN's post-op (memo: at the first shape of an open region only; key ~node).
+  bool split_swish = false;
+  if (!bf16 && !transposed && !step.post_ops.empty()) {
+    const int32_t key = ~fused.region_node;
+    const auto known = memo ? memo->find(key) : AlgorithmMemo::iterator();
+    if (memo && known != memo->end()) {
+      split_swish = known->second != 0;
+    } else {
+      split_swish = swish_pass_faster(lowering, step, requests, any_desc(y_dims, output_type));
+      if (memo) (*memo)[key] = split_swish ? 1 : 0;
+    }
+  }
+  if (!split_swish) {
+    lowering.add_step(std::move(step), requests, any_desc(y_dims, output_type), fused.outputs[0], y_dims);
+    return;
+  }
+  const PostOp swish = step.post_ops.back();
+  step.post_ops.pop_back();
+  const int32_t product = lowering.add_step(std::move(step), requests, any_desc(y_dims, output_type), kNoValue, y_dims);
+  Step loop;
+  loop.kind = StepKind::kEltwise;
+  loop.node = fused.region_node;
+  loop.algorithm = swish.algorithm;
+  loop.floats = {swish.alpha, swish.beta};
+  loop.inputs = {product};
+  lowering.add_step(std::move(loop), {memory::desc()}, lowering.desc(product), fused.outputs[0], y_dims);
 }
 
 }  // namespace tessera::dnnl_backend

@@ -121,6 +121,13 @@ bool is_hardswish_gate_attributes(const Node& node);
 int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const std::vector<memory::desc>& requests,
                                      const memory::desc& output_request, double* milliseconds = nullptr);
 
+/// Whether a convolution whose last post-op is swish (SiLU) runs faster
+/// without it, followed by Tessera's swish loop over its output (swish_plan),
+/// measured on this machine with the layouts it would get; false for small
+/// outputs, other post-ops last, or TESSERA_DNNL_TUNE=0 (=swish: always true).
+bool swish_pass_faster(const Lowering& lowering, const Step& step, const std::vector<memory::desc>& requests,
+                       const memory::desc& output_request);
+
 // Op families: each lowers one node (with its fused tail) into steps.
 void lower_convolution(Lowering& lowering, const FusedNode& fused);
 void lower_matmul(Lowering& lowering, const FusedNode& fused);

@@ -166,6 +166,7 @@ OpenDnnlRegion::OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, 
     AlgorithmMemo direct;
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       direct[static_cast<int32_t>(i)] = static_cast<int32_t>(dnnl::algorithm::convolution_direct);
+      direct[~static_cast<int32_t>(i)] = 0;  // a swish stays a post-op (lower_convolution's memo)
     }
     omp_set_num_threads(num_threads_);
     Program program = lower_region(graph, engine_, {}, &direct);

@@ -278,11 +278,12 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
         compiled.concat_copy = concat_copy_plan(roles, static_cast<int>(step.ints[0]));
       }
       compiled.max_pool = max_pool_plan(step, roles);
+      compiled.swish = swish_plan(step, roles);
       // Where the Winograd kernel cannot run (a capped ISA, another CPU), the direct primitive does.
       compiled.winograd = winograd_plan(step, roles);
       if (compiled.winograd) scratchpad = std::max<int64_t>(scratchpad, compiled.winograd->scratch_bytes() + 64);
       // A step run by its own loop never runs the primitive: however slow that one is does not matter.
-      if (step.node >= 0 && !compiled.concat_copy && !compiled.max_pool && !compiled.winograd) {
+      if (step.node >= 0 && !compiled.concat_copy && !compiled.max_pool && !compiled.swish && !compiled.winograd) {
         if (std::string why = slow_kernel_reason(step, pd, roles); !why.empty()) slow_kernels_[step.node] = std::move(why);
       }
       for (const PostOp& p : step.post_ops) {
@@ -341,10 +342,10 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
   }
   // Primitives (their JIT kernels: a third of lowering a region for a new
   // shape) only for the steps that run them, not for those Tessera's own
-  // loops run (Winograd, max pooling, concat copies).
+  // loops run (Winograd, max pooling, swish, concat copies).
   for (size_t k = 0; k < steps_.size(); ++k) {
     CompiledStep& compiled = steps_[k];
-    if (compiled.concat_copy || compiled.max_pool || compiled.winograd) continue;
+    if (compiled.concat_copy || compiled.max_pool || compiled.swish || compiled.winograd) continue;
     omp_set_num_threads(compiled.threads);
     try {
       compiled.primitive = dnnl::primitive(pending_primitives[k].get());
@@ -500,23 +501,35 @@ std::string DnnlRegion::node_precision(size_t node) const {
 }
 
 std::string DnnlRegion::node_algorithm(size_t node) const {
+  std::string note;
+  bool convolution = false, swish = false;
   for (size_t k = 0; k < program_.steps.size(); ++k) {
     const Step& step = program_.steps[k];
-    if (step.node != static_cast<int32_t>(node) || step.kind != StepKind::kConvolution) continue;
+    if (step.node != static_cast<int32_t>(node)) continue;
+    swish |= steps_[k].swish.has_value();
+    if (step.kind != StepKind::kConvolution || !note.empty()) continue;
+    convolution = true;
     if (step.algorithm == kTesseraWinograd && !steps_[k].winograd) {
-      return "direct convolution: Tessera's Winograd kernel was measured faster when compiling, but this CPU "
+      note = "direct convolution: Tessera's Winograd kernel was measured faster when compiling, but this CPU "
              "(or TESSERA_ISA) lacks AVX2";
+    } else {
+      note = measured_algorithm_note(step.algorithm);
     }
-    if (const std::string note = measured_algorithm_note(step.algorithm); !note.empty()) return note;
   }
-  return "";
+  if (swish) {
+    const std::string loop = convolution ? "SiLU as Tessera's loop after the convolution: measured faster than "
+                                           "oneDNN's swish post-op"
+                                         : "SiLU as Tessera's loop (oneDNN's eltwise_swish is about twice as slow)";
+    note = note.empty() ? loop : note + "; " + loop;
+  }
+  return note;
 }
 
 int64_t DnnlRegion::footprint_bytes() const {
   // The workspace is not counted: an open region lends one to every shape's region (run_in).
   // A JIT kernel and its descriptors: a session fed 1,400 shapes of a 3x3 convolution with relu grew by
   // about 145 KB per shape (Zen 3), its workspace a few KB of that.
-  // Steps that Tessera's own loops run (Winograd, max pooling, concat copies) have no primitive: a
+  // Steps that Tessera's own loops run (Winograd, max pooling, swish, concat copies) have no primitive: a
   // plan and descriptors.
   constexpr int64_t kCodeBytesPerStep = 64 << 10, kPlanBytesPerStep = 4 << 10;
   int64_t bytes = own_constant_bytes_;
@@ -646,6 +659,10 @@ void DnnlRegion::run_in(ValueStore& store, void* workspace) const {
       const std::unordered_map<int, memory>& args = context->args[k];
       run_max_pool(*compiled.max_pool, static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
                    static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()));
+    } else if (compiled.swish) {
+      const std::unordered_map<int, memory>& args = context->args[k];
+      run_swish(*compiled.swish, static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
+                static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()));
     } else if (compiled.winograd) {
       const std::unordered_map<int, memory>& args = context->args[k];
       run_winograd_step(*compiled.winograd, first_aligned(compiled.winograd_weights->data()), args,

@@ -73,6 +73,7 @@ class DnnlRegion : public ExecutableRegion {
     int threads = 1;            // created and run with this many (1 for element-wise steps too small to share)
     std::optional<ConcatCopyPlan> concat_copy;  // a concat step run as memcpys instead of its primitive
     std::optional<MaxPoolPlan> max_pool;        // a max pooling step run as a direct loop instead of its primitive
+    std::optional<int64_t> swish;               // an eltwise swish step run by Tessera's loop: its buffer's floats
     std::optional<WinogradPlan> winograd;       // a 3x3 convolution run by Tessera's Winograd kernel
     std::shared_ptr<const std::vector<float>> winograd_weights;  // its transformed weights, from the first_aligned float on
   };

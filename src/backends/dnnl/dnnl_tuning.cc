@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "backends/dnnl/dnnl_lowering.h"
@@ -175,6 +176,74 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
   }
   if (milliseconds) *milliseconds = best_ms;
   return best;
+}
+
+}  // namespace tessera::dnnl_backend
+
+namespace tessera::dnnl_backend {
+
+bool swish_pass_faster(const Lowering& lowering, const Step& step, const std::vector<memory::desc>& requests,
+                       const memory::desc& output_request) {
+  if (step.post_ops.empty() || step.kind != StepKind::kConvolution) return false;
+  const PostOp& last = step.post_ops.back();
+  if (last.kind != PostOpKind::kEltwise || last.algorithm != static_cast<int32_t>(dnnl::algorithm::eltwise_swish) ||
+      last.alpha != 1.0f) {
+    return false;
+  }
+  const char* tune = std::getenv("TESSERA_DNNL_TUNE");
+  if (tune && std::string(tune) == "0") return false;
+  if (tune && std::string(tune) == "swish") return true;  // tests that must run the loop whatever the timing
+  // Below this many outputs the post-op costs microseconds: not worth a step (or a measurement).
+  constexpr int64_t kMinSwishElements = int64_t{1} << 15;
+  if (element_count(output_request) < kMinSwishElements) return false;
+  const dnnl::engine& engine = lowering.engine();
+  dnnl::stream stream(engine);
+  std::vector<memory::desc> roles = requests;
+  for (size_t i = 0; i < roles.size(); ++i) {
+    if (roles[i] == memory::desc()) roles[i] = lowering.desc(step.inputs[i]);
+  }
+  roles.push_back(output_request);
+  auto time_step = [&](const Step& candidate, bool with_loop) {
+    dnnl::primitive_desc_base pd = make_primitive_desc(candidate, roles, lowering.slot_descs(), engine);
+    std::unordered_map<int, memory> args;
+    const std::vector<int> role_args_list = role_args(candidate);
+    for (size_t i = 0; i < role_args_list.size(); ++i) args[role_args_list[i]] = memory(role_desc(candidate, pd, i), engine);
+    args[DNNL_ARG_SCRATCHPAD] = memory(pd.scratchpad_desc(), engine);
+    for (size_t p = 0; p < candidate.post_ops.size(); ++p) {
+      if (candidate.post_ops[p].kind == PostOpKind::kBinary) {
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(p)) | DNNL_ARG_SRC_1] =
+            memory(lowering.desc(candidate.post_ops[p].slot), engine);
+      }
+    }
+    memory& dst = args[DNNL_ARG_DST];
+    // Finite values for the loop to read (a fresh buffer may hold NaN patterns that time alike anyway).
+    std::memset(dst.get_data_handle(), 0, dst.get_desc().get_size());
+    const int64_t floats = static_cast<int64_t>(dst.get_desc().get_size() / sizeof(float));
+    dnnl::primitive primitive(pd.get());
+    return median_milliseconds(
+        [&] {
+          primitive.execute(stream, args);
+          if (with_loop) {
+            stream.wait();
+            auto* data = static_cast<float*>(dst.get_data_handle());
+            run_swish(floats, data, data);
+          }
+        },
+        stream);
+  };
+  try {
+    Step without = step;
+    without.post_ops.pop_back();
+    const double fused_ms = time_step(step, false);
+    const double split_ms = time_step(without, true);
+    if (std::getenv("TESSERA_DNNL_TUNING_LOG")) {
+      std::fprintf(stderr, "dnnl tuning: node %d swish post-op %.3f ms, Tessera's loop after it %.3f ms\n", step.node,
+                   fused_ms, split_ms);
+    }
+    return split_ms < 0.95 * fused_ms;
+  } catch (const dnnl::error&) {
+    return false;
+  }
 }
 
 }  // namespace tessera::dnnl_backend
