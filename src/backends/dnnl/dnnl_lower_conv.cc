@@ -194,13 +194,8 @@ void lower_convolution(Lowering& lowering, const FusedNode& fused) {
   const PostOp swish = step.post_ops.back();
   step.post_ops.pop_back();
   const int32_t product = lowering.add_step(std::move(step), requests, any_desc(y_dims, output_type), kNoValue, y_dims);
-  Step loop;
-  loop.kind = StepKind::kEltwise;
-  loop.node = fused.region_node;
-  loop.algorithm = swish.algorithm;
-  loop.floats = {swish.alpha, swish.beta};
-  loop.inputs = {product};
-  lowering.add_step(std::move(loop), {memory::desc()}, lowering.desc(product), fused.outputs[0], y_dims);
+  lowering.add_step(eltwise_step_of(swish, fused.region_node, product), {memory::desc()}, lowering.desc(product),
+                    fused.outputs[0], y_dims);
 }
 
 }  // namespace tessera::dnnl_backend

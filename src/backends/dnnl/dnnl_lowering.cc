@@ -151,6 +151,16 @@ std::optional<dnnl::primitive_desc_base> Lowering::try_desc(const Step& step, co
   }
 }
 
+Step eltwise_step_of(const PostOp& p, int32_t node, int32_t input) {
+  Step e;
+  e.kind = StepKind::kEltwise;
+  e.node = node;
+  e.algorithm = p.algorithm;
+  e.floats = {p.alpha, p.beta};
+  e.inputs = {input};
+  return e;
+}
+
 int32_t Lowering::add_step(Step step, const std::vector<memory::desc>& requests, const memory::desc& output_request,
                            ValueId value, const std::vector<int64_t>& output_dims) {
   const Step original = step;  // for the float32 retry below
@@ -248,13 +258,8 @@ int32_t Lowering::add_step(Step step, const std::vector<memory::desc>& requests,
       bare.post_ops.clear();
       int32_t slot = add_step(std::move(bare), requests, output_request, kNoValue, output_dims);
       for (const PostOp& p : original.post_ops) {
-        Step e;
-        e.kind = StepKind::kEltwise;
-        e.node = original.node;
-        e.algorithm = p.algorithm;
-        e.floats = {p.alpha, p.beta};
-        e.inputs = {slot};
-        slot = add_step(std::move(e), {memory::desc()}, descs_[static_cast<size_t>(slot)], kNoValue, output_dims);
+        slot = add_step(eltwise_step_of(p, original.node, slot), {memory::desc()}, descs_[static_cast<size_t>(slot)],
+                        kNoValue, output_dims);
       }
       if (value != kNoValue) slot_of_value_[static_cast<size_t>(value)] = slot;
       return slot;

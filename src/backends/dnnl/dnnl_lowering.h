@@ -121,6 +121,10 @@ bool is_hardswish_gate_attributes(const Node& node);
 int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const std::vector<memory::desc>& requests,
                                      const memory::desc& output_request, double* milliseconds = nullptr);
 
+/// The eltwise step that applies eltwise post-op `p` on its own to `input`,
+/// for region node `node` (a post-op split off its product).
+Step eltwise_step_of(const PostOp& p, int32_t node, int32_t input);
+
 /// Whether a convolution whose last post-op is swish (SiLU) runs faster
 /// without it, followed by Tessera's swish loop over its output (swish_plan),
 /// measured on this machine with the layouts it would get; false for small

@@ -49,6 +49,23 @@ double reorder_milliseconds(const memory::desc& from, const memory::desc& to, co
   return median_milliseconds([&] { reorder.execute(stream, src, dst); }, stream);
 }
 
+/// The arguments of `step`'s primitive (pd) on scratch memory of the layouts it chose: what a
+/// measurement runs it on.
+std::unordered_map<int, memory> scratch_args(const Lowering& lowering, const Step& step, const dnnl::primitive_desc_base& pd) {
+  const dnnl::engine& engine = lowering.engine();
+  std::unordered_map<int, memory> args;
+  const std::vector<int> role_args_list = role_args(step);
+  for (size_t i = 0; i < role_args_list.size(); ++i) args[role_args_list[i]] = memory(role_desc(step, pd, i), engine);
+  args[DNNL_ARG_SCRATCHPAD] = memory(pd.scratchpad_desc(), engine);
+  for (size_t p = 0; p < step.post_ops.size(); ++p) {
+    if (step.post_ops[p].kind == PostOpKind::kBinary) {
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(p)) | DNNL_ARG_SRC_1] =
+          memory(lowering.desc(step.post_ops[p].slot), engine);
+    }
+  }
+  return args;
+}
+
 /// Below this many multiply-adds (about 0.1 ms of a direct convolution on one
 /// AVX2 core) Tessera's Winograd kernel is not tried.
 constexpr int64_t kMinWinogradMultiplyAdds = int64_t{1} << 23;
@@ -114,16 +131,8 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
     try {
       dnnl::primitive_desc_base pd = make_primitive_desc(step, roles, lowering.slot_descs(), engine);
       // Time it on scratch memory of the chosen layouts.
-      std::unordered_map<int, memory> args;
+      std::unordered_map<int, memory> args = scratch_args(lowering, step, pd);
       const std::vector<int> role_args_list = role_args(step);
-      for (size_t i = 0; i < role_args_list.size(); ++i) args[role_args_list[i]] = memory(role_desc(step, pd, i), engine);
-      args[DNNL_ARG_SCRATCHPAD] = memory(pd.scratchpad_desc(), engine);
-      for (size_t p = 0; p < step.post_ops.size(); ++p) {
-        if (step.post_ops[p].kind == PostOpKind::kBinary) {
-          args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(p)) | DNNL_ARG_SRC_1] =
-              memory(lowering.desc(step.post_ops[p].slot), engine);
-        }
-      }
       double ms = 0;
       if (algorithm == kTesseraWinograd) {
         // Tessera's kernel on the direct primitive's layouts, where it applies and the work is
@@ -205,16 +214,7 @@ bool swish_pass_faster(const Lowering& lowering, const Step& step, const std::ve
   roles.push_back(output_request);
   auto time_step = [&](const Step& candidate, bool with_loop) {
     dnnl::primitive_desc_base pd = make_primitive_desc(candidate, roles, lowering.slot_descs(), engine);
-    std::unordered_map<int, memory> args;
-    const std::vector<int> role_args_list = role_args(candidate);
-    for (size_t i = 0; i < role_args_list.size(); ++i) args[role_args_list[i]] = memory(role_desc(candidate, pd, i), engine);
-    args[DNNL_ARG_SCRATCHPAD] = memory(pd.scratchpad_desc(), engine);
-    for (size_t p = 0; p < candidate.post_ops.size(); ++p) {
-      if (candidate.post_ops[p].kind == PostOpKind::kBinary) {
-        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(p)) | DNNL_ARG_SRC_1] =
-            memory(lowering.desc(candidate.post_ops[p].slot), engine);
-      }
-    }
+    std::unordered_map<int, memory> args = scratch_args(lowering, candidate, pd);
     memory& dst = args[DNNL_ARG_DST];
     // Finite values for the loop to read (a fresh buffer may hold NaN patterns that time alike anyway).
     std::memset(dst.get_data_handle(), 0, dst.get_desc().get_size());
