@@ -19,8 +19,10 @@ int64_t param_index(const Shape& shape, const Tensor& param, int64_t axis, int64
   return (i / inner) % shape[static_cast<size_t>(a)];
 }
 
-/// saturate(round_half_to_even(v)) into [lo, hi], written out.
+/// saturate(round_half_to_even(v)) into [lo, hi], written out; NaN to lo (the spec leaves it
+/// undefined; the kernels' rule, and no float-to-integer conversion of NaN).
 int64_t round_and_saturate(double v, int64_t lo, int64_t hi) {
+  if (std::isnan(v)) return lo;
   double r = std::floor(v);
   const double fraction = v - r;
   if (fraction > 0.5 || (fraction == 0.5 && std::fmod(r, 2.0) != 0.0)) r += 1.0;
