@@ -102,6 +102,10 @@ constexpr int64_t kSingleThreadMacs = int64_t{1} << 19;
 /// goes to another backend (slow_kernel_reason).
 constexpr int64_t kSlowGemmMinRows = 16;
 constexpr int64_t kSlowGemmMinMacs = int64_t{1} << 22;
+/// A float32 brgemm or gemm:jit matmul of fewer rows than this, against
+/// weights of at least kSlowBrgemmMinWeights elements, goes to another backend too.
+constexpr int64_t kSlowBrgemmMaxRows = 4;
+constexpr int64_t kSlowBrgemmMinWeights = int64_t{1} << 18;
 
 /// Why the implementation oneDNN chose for `step` is much slower than what
 /// another backend runs, or "": its reference kernel on a large output, or a
@@ -109,8 +113,9 @@ constexpr int64_t kSlowGemmMinMacs = int64_t{1} << 22;
 /// has no brgemm matmul, and its gemm:jit was never faster than the native
 /// packed GEMM and up to 2x slower (Zen 3, one thread, ViT-B/16's shapes:
 /// 197x768 x 768x3072 20.2 ms against 10.3, x 768x2304 7.9 against 7.7,
-/// 197x3072 x 3072x768 11.0 against 10.4). Products of a few rows (a
-/// classifier's one-row Gemm) and small ones stay: there it is as fast.
+/// 197x3072 x 3072x768 11.0 against 10.4); and a float32 matmul of one to
+/// three rows against large weights, answered by brgemm or gemm:jit (below).
+/// Small products stay: there it is as fast.
 std::string slow_kernel_reason(const Step& step, const dnnl::primitive_desc_base& pd, const std::vector<memory::desc>& roles) {
   const std::string impl = pd.impl_info_str();
   if (is_reference(pd) && element_count(roles.back()) >= kReferenceGuardElements) {
@@ -123,6 +128,19 @@ std::string slow_kernel_reason(const Step& step, const dnnl::primitive_desc_base
     if (rows >= kSlowGemmMinRows && element_count(roles.back()) * src.back() >= kSlowGemmMinMacs) {
       return "oneDNN runs this float32 matmul with " + impl + " at " + effective_isa_name() +
              " (it has brgemm kernels from AVX-512 on), up to 2x slower than the native packed GEMM";
+    }
+  }
+  // oneDNN 2.6 streams the weights of a product of one or two rows (a classifier's Gemm at batch 1, a
+  // decoder's token) at half to two thirds the rate of native's one-row kernel (Zen 4, one thread,
+  // 1 x 4096 x 4096: brgemm 4.35 ms, gemm:jit capped at AVX2 2.79, native 1.85; two rows 5.26 and
+  // 5.22 against 3.18-3.77; even from four rows on). AlexNet at 1 thread: 25 -> 17 ms.
+  if (step.kind == StepKind::kMatMul && (impl.rfind("brg", 0) == 0 || impl.rfind("gemm:", 0) == 0) &&
+      roles[0].data_type() == memory::data_type::f32 && roles.size() >= 3) {
+    const memory::dims src = roles[0].dims();
+    const int64_t rows = src.size() >= 2 ? element_count(roles[0]) / src.back() : 1;
+    if (rows < kSlowBrgemmMaxRows && element_count(roles[1]) >= kSlowBrgemmMinWeights) {
+      return "oneDNN runs this float32 matmul of " + std::to_string(rows) + " row" + (rows == 1 ? "" : "s") + " with " +
+             impl + ", which streams the weights at about half the rate of the native one-row kernel";
     }
   }
   return "";
