@@ -724,14 +724,14 @@ def test_silu_after_a_convolution_and_on_its_own_runs_as_tesseras_loop(tmp_path,
         np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("rows", [1, 2])
-def test_a_product_of_one_or_two_rows_streams_its_weights_on_native(tmp_path, rows):
+@pytest.mark.parametrize("rows,k,n,where", [(1, 2048, 1024, "native"), (2, 2048, 1024, "native"), (1, 512, 1000, "dnnl")])
+def test_a_product_of_one_or_two_rows_streams_its_weights_on_native(tmp_path, rows, k, n, where):
     """A classifier's Gemm at batch 1 or a decoder's token: oneDNN 2.6 streams the weights of a product of one
     or two rows at half to two thirds the rate of native's one-row kernel (brgemm on AVX-512, gemm:jit below
-    it; AlexNet's three Gemms at 1 thread, Zen 4: 25 -> 17 ms). Such a MatMul against at least 2^18 weights
+    it; AlexNet's three Gemms at 1 thread, Zen 4: 25 -> 17 ms). Such a MatMul against at least 2^21 weights (8 MB)
     is refused when its region compiles, with the reason, and runs on native; the bias after it still fuses
-    where it was; against numpy."""
-    k, n = 1024, 512
+    where it was; against numpy. Weights that fit in a core's caches (ResNet-18's classifier, 512 x 1000) stay on
+    oneDNN, as fast there."""
     w = (RNG.standard_normal((k, n)) * 0.05).astype(np.float32)
     b = (RNG.standard_normal(n) * 0.1).astype(np.float32)
     nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="matmul"),
@@ -740,9 +740,9 @@ def test_a_product_of_one_or_two_rows_streams_its_weights_on_native(tmp_path, ro
     path = save(tmp_path, "few_rows", nodes, [("x", [rows, k])], [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     session = tessera.InferenceSession(path)
     backend, reason, _ = placement_of(session)["matmul"]
-    assert backend == "native", (backend, reason)
+    assert backend == where, (backend, reason)
     # Below AVX2 oneDNN may answer with a reference kernel instead, which the older guard refuses.
-    if cpu_isa.dnnl_avx2():
+    if cpu_isa.dnnl_avx2() and where == "native":
         assert "streams the weights at about half the rate of the native one-row kernel" in reason, reason
     x = RNG.standard_normal((rows, k)).astype(np.float32)
     expected = np.maximum(x.astype(np.float64) @ w.astype(np.float64) + b, 0)
