@@ -170,7 +170,8 @@ std::string value_input_form(const tsr_value_info& info) {
 /// The --input arrays, in model input order. Inputs without a file are
 /// random (seeded) when no --input is given or --random-inputs asks, and an
 /// error otherwise: random data a user did not ask for would pass for results.
-/// Each random input is named on `notes`.
+/// Each random input is named on `notes`. An input fixed at compile time
+/// (--input-values) takes that value instead.
 std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArray>& files, const tsr_model* model,
                                   std::ostream& notes) {
   std::vector<tsr_value_info> infos;
@@ -259,6 +260,15 @@ std::vector<NpyArray> make_inputs(const Args& args, std::map<std::string, NpyArr
       const bool f32 = info.dtype.code == kDLFloat && info.dtype.bits == 32;
       const bool f64 = info.dtype.code == kDLFloat && info.dtype.bits == 64;
       const bool bf16 = tessera::tools::is_bfloat16(info.dtype);
+      if (info.fixed_value) {
+        // Fixed at compile time (--input-values): every run must feed that value, so it is the input.
+        std::memcpy(array.data.data(), info.fixed_value, array.data.size());
+        notes << "input " << info.name << ": " << tessera::tools::dl_dtype_name(info.dtype) << "["
+              << shape_text(array.shape.data(), static_cast<int32_t>(array.shape.size()))
+              << "] the value it was compiled with (input_values), not read from a file\n";
+        arrays.push_back(std::move(array));
+        continue;
+      }
       if (bf16) {
         auto* p = reinterpret_cast<uint16_t*>(array.data.data());
         for (int64_t k = 0; k < n; ++k) p[k] = tessera::tools::float_to_bfloat16_bits(static_cast<float>(uniform(rng)));

@@ -186,6 +186,11 @@ typedef struct tsr_value_info {
    * dtype and shape then describe the tensors it holds. Absent from callers
    * built before it (a smaller struct_size). */
   int32_t kind; /* tsr_value_kind */
+  /* A model's input fixed at compile time (the input_values option): its one
+   * element, of dtype, which every run must feed; NULL for other inputs, for
+   * outputs and for sources. Lives as long as the model. Absent from callers
+   * built before it (a smaller struct_size). */
+  const void* fixed_value;
 } tsr_value_info;
 
 TSR_API size_t tsr_model_input_count(const tsr_model* model);

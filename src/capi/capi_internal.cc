@@ -224,6 +224,7 @@ tsr_status* fill_info(const tessera::ValueDesc& desc, const std::vector<const ch
   } else if (out->struct_size >= offsetof(tsr_value_info, dim_names) + sizeof(const char* const*)) {
     out->dim_names = rank_known ? dim_names.data() : nullptr;
   }
+  if (out->struct_size >= offsetof(tsr_value_info, fixed_value) + sizeof(const void*)) out->fixed_value = nullptr;
   return nullptr;
 }
 

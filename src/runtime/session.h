@@ -199,6 +199,13 @@ class CompiledModel {
   ~CompiledModel();
 
   const std::vector<ValueDesc>& inputs() const { return inputs_; }
+  /// The value input `index` was fixed to at compile time (input_values), or null.
+  const Tensor* fixed_input_value(size_t index) const {
+    for (const auto& [i, value] : fixed_input_values_) {
+      if (i == index) return &value;
+    }
+    return nullptr;
+  }
   const std::vector<ValueDesc>& outputs() const { return outputs_; }
   const Graph& graph() const { return graph_; }
   const MemoryPlan& memory_plan() const { return memory_plan_; }

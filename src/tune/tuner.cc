@@ -102,6 +102,9 @@ TuningRecord tune_placement(const Graph& graph, const TuneOptions& options) {
   std::unique_ptr<CompiledModel> first = CompiledModel::compile(graph, base);
   record.fingerprint = first->fingerprint();
   record.backends = first->backend_names();
+  for (size_t i = 0; i < owned.size(); ++i) {  // an input fixed at compile time (input_values) is fed that value
+    if (const Tensor* fixed = first->fixed_input_value(i)) owned[i] = fixed->clone();
+  }
   std::vector<TensorView> inputs;
   for (const Tensor& t : owned) inputs.push_back(t.view());
 

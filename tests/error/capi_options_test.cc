@@ -4,6 +4,8 @@
 // clear TSR_INVALID_ARGUMENT naming the option.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <set>
 #include <sstream>
 #include <string>
@@ -71,6 +73,40 @@ TEST_F(OptionsTest, EachNameSetsWhatItsSetterSets) {
   EXPECT_EQ(backend, "native");
   ASSERT_EQ(message_of(tsr_options_set(options_, "deny", "no_such_backend:Relu")), "");
   EXPECT_NE(compile_relu().find("no_such_backend"), std::string::npos);
+}
+
+TEST_F(OptionsTest, AFixedInputReportsItsValue) {
+  // y = x * Cast(sr): input_values fixes sr, and its info gives that value (the CLI feeds it to the inputs
+  // it makes); x's is null, and a caller built before the field (smaller struct_size) keeps its own.
+  onnx::ModelProto proto = unary_model("Mul", 17);
+  auto* g = proto.mutable_graph();
+  set_type(g->add_input(), "sr", onnx::TensorProto::INT64, {});
+  g->mutable_node(0)->add_input("srf");
+  auto* cast = g->add_node();
+  cast->set_op_type("Cast");
+  cast->add_input("sr");
+  cast->add_output("srf");
+  auto* to = cast->add_attribute();
+  to->set_name("to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(onnx::TensorProto::FLOAT);
+  g->mutable_node()->SwapElements(0, 1);  // Cast before the Mul
+  ASSERT_EQ(message_of(tsr_options_set(options_, "input_values", "sr=-16000")), "");
+  tsr_model* model = nullptr;
+  ASSERT_EQ(message_of(tsr_model_load(write_model(proto).c_str(), options_, &model)), "");
+  tsr_value_info info{};
+  info.struct_size = sizeof(info);
+  ASSERT_EQ(tsr_model_input_info(model, 1, &info), nullptr);
+  ASSERT_NE(info.fixed_value, nullptr);
+  EXPECT_EQ(*static_cast<const int64_t*>(info.fixed_value), -16000);
+  ASSERT_EQ(tsr_model_input_info(model, 0, &info), nullptr);
+  EXPECT_EQ(info.fixed_value, nullptr);
+  const int64_t sentinel = 7;
+  info.fixed_value = &sentinel;
+  info.struct_size = offsetof(tsr_value_info, fixed_value);
+  ASSERT_EQ(tsr_model_input_info(model, 1, &info), nullptr);
+  EXPECT_EQ(info.fixed_value, &sentinel);
+  tsr_model_free(model);
 }
 
 TEST_F(OptionsTest, BadNamesAndValuesNameTheOption) {

@@ -194,6 +194,37 @@ def test_an_artifact_keeps_the_fixed_value_and_its_check(tmp_path):
         tessera.InferenceSession(str(artifact), input_values={"sr": 8000})
 
 
+@pytest.mark.parametrize("source", ["onnx", "artifact"])
+def test_inputs_the_cli_makes_take_the_fixed_value(tmp_path, source):
+    # run/bench/check/tune fill the inputs not given (random, or all of them); a fixed input takes its value,
+    # which then passes the per-run check (it was zeros, and every such command failed).
+    model = tmp_path / "rates.onnx"
+    onnx.save(rate_model(), model)
+    fixed = ["--input-values", "sr=16000"]
+    if source == "artifact":
+        target = tmp_path / "rates.tsr"
+        run = subprocess.run([CLI, "compile", str(model), *fixed, "-o", str(target)], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        fixed = []
+    else:
+        target = model
+    x = RNG.standard_normal((2, 4)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out"
+    run = subprocess.run([CLI, "run", str(target), *fixed, "--input", "x=%s" % (tmp_path / "x.npy"), "--random-inputs",
+                          "--output-dir", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "input sr: int64[scalar] the value it was compiled with (input_values)" in run.stdout, run.stdout
+    np.testing.assert_allclose(np.load(out / "out.npy"), rate_expected(x, 16000), rtol=1e-5, atol=1e-6)
+    for command in (["run"], ["bench", "--iterations", "2"], ["check"]):
+        run = subprocess.run([CLI, *command[:1], str(target), *fixed, *command[1:]], capture_output=True, text=True)
+        assert run.returncode == 0, (command, run.stderr)
+    if source == "onnx":
+        run = subprocess.run([CLI, "tune", str(model), *fixed, "-o", str(tmp_path / "t.json"), "--budget", "1"],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+
+
 @pytest.mark.parametrize("values,message", [
     ({"rate_hz": 16000}, r"the model has no input 'rate_hz' \(its inputs: x, sr\)"),
     ({"x": 1.0}, r"input 'x' is float32\[2x4\]: only an input of one element"),
