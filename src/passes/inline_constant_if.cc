@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "passes/subgraph_copy.h"
+
 namespace tessera {
 namespace {
 
@@ -16,46 +18,20 @@ int constant_condition(const Graph& graph, const Node& node) {
 /// The nodes that replace `node` (an If taking `branch`), adding their values to `graph`.
 std::vector<Node> inline_branch(Graph& graph, const Node& node, const Graph& branch) {
   const int64_t formal = node.attrs.get_int_or("tessera_formal_inputs", 1);
-  std::vector<ValueId> map(branch.values.size(), kNoValue);
+  std::set<std::string> names = node_names(graph);
+  SubgraphCopier copier(graph, branch, node.name + "/", names);
   // Captures: the branch's inputs are the If's inputs after the formal one, in that order.
   for (size_t k = 0; k < branch.inputs.size(); ++k) {
     const size_t outer = static_cast<size_t>(formal) + k;
-    if (outer < node.inputs.size()) map[static_cast<size_t>(branch.inputs[k])] = node.inputs[outer];
+    if (outer < node.inputs.size()) copier.bind(branch.inputs[k], node.inputs[outer]);
   }
-  const std::string prefix = node.name + "/";
-  auto value_of = [&](ValueId id) -> ValueId {
-    if (id == kNoValue) return kNoValue;
-    ValueId& mapped = map[static_cast<size_t>(id)];
-    if (mapped != kNoValue) return mapped;
-    const Value& v = branch.value(id);
-    const std::string name = graph.unique_value_name(prefix + v.name);
-    mapped = graph.add_value(name, v.type);
-    graph.value(mapped).constant = v.constant;  // shared, not copied
-    return mapped;
-  };
-  std::set<std::string> names;
-  for (const Node& n : graph.nodes) names.insert(n.name);
-  std::vector<Node> out;
-  for (const Node& inner : branch.nodes) {
-    Node copy = inner;
-    copy.name = prefix + inner.name;
-    while (names.count(copy.name)) copy.name += "_";
-    names.insert(copy.name);
-    for (ValueId& id : copy.inputs) id = value_of(id);
-    for (ValueId& id : copy.outputs) id = value_of(id);
-    out.push_back(std::move(copy));
-  }
+  std::vector<Node> out = copier.copy_nodes();
   // Each If output takes the branch's output through an Identity (the branch may output a capture, a
   // constant or one value twice); remove_no_ops drops them.
   for (size_t j = 0; j < node.outputs.size() && j < branch.outputs.size(); ++j) {
     if (node.outputs[j] == kNoValue) continue;
-    Node identity;
-    identity.name = prefix + "output_" + std::to_string(j);
-    while (names.count(identity.name)) identity.name += "_";
-    names.insert(identity.name);
-    identity.op_type = "Identity";
-    identity.opset = node.opset;
-    identity.inputs = {value_of(branch.outputs[j])};
+    Node identity = copier.make_node("Identity", "output_" + std::to_string(j), node.opset);
+    identity.inputs = {copier.value(branch.outputs[j])};
     identity.outputs = {node.outputs[j]};
     out.push_back(std::move(identity));
   }

@@ -23,6 +23,7 @@
 #include "passes/fold_qdq.h"
 #include "passes/infer_and_fold.h"
 #include "passes/inline_constant_if.h"
+#include "passes/unroll_constant_loop.h"
 #include "passes/fold_pad.h"
 #include "passes/remove_no_ops.h"
 #include "passes/trim_conv_taps.h"
@@ -189,11 +190,17 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   after_pass(graph, "infer_and_fold", /*verify=*/false);
   // An If whose condition folded to a constant: its branch's nodes in its place, then folded with the rest
   // (a branch may hold another such If).
+  // A Loop of a constant trip count that cannot end early: its body's nodes, once per trip.
   std::vector<InlinedIf> inlined_ifs;
-  for (std::vector<InlinedIf> more = inline_constant_if(graph); !more.empty(); more = inline_constant_if(graph)) {
-    inlined_ifs.insert(inlined_ifs.end(), more.begin(), more.end());
+  std::vector<UnrolledLoop> unrolled_loops;
+  for (;;) {
+    std::vector<InlinedIf> ifs = inline_constant_if(graph);
+    std::vector<UnrolledLoop> loops = unroll_constant_loops(graph);
+    if (ifs.empty() && loops.empty()) break;
+    inlined_ifs.insert(inlined_ifs.end(), ifs.begin(), ifs.end());
+    unrolled_loops.insert(unrolled_loops.end(), loops.begin(), loops.end());
     infer_and_fold(graph, evaluate_node_natively);
-    after_pass(graph, "inline_constant_if", /*verify=*/false);
+    after_pass(graph, loops.empty() ? "inline_constant_if" : "unroll_constant_loop", /*verify=*/false);
   }
   eliminate_dead_nodes(graph);
   after_pass(graph, "eliminate_dead_nodes");
@@ -339,6 +346,11 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
     model->placement_.push_back({i.node, "If", "folded", str_cat("its condition is a constant: the ", i.branch ? "then" : "else",
                                  " branch's nodes run in its place, named '", i.node, "/...'"), -1, ""});
     executed.insert(i.node);
+  }
+  for (const UnrolledLoop& l : unrolled_loops) {
+    model->placement_.push_back({l.node, "Loop", "folded", str_cat("its trip count is a constant: the body's nodes run ", l.trips,
+                                 " times in its place, named '", l.node, "/<trip>/...'"), -1, ""});
+    executed.insert(l.node);
   }
   for (const auto& [name, op_type] : nodes_before) {
     if (!executed.count(name)) model->placement_.push_back({name, op_type, "folded", "computed at compile time", -1, ""});

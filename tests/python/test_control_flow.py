@@ -236,3 +236,176 @@ def test_inputs_the_cli_makes_take_the_fixed_value(tmp_path, source):
 def test_bad_fixed_values_are_clear_errors(values, message):
     with pytest.raises(tessera.InvalidArgument, match=message):
         tessera.InferenceSession(rate_model().SerializeToString(), input_values=values)
+
+
+# -- Loops of a constant trip count (passes/unroll_constant_loop) ------------------------------------------
+
+W3 = (RNG.standard_normal((4, 4)) * 0.5).astype(np.float32)
+
+
+def loop_model(trips, early_exit=False, opset=17, nested=False, trip_from_shape=False, open_batch=False):
+    """acc_{t+1} = tanh(acc_t @ W3 + t) for t < trips (early_exit: while the sum of acc stays below 1.5);
+    scan output s_t = acc_t * 2 (nested: plus the sum over an inner 3-trip loop of acc_t * (j + 1)).
+    Outputs: the final acc and the stacked scans."""
+    body_nodes = [helper.make_node("Cast", ["t"], ["tf"], to=TensorProto.FLOAT, name="cast"),
+                  helper.make_node("MatMul", ["acc", "w3"], ["m"], name="mm"),
+                  helper.make_node("Add", ["m", "tf"], ["a"], name="add"),
+                  helper.make_node("Tanh", ["a"], ["acc_out"], name="tanh"),
+                  helper.make_node("Mul", ["acc", "two"], ["s"], name="scan")]
+    body_inits = [numpy_helper.from_array(np.array(2, np.float32), "two")]
+    scan = "s"
+    if early_exit:
+        body_nodes += [helper.make_node("ReduceSum", ["acc_out"], ["total"], keepdims=0, name="total"),
+                       helper.make_node("Less", ["total", "limit"], ["cond_out"], name="keep_going")]
+        body_inits.append(numpy_helper.from_array(np.array(1.5, np.float32), "limit"))
+    else:
+        body_nodes.append(helper.make_node("Identity", ["cond"], ["cond_out"], name="cond_id"))
+    if nested:
+        inner = helper.make_graph(
+            [helper.make_node("Identity", ["c"], ["c_out"], name="inner_cond"),
+             helper.make_node("Cast", ["j"], ["jf"], to=TensorProto.FLOAT, name="inner_cast"),
+             helper.make_node("Add", ["jf", "one_f"], ["j1"], name="inner_add"),
+             helper.make_node("Mul", ["acc", "j1"], ["p"], name="inner_mul"),
+             helper.make_node("Add", ["sum", "p"], ["sum_out"], name="inner_sum")],
+            "inner", [helper.make_tensor_value_info("j", TensorProto.INT64, []),
+                      helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                      helper.make_tensor_value_info("sum", TensorProto.FLOAT, None)],
+            [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("sum_out", TensorProto.FLOAT, None)],
+            [numpy_helper.from_array(np.array(1, np.float32), "one_f")])
+        body_nodes += [helper.make_node("Loop", ["three", "", "zeros"], ["inner_sum"], body=inner, name="inner_loop"),
+                       helper.make_node("Add", ["s", "inner_sum"], ["s2"], name="scan2")]
+        body_inits += [numpy_helper.from_array(np.array(3, np.int64), "three"),
+                       numpy_helper.from_array(np.zeros((2, 4), np.float32), "zeros")]
+        scan = "s2"
+    body = helper.make_graph(body_nodes, "body",
+                             [helper.make_tensor_value_info("t", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("acc", TensorProto.FLOAT, None)],
+                             [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, None),
+                              helper.make_tensor_value_info(scan, TensorProto.FLOAT, None)], body_inits)
+    nodes, inits = [], [numpy_helper.from_array(W3, "w3")]
+    if trip_from_shape:  # M = steps.shape[0]: known once the shapes are
+        nodes += [helper.make_node("Shape", ["steps"], ["shape"], name="shape"),
+                  helper.make_node("Gather", ["shape", "zero"], ["trips"], axis=0, name="trips")]
+        inits.append(numpy_helper.from_array(np.array(0, np.int64), "zero"))
+    else:
+        inits.append(numpy_helper.from_array(np.array(trips, np.int64), "trips"))
+    nodes.append(helper.make_node("Loop", ["trips", "yes", "x"], ["final", "scans"], body=body, name="loop"))
+    inits.append(numpy_helper.from_array(np.array(True), "yes"))
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])]
+    if trip_from_shape:
+        inputs.append(helper.make_tensor_value_info("steps", TensorProto.FLOAT, ["n" if open_batch else trips]))
+    graph = helper.make_graph(nodes, "loops", inputs,
+                              [helper.make_tensor_value_info("final", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("scans", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def loop_expected(x, trips, early_exit=False, nested=False):
+    acc, scans = x.astype(np.float64), []
+    for t in range(trips):
+        s = acc * 2
+        if nested:
+            s = s + sum(acc * (j + 1) for j in range(3))
+        scans.append(s)
+        acc = np.tanh(acc @ W3 + t)
+        if early_exit and not acc.sum() < 1.5:
+            break
+    return acc, np.stack(scans)
+
+
+def loop_rows(session):
+    placed = rows(session)
+    trips = {name.split("/")[1] for name in placed if name.startswith("loop/")}
+    return placed, sorted((t for t in trips if t.isdigit()), key=int)
+
+
+def check_loop(session, x, trips, early_exit=False, nested=False, feeds=None):
+    final, scans = session.run(None, dict({"x": x}, **(feeds or {})))
+    want_final, want_scans = loop_expected(x, trips, early_exit, nested)
+    np.testing.assert_allclose(final, want_final, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(scans, want_scans, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [11, 17])
+def test_a_loop_of_a_constant_trip_count_runs_its_body_unrolled(opset):
+    session = tessera.InferenceSession(loop_model(5, opset=opset).SerializeToString())
+    placed, trips = loop_rows(session)
+    assert placed["loop"]["backend"] == "folded" and "run 5 times" in placed["loop"]["note"], placed["loop"]
+    assert trips == ["0", "1", "2", "3", "4"], trips
+    assert all(placed["loop/%d/mm" % t]["region"] >= 0 for t in range(5)), placed
+    check_loop(session, RNG.standard_normal((2, 4)).astype(np.float32), 5)
+
+
+def test_a_loop_that_can_end_early_stays_a_loop():
+    session = tessera.InferenceSession(loop_model(6, early_exit=True).SerializeToString())
+    placed, trips = loop_rows(session)
+    assert placed["loop"]["op_type"] == "Loop" and placed["loop"]["region"] >= 0 and not trips, placed["loop"]
+    for scale in (0.1, 3.0):  # runs all six trips / stops after the first
+        x = (RNG.standard_normal((2, 4)) * scale).astype(np.float32)
+        check_loop(session, x, 6, early_exit=True)
+
+
+def test_nested_constant_loops_are_unrolled_in_turn():
+    session = tessera.InferenceSession(loop_model(4, nested=True).SerializeToString())
+    placed, trips = loop_rows(session)
+    assert trips == ["0", "1", "2", "3"] and "run 3 times" in placed["loop/0/inner_loop"]["note"], placed
+    assert not [p for p in placed.values() if p["op_type"] == "Loop" and p["region"] >= 0], placed
+    check_loop(session, RNG.standard_normal((2, 4)).astype(np.float32), 4, nested=True)
+
+
+def test_a_trip_count_from_a_shape_unrolls_at_fixed_shapes_only():
+    x = RNG.standard_normal((2, 4)).astype(np.float32)
+    fixed = tessera.InferenceSession(loop_model(3, trip_from_shape=True).SerializeToString())
+    assert loop_rows(fixed)[1] == ["0", "1", "2"]
+    check_loop(fixed, x, 3, feeds={"steps": np.zeros(3, np.float32)})
+    open_dims = tessera.InferenceSession(loop_model(3, trip_from_shape=True, open_batch=True).SerializeToString())
+    assert rows(open_dims)["loop"]["region"] >= 0 and not loop_rows(open_dims)[1]  # one plan for every n
+    for n in (1, 4):
+        check_loop(open_dims, x, n, feeds={"steps": np.zeros(n, np.float32)})
+
+
+def test_a_loop_past_the_unroll_limit_stays_a_loop():
+    session = tessera.InferenceSession(loop_model(1500).SerializeToString())  # over 1024 trips
+    assert rows(session)["loop"]["region"] >= 0 and not loop_rows(session)[1]
+    check_loop(session, RNG.standard_normal((2, 4)).astype(np.float32), 1500)
+
+
+def test_an_artifact_keeps_the_unrolled_loop(tmp_path):
+    model = tmp_path / "loop.onnx"
+    onnx.save(loop_model(3), model)
+    artifact = tmp_path / "loop.tsr"
+    run = subprocess.run([CLI, "compile", str(model), "-o", str(artifact)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    session = tessera.InferenceSession(str(artifact))
+    assert loop_rows(session)[1] == ["0", "1", "2"]
+    check_loop(session, RNG.standard_normal((2, 4)).astype(np.float32), 3)
+
+
+def test_a_loop_that_builds_a_list_stays_a_loop():
+    # seq.append(x * t) for t < 4, then concatenated: the Loop appends in place; unrolled, each insert copied
+    # the list so far.
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond"], ["cond_out"], name="cond_id"),
+         helper.make_node("Cast", ["t"], ["tf"], to=TensorProto.FLOAT, name="cast"),
+         helper.make_node("Mul", ["x", "tf"], ["row"], name="row"),
+         helper.make_node("SequenceInsert", ["seq", "row"], ["seq_out"], name="append")],
+        "body", [helper.make_tensor_value_info("t", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                 helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_sequence_value_info("seq_out", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT, name="empty"),
+             helper.make_node("Loop", ["four", "", "empty"], ["rows"], body=body, name="loop"),
+             helper.make_node("ConcatFromSequence", ["rows"], ["y"], axis=0, name="cat")]
+    graph = helper.make_graph(nodes, "list", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array(4, np.int64), "four")])
+    session = tessera.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                                       .SerializeToString())
+    assert rows(session)["loop"]["op_type"] == "Loop" and rows(session)["loop"]["region"] >= 0
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    y, = session.run(None, {"x": x})
+    np.testing.assert_array_equal(y, np.concatenate([x * t for t in range(4)]))
