@@ -168,7 +168,9 @@ void run_shape_inference(const OpSchema& schema, InferContext& ctx) {
                         " cannot make");
     }
     const TensorType& t = ctx.output(i);
-    if (t.rank_known) check_tensor_size(ctx.node().describe() + ": output " + std::to_string(i), t.dims, t.dtype);
+    if (t.rank_known && !shape_fits_in_memory(t.dims, t.dtype)) {  // the label only when it is needed: this runs per node run
+      check_tensor_size(ctx.node().describe() + ": output " + std::to_string(i), t.dims, t.dtype);
+    }
   }
 }
 
