@@ -92,7 +92,20 @@ SubgraphProgram compile_subgraph(const Graph& graph, const std::vector<TensorTyp
     }
     // No prepare state: kernels fall back to their unpacked paths, and shapes
     // are inferred on every run since subgraph values are typed only then.
+    // Nested control flow is the exception: an If, Loop, Scan or SequenceMap
+    // inside a body compiles its own bodies here, once, where the types of its
+    // inputs are known, instead of on every trip of the enclosing loop.
     cn.outputs_static = false;
+    if (cn.kernel->prepare && node.domain.empty() &&
+        (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan" || node.op_type == "SequenceMap")) {
+      std::vector<TensorType> in_types;
+      bool known = true;
+      for (ValueId id : node.inputs) {
+        in_types.push_back(id == kNoValue ? TensorType{} : types[static_cast<size_t>(id)]);
+        known &= id == kNoValue || in_types.back().dtype != DType::kUndefined;
+      }
+      if (known) cn.state = cn.kernel->prepare(node, std::vector<const Tensor*>(node.inputs.size(), nullptr), in_types);
+    }
     bool any_boxed = false;
     for (ValueId id : node.inputs) any_boxed |= id != kNoValue && types[static_cast<size_t>(id)].kind != ValueKind::kTensor;
     for (ValueId id : node.outputs) any_boxed |= id != kNoValue && types[static_cast<size_t>(id)].kind != ValueKind::kTensor;
