@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""Control flow against ONNX Runtime 1.30: models whose work sits in Loop and If bodies, scripted with
+torch (seeded random weights, nothing downloaded), timed with Tessera (default backends) and ONNX
+Runtime side by side on the same file and inputs at each thread count; prints the medians in ms, the
+ratio (below 1: Tessera is faster) and the geometric mean.
+
+  scripted_rows      tests/models' scripted module: a Loop over x's 6 rows (Linear 8x8, an If on the row's
+                     sum); its trip count is a constant at the file's fixed shapes, so Tessera unrolls it
+  stack_rows_N       torch.stack of a list appended in a Loop over N rows (Linear, Relu, + i), N open
+  cat_rows_N         torch.cat of a list of x[i] * i over N rows
+  keep_positive_N    appends Linear(x[i]) * (i + 1) for rows with a positive sum (an If in the Loop), then
+                     len(), kept[-1] and kept[0] (tests/python/test_torch_sequence.py's modules)
+
+Usage: /usr/bin/python3 bench/run_control_flow.py [--threads 1,2] [--iterations 50] [--rows 16,256,2048]
+"""
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..")
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+sys.path.insert(0, os.path.join(ROOT, "build", "python"))  # test_torch_sequence imports tessera
+from run_bench import add_common_arguments, ensure_onnxruntime, model_files, ort_median, tessera_median  # noqa: E402
+
+
+def list_models(work, rows):
+    """(name, ONNX path, [(input, .npy)]) for each list-building module at each row count."""
+    import pathlib
+    import test_torch_sequence as seq
+    folder = pathlib.Path(work) / "control_flow"
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for label, module in (("stack_rows", seq.StackRows), ("cat_rows", seq.CatRows),
+                          ("keep_positive", seq.KeepPositiveRows)):
+        _, path = seq.export(module, 17, folder)
+        for n in rows:
+            x = np.random.default_rng(n).standard_normal((n, seq.FEATURES)).astype(np.float32)
+            npy = str(folder / ("x%d.npy" % n))
+            np.save(npy, x)
+            out.append(("%s_%d" % (label, n), path, [("x", npy)]))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    add_common_arguments(parser)
+    parser.add_argument("--rows", default="16,256,2048", help="row counts of the list-building loops")
+    args = parser.parse_args()
+    ensure_onnxruntime()
+    tessera = os.path.abspath(args.tessera)
+    _, path, inputs = model_files(args.work, "scripted_control_flow")
+    models = [("scripted_rows", path, inputs)] + list_models(args.work, [int(r) for r in args.rows.split(",")])
+    print("%-20s %7s %12s %12s %7s" % ("model", "threads", "Tessera ms", "ORT ms", "ratio"))
+    for threads in [int(t) for t in args.threads.split(",")]:
+        logs = []
+        for name, path, inputs in models:
+            iterations = args.iterations if "2048" not in name else max(3, args.iterations // 10)
+            ours = tessera_median(tessera, path, inputs, threads, args.warmup, iterations, None)
+            theirs = ort_median(path, inputs, threads, args.warmup, iterations)
+            logs.append(math.log(ours / theirs))
+            print("%-20s %7d %12.3f %12.3f %7.2f" % (name, threads, ours, theirs, ours / theirs), flush=True)
+        print("geometric mean of Tessera / ONNX Runtime at %d thread%s: %.3f over %d models" %
+              (threads, "" if threads == 1 else "s", math.exp(sum(logs) / len(logs)), len(logs)))
+
+
+if __name__ == "__main__":
+    main()
