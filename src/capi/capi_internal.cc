@@ -208,7 +208,7 @@ tsr_status* null_argument(const char* name) {
 }
 
 tsr_status* fill_info(const tessera::ValueDesc& desc, const std::vector<const char*>& dim_names, bool rank_known,
-                      tsr_value_info* out) {
+                      tsr_value_info* out, const void* fixed_value) {
   if (!out) return null_argument("out_info");
   // dim_names was appended: a caller built before it has a smaller struct and does not get it.
   if (out->struct_size < offsetof(tsr_value_info, dim_names)) {
@@ -224,7 +224,7 @@ tsr_status* fill_info(const tessera::ValueDesc& desc, const std::vector<const ch
   } else if (out->struct_size >= offsetof(tsr_value_info, dim_names) + sizeof(const char* const*)) {
     out->dim_names = rank_known ? dim_names.data() : nullptr;
   }
-  if (out->struct_size >= offsetof(tsr_value_info, fixed_value) + sizeof(const void*)) out->fixed_value = nullptr;
+  if (out->struct_size >= offsetof(tsr_value_info, fixed_value) + sizeof(const void*)) out->fixed_value = fixed_value;
   return nullptr;
 }
 

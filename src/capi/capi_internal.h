@@ -184,8 +184,10 @@ void check_model_file(const char* path);
 
 tsr_status* null_argument(const char* name);
 
+/// `out` from `desc`, as far as the caller's struct_size reaches; fixed_value: a model input's value fixed
+/// at compile time (input_values), else null.
 tsr_status* fill_info(const tessera::ValueDesc& desc, const std::vector<const char*>& dim_names, bool rank_known,
-                      tsr_value_info* out);
+                      tsr_value_info* out, const void* fixed_value = nullptr);
 
 /// The compile options for `graph`: shapes from data bound only to the tensor inputs the model has
 /// (an optional tensor's data says nothing of the shapes the model is compiled for).

@@ -1,8 +1,6 @@
 // The C API: Loading, saving and describing models and sources: inputs, outputs, placement, regions, metadata. Nothing here throws (guarded).
 #include "capi/capi_internal.h"
 
-#include <cstddef>
-
 using namespace tessera::capi;  // NOLINT: the shared helpers
 
 extern "C" {
@@ -148,12 +146,8 @@ tsr_status* tsr_model_input_info(const tsr_model* model, size_t index, tsr_value
   if (!model) return null_argument("model");
   if (index >= model->compiled->inputs().size()) return make_status(TSR_INVALID_ARGUMENT, "input index out of range");
   const tessera::ValueDesc& desc = model->compiled->inputs()[index];
-  if (tsr_status* status = fill_info(desc, model->dim_names.inputs[index], desc.rank_known, out_info)) return status;
-  if (out_info->struct_size >= offsetof(tsr_value_info, fixed_value) + sizeof(const void*)) {
-    const tessera::Tensor* fixed = model->compiled->fixed_input_value(index);
-    out_info->fixed_value = fixed ? fixed->data() : nullptr;
-  }
-  return nullptr;
+  const tessera::Tensor* fixed = model->compiled->fixed_input_value(index);
+  return fill_info(desc, model->dim_names.inputs[index], desc.rank_known, out_info, fixed ? fixed->data() : nullptr);
 }
 
 tsr_status* tsr_model_output_info(const tsr_model* model, size_t index, tsr_value_info* out_info) {

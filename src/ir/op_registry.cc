@@ -168,8 +168,8 @@ void run_shape_inference(const OpSchema& schema, InferContext& ctx) {
                         " cannot make");
     }
     const TensorType& t = ctx.output(i);
-    if (t.rank_known && !shape_fits_in_memory(t.dims, t.dtype)) {  // the label only when it is needed: this runs per node run
-      check_tensor_size(ctx.node().describe() + ": output " + std::to_string(i), t.dims, t.dtype);
+    if (t.rank_known) {  // runs on every node run of a subgraph or open-dims plan
+      check_tensor_size_lazy([&] { return ctx.node().describe() + ": output " + std::to_string(i); }, t.dims, t.dtype);
     }
   }
 }

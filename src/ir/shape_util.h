@@ -31,6 +31,13 @@ bool shape_fits_in_memory(const Shape& shape, DType dtype);
 /// which is too large (over 1 TiB)" when the shape does not fit. `what` names
 /// the node and output, e.g. "node 'r' (Range): output 0".
 void check_tensor_size(const std::string& what, const Shape& shape, DType dtype);
+/// The same, building `what` (a callable returning the string) only when the shape does not fit:
+/// for checks on a hot path (every node run, every allocation), where formatting the name costs more
+/// than the check.
+template <typename What>
+void check_tensor_size_lazy(const What& what, const Shape& shape, DType dtype) {
+  if (!shape_fits_in_memory(shape, dtype)) check_tensor_size(what(), shape, dtype);
+}
 /// a * b and a + b for non-negative dims, saturating at INT64_MAX instead of
 /// overflowing: shape inference computes with them and check_tensor_size then
 /// rejects the saturated dim.

@@ -15,11 +15,16 @@ ValueId SubgraphCopier::value(ValueId id) {
   return mapped;
 }
 
+std::string SubgraphCopier::node_name(const std::string& name) {
+  std::string unique = prefix_ + name;
+  while (names_.count(unique)) unique += "_";
+  names_.insert(unique);
+  return unique;
+}
+
 Node SubgraphCopier::make_node(const std::string& op_type, const std::string& name, int opset) {
   Node node;
-  node.name = prefix_ + name;
-  while (names_.count(node.name)) node.name += "_";
-  names_.insert(node.name);
+  node.name = node_name(name);
   node.op_type = op_type;
   node.opset = opset;
   return node;
@@ -29,9 +34,7 @@ std::vector<Node> SubgraphCopier::copy_nodes() {
   std::vector<Node> out;
   for (const Node& inner : sub_.nodes) {
     Node copy = inner;
-    copy.name = prefix_ + inner.name;
-    while (names_.count(copy.name)) copy.name += "_";
-    names_.insert(copy.name);
+    copy.name = node_name(inner.name);
     for (ValueId& id : copy.inputs) id = value(id);
     for (ValueId& id : copy.outputs) id = value(id);
     out.push_back(std::move(copy));

@@ -30,6 +30,9 @@ class SubgraphCopier {
   Node make_node(const std::string& op_type, const std::string& name, int opset);
 
  private:
+  /// prefix + `name`, made unique against (and added to) names_.
+  std::string node_name(const std::string& name);
+
   Graph& graph_;
   const Graph& sub_;
   std::string prefix_;

@@ -46,8 +46,8 @@ bool body_keeps_going(const Graph& graph, const Node& node, const Graph& body, s
   return false;
 }
 
-ValueId scalar_constant(Graph& graph, const std::string& name, const Tensor& value) {
-  return graph.add_constant(graph.unique_value_name(name), value.clone());
+ValueId scalar_constant(Graph& graph, const std::string& name, Tensor value) {
+  return graph.add_constant(graph.unique_value_name(name), std::move(value));
 }
 
 /// The nodes that replace `node` (a Loop of `trips` trips over `body`), adding their values to `graph`.
@@ -58,7 +58,7 @@ std::vector<Node> unroll(Graph& graph, const Node& node, const Graph& body, int6
   std::set<std::string> names = node_names(graph);
   Tensor yes(DType::kBool, {});
   *static_cast<uint8_t*>(yes.data()) = 1;
-  const ValueId cond = scalar_constant(graph, node.name + "/cond", yes);
+  const ValueId cond = scalar_constant(graph, node.name + "/cond", std::move(yes));
   std::vector<ValueId> values(node.inputs.begin() + 2, node.inputs.begin() + static_cast<std::ptrdiff_t>(formal));
   std::vector<std::vector<ValueId>> scan_parts(scans);
   std::vector<Node> out;
@@ -67,7 +67,7 @@ std::vector<Node> unroll(Graph& graph, const Node& node, const Graph& body, int6
     SubgraphCopier copier(graph, body, prefix, names);
     Tensor iteration(DType::kInt64, {});
     *static_cast<int64_t*>(iteration.data()) = trip;
-    copier.bind(body.inputs[0], scalar_constant(graph, prefix + "iteration", iteration));
+    copier.bind(body.inputs[0], scalar_constant(graph, prefix + "iteration", std::move(iteration)));
     copier.bind(body.inputs[1], cond);
     for (size_t i = 0; i < carried; ++i) copier.bind(body.inputs[2 + i], values[i]);
     for (size_t k = formal; k < body.inputs.size() && k < node.inputs.size(); ++k) copier.bind(body.inputs[k], node.inputs[k]);

@@ -61,7 +61,7 @@ RunStore::~RunStore() {
 void RunStore::allocate(ValueId id) {
   TensorView& v = views_[static_cast<size_t>(id)];
   if (pool_ && v.dtype != DType::kString && !is_output_[static_cast<size_t>(id)]) {
-    if (!shape_fits_in_memory(v.shape, v.dtype)) check_tensor_size("value '" + graph_.value(id).name + "'", v.shape, v.dtype);
+    check_tensor_size_lazy([&] { return "value '" + graph_.value(id).name + "'"; }, v.shape, v.dtype);
     // At least the value's size at its dims' upper bounds, where bounds give one: every run then asks for
     // the same sizes, and the buffers of the first serve all later ones.
     const size_t bytes = std::max(v.nbytes(), bounded_bytes_ ? (*bounded_bytes_)[static_cast<size_t>(id)] : size_t{0});

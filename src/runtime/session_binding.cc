@@ -217,7 +217,7 @@ void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs, const
       throw_user_error("input '", want.name, "': expected ", dtype_name(want.dtype), "[", shape_to_string(want.shape),
                        "], got ", dtype_name(got.dtype), "[", shape_to_string(got.shape), "]");
     }
-    if (!shape_fits_in_memory(got.shape, got.dtype)) check_tensor_size("input '" + want.name + "'", got.shape, got.dtype);
+    check_tensor_size_lazy([&] { return "input '" + want.name + "'"; }, got.shape, got.dtype);
     for (size_t d = 0; d < input_dim_bounds_[i].size(); ++d) {
       const auto [low, high] = input_dim_bounds_[i][d];
       if (low >= 0 && (got.shape[d] < low || got.shape[d] > high)) {

@@ -52,7 +52,7 @@ class KernelContext {
   /// Allocates output i with the given dtype and shape (for data-dependent shapes).
   /// The size is checked first (check_tensor_size), naming the node.
   TensorView& allocate_output(size_t i, DType dtype, Shape shape) const {
-    check_tensor_size(node_.describe() + ": output " + std::to_string(i), shape, dtype);
+    check_tensor_size_lazy([&] { return node_.describe() + ": output " + std::to_string(i); }, shape, dtype);
     TensorView& v = *outputs_[i];
     v.dtype = dtype;
     v.shape = std::move(shape);

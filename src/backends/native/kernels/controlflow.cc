@@ -152,9 +152,8 @@ void loop_kernel(KernelContext& ctx) {
       const Tensor& part = results[1 + carried + k].tensor;
       Shape stacked = part.shape();
       stacked.insert(stacked.begin(), trip + 1);
-      if (!shape_fits_in_memory(stacked, part.dtype())) {
-        check_tensor_size(ctx.node().describe() + ": scan output " + std::to_string(k), stacked, part.dtype());
-      }
+      check_tensor_size_lazy([&] { return ctx.node().describe() + ": scan output " + std::to_string(k); }, stacked,
+                             part.dtype());
       scan_parts[k].push_back(part);
     }
   }
