@@ -88,7 +88,8 @@ class DnnlBackend : public Backend {
     }
     dnnl_backend::Program program = dnnl_backend::parse_program(payload);
     try {
-      return std::make_unique<DnnlRegion>(region, std::move(program), engine_, options.num_threads);
+      return std::make_unique<DnnlRegion>(region, std::move(program), engine_, options.num_threads, nullptr,
+                                          /*measure_step_threads=*/true);
     } catch (const dnnl::error& e) {
       throw_user_error("oneDNN payload: ", e.what());
     }

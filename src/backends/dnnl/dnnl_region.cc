@@ -163,10 +163,36 @@ bool little_work(const Step& step, const std::vector<memory::desc>& roles) {
       return element_count(roles.back()) < kSingleThreadElements;
   }
 }
+
+/// Whether a step that runs on the session's threads is small enough that one thread may be faster:
+/// fewer than kMeasuredMaxMacs multiply-adds (a convolution or matmul; about 100 µs of one core) or
+/// kMeasuredMaxElements output elements (the rest). Larger steps gain from every thread.
+/// "12.3 µs" for milliseconds `ms`.
+std::string format_microseconds(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f \u00b5s", ms * 1000);
+  return text;
+}
+
+bool worth_measuring_on_one_thread(const Step& step, const std::vector<memory::desc>& roles) {
+  constexpr int64_t kMeasuredMaxMacs = int64_t{1} << 24;
+  constexpr int64_t kMeasuredMaxElements = int64_t{1} << 20;
+  switch (step.kind) {
+    case StepKind::kConvolution:
+    case StepKind::kDeconvolution:
+    case StepKind::kMatMul:
+    case StepKind::kInnerProduct: {
+      const std::optional<int64_t> macs = step_multiply_adds(step, roles);
+      return macs && *macs < kMeasuredMaxMacs;
+    }
+    default:
+      return element_count(roles.back()) < kMeasuredMaxElements;
+  }
+}
 }  // namespace
 
 DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads,
-                       SharedConstants* shared)
+                       SharedConstants* shared, bool measure_step_threads)
     : region_(region), program_(std::move(program)), engine_(engine), num_threads_(num_threads) {
   // oneDNN fixes a primitive's thread count when it is created: create them with the session's.
   omp_set_num_threads(num_threads_);
@@ -220,6 +246,9 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
   int64_t scratchpad = 0;
   std::vector<char> layout_resolved(num_slots, 0);
   std::vector<dnnl::primitive_desc_base> pending_primitives;  // per step, in order
+  // Per step: whether it is measured on one thread too, and the primitive descriptor made for one.
+  std::vector<char> single_candidates;
+  std::vector<std::optional<dnnl::primitive_desc_base>> pending_single;
   for (const Step& step : program_.steps) {
     finite_only_ |= finite_only_reason(step).has_value();
     for (int32_t slot : step.inputs) check_read(slot);
@@ -293,6 +322,29 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       }
       scratchpad = std::max<int64_t>(scratchpad, static_cast<int64_t>(pd.scratchpad_desc().get_size()));
       pending_primitives.push_back(pd);  // created below, for the steps that run it
+      // A step of modest work may run faster on one thread than on the session's (the second thread's
+      // wake-up and barrier cost as much as its share of a small reorder or convolution): measured
+      // below where its one-thread primitive keeps every layout.
+      std::optional<dnnl::primitive_desc_base> single;
+      const bool candidate = measure_step_threads && num_threads_ > 1 && compiled.threads == num_threads_ &&
+                             worth_measuring_on_one_thread(step, roles);
+      if (candidate) {
+        omp_set_num_threads(1);
+        try {
+          dnnl::primitive_desc_base one = make_primitive_desc(step, requests, descs_, engine_);
+          bool same = true;
+          for (size_t i = 0; i < roles.size(); ++i) same &= role_desc(step, one, i) == roles[i];
+          if (same) {
+            scratchpad = std::max<int64_t>(scratchpad, static_cast<int64_t>(one.scratchpad_desc().get_size()));
+            single = one;
+          }
+        } catch (const dnnl::error&) {
+          // no one-thread primitive for it: the step keeps the session's threads
+        }
+        omp_set_num_threads(compiled.threads);
+      }
+      single_candidates.push_back(candidate);
+      pending_single.push_back(std::move(single));
       compiled.roles = roles;
       if (step.kind == StepKind::kConcat && step.post_ops.empty() && !step.ints.empty()) {
         compiled.concat_copy = concat_copy_plan(roles, static_cast<int>(step.ints[0]));
@@ -365,10 +417,18 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
   // loops run (Winograd, max pooling, swish, concat copies).
   for (size_t k = 0; k < steps_.size(); ++k) {
     CompiledStep& compiled = steps_[k];
-    if (compiled.concat_copy || compiled.max_pool || compiled.swish || compiled.winograd) continue;
+    if (compiled.concat_copy || compiled.max_pool || compiled.swish || compiled.winograd) {
+      compiled.single_candidate = single_candidates[k] != 0;  // its loop runs on the threads it is given
+      continue;
+    }
     omp_set_num_threads(compiled.threads);
     try {
       compiled.primitive = dnnl::primitive(pending_primitives[k].get());
+      if (pending_single[k]) {
+        omp_set_num_threads(1);
+        compiled.single_primitive = dnnl::primitive(pending_single[k]->get());
+        compiled.single_candidate = true;
+      }
     } catch (const dnnl::error& e) {
       omp_set_num_threads(num_threads_);
       throw_user_error("oneDNN payload: step ", k, " cannot be created: ", e.what());
@@ -506,6 +566,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
   }
   scratchpad_offset_ = workspace_bytes_;
   workspace_bytes_ += align_up(scratchpad);
+  if (measure_step_threads) choose_step_threads();
 }
 
 DnnlRegion::~DnnlRegion() = default;
@@ -523,10 +584,12 @@ std::string DnnlRegion::node_precision(size_t node) const {
 std::string DnnlRegion::node_algorithm(size_t node) const {
   std::string note;
   bool convolution = false, swish = false;
+  const CompiledStep* one_thread = nullptr;
   for (size_t k = 0; k < program_.steps.size(); ++k) {
     const Step& step = program_.steps[k];
     if (step.node != static_cast<int32_t>(node)) continue;
     swish |= steps_[k].swish.has_value();
+    if (steps_[k].single_candidate && steps_[k].threads == 1 && !one_thread) one_thread = &steps_[k];
     if (step.kind != StepKind::kConvolution || !note.empty()) continue;
     convolution = true;
     if (step.algorithm == kTesseraWinograd && !steps_[k].winograd) {
@@ -541,6 +604,16 @@ std::string DnnlRegion::node_algorithm(size_t node) const {
                                            "oneDNN's swish post-op"
                                          : "SiLU as Tessera's loop (oneDNN's eltwise_swish is about twice as slow)";
     note = note.empty() ? loop : note + "; " + loop;
+  }
+  if (one_thread) {
+    // The times are what choose_step_threads measured; zero when TESSERA_DNNL_STEP_THREADS=one chose.
+    const std::string threads = std::to_string(num_threads_);
+    const std::string text =
+        one_thread->team_ms > 0
+            ? str_cat("runs on one thread: measured ", format_microseconds(one_thread->single_ms), " against ",
+                      format_microseconds(one_thread->team_ms), " on ", threads, " threads")
+            : "runs on one thread (TESSERA_DNNL_STEP_THREADS=one)";
+    note = note.empty() ? text : note + "; " + text;
   }
   return note;
 }
@@ -642,55 +715,13 @@ void DnnlRegion::run_in(ValueStore& store, void* workspace) const {
       context->slots[s].set_data_handle(store.output(slot.value).data);
     }
   }
-  for (size_t k = 0; k < program_.steps.size(); ++k) {
-    const Step& step = program_.steps[k];
-    const std::vector<int> args = role_args(step);
-    for (size_t role = 0; role <= step.inputs.size(); ++role) {
-      const size_t slot = static_cast<size_t>(role < step.inputs.size() ? step.inputs[role] : step.output);
-      if (steps_[k].roles[role] != descs_[slot]) {
-        context->args[k].at(args[role]).set_data_handle(context->slots[slot].get_data_handle());
-      }
-    }
-  }
+  bind_views(*context);
   omp_set_num_threads(num_threads_);
   if (finite_only_) clear_fp_flags(team_threads_);
   const bool profiling = store.profiling();
   for (size_t k = 0; k < steps_.size(); ++k) {
-    const CompiledStep& compiled = steps_[k];
     const auto start = std::chrono::steady_clock::now();
-    if (compiled.sum_slot >= 0 && !compiled.sum_in_place) {
-      memory& operand = context->slots[static_cast<size_t>(compiled.sum_slot)];
-      memory& output = context->slots[static_cast<size_t>(program_.steps[k].output)];
-      if (compiled.sum_bytes) {
-        std::memcpy(output.get_data_handle(), operand.get_data_handle(), compiled.sum_bytes);
-      } else {
-        compiled.sum_copy.execute(context->stream, operand, output);
-      }
-    }
-    if (compiled.threads != num_threads_) omp_set_num_threads(compiled.threads);
-    if (compiled.concat_copy) {
-      const std::unordered_map<int, memory>& args = context->args[k];
-      std::vector<const void*> sources;
-      for (size_t i = 0; i < compiled.concat_copy->run_bytes.size(); ++i) {
-        sources.push_back(args.at(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)).get_data_handle());
-      }
-      run_concat_copy(*compiled.concat_copy, sources, args.at(DNNL_ARG_DST).get_data_handle());
-    } else if (compiled.max_pool) {
-      const std::unordered_map<int, memory>& args = context->args[k];
-      run_max_pool(*compiled.max_pool, static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
-                   static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()));
-    } else if (compiled.swish) {
-      const std::unordered_map<int, memory>& args = context->args[k];
-      run_swish(*compiled.swish, static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
-                static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()));
-    } else if (compiled.winograd) {
-      const std::unordered_map<int, memory>& args = context->args[k];
-      run_winograd_step(*compiled.winograd, first_aligned(compiled.winograd_weights->data()), args,
-                        static_cast<float*>(args.at(DNNL_ARG_SCRATCHPAD).get_data_handle()));
-    } else {
-      compiled.primitive.execute(context->stream, context->args[k]);
-    }
-    if (compiled.threads != num_threads_) omp_set_num_threads(num_threads_);
+    execute_step(k, *context, steps_[k].threads);
     if (profiling) {
       context->stream.wait();
       std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
@@ -702,6 +733,57 @@ void DnnlRegion::run_in(ValueStore& store, void* workspace) const {
   if (finite_only_ && fp_flags_raised(team_threads_)) store.made_non_finite();
   std::lock_guard<std::mutex> lock(mutex_);
   free_contexts_.push_back(std::move(context));
+}
+
+void DnnlRegion::bind_views(RunContext& context) const {
+  for (size_t k = 0; k < program_.steps.size(); ++k) {
+    const Step& step = program_.steps[k];
+    const std::vector<int> args = role_args(step);
+    for (size_t role = 0; role <= step.inputs.size(); ++role) {
+      const size_t slot = static_cast<size_t>(role < step.inputs.size() ? step.inputs[role] : step.output);
+      if (steps_[k].roles[role] != descs_[slot]) {
+        context.args[k].at(args[role]).set_data_handle(context.slots[slot].get_data_handle());
+      }
+    }
+  }
+}
+
+void DnnlRegion::execute_step(size_t k, RunContext& context, int threads) const {
+  const CompiledStep& compiled = steps_[k];
+  const dnnl::primitive& primitive = threads == compiled.threads ? compiled.primitive : compiled.single_primitive;
+  if (compiled.sum_slot >= 0 && !compiled.sum_in_place) {
+    memory& operand = context.slots[static_cast<size_t>(compiled.sum_slot)];
+    memory& output = context.slots[static_cast<size_t>(program_.steps[k].output)];
+    if (compiled.sum_bytes) {
+      std::memcpy(output.get_data_handle(), operand.get_data_handle(), compiled.sum_bytes);
+    } else {
+      compiled.sum_copy.execute(context.stream, operand, output);
+    }
+  }
+  if (threads != num_threads_) omp_set_num_threads(threads);
+  if (compiled.concat_copy) {
+    const std::unordered_map<int, memory>& args = context.args[k];
+    std::vector<const void*> sources;
+    for (size_t i = 0; i < compiled.concat_copy->run_bytes.size(); ++i) {
+      sources.push_back(args.at(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)).get_data_handle());
+    }
+    run_concat_copy(*compiled.concat_copy, sources, args.at(DNNL_ARG_DST).get_data_handle());
+  } else if (compiled.max_pool) {
+    const std::unordered_map<int, memory>& args = context.args[k];
+    run_max_pool(*compiled.max_pool, static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
+                 static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()));
+  } else if (compiled.swish) {
+    const std::unordered_map<int, memory>& args = context.args[k];
+    run_swish(*compiled.swish, static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
+              static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()));
+  } else if (compiled.winograd) {
+    const std::unordered_map<int, memory>& args = context.args[k];
+    run_winograd_step(*compiled.winograd, first_aligned(compiled.winograd_weights->data()), args,
+                      static_cast<float*>(args.at(DNNL_ARG_SCRATCHPAD).get_data_handle()));
+  } else {
+    primitive.execute(context.stream, context.args[k]);
+  }
+  if (threads != num_threads_) omp_set_num_threads(num_threads_);
 }
 
 }  // namespace tessera::dnnl_backend

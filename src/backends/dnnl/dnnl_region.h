@@ -37,8 +37,10 @@ class DnnlRegion : public ExecutableRegion {
   /// error), creates every primitive and reorders the constants.
   /// `shared` (optional, outliving the region): constants are looked up there
   /// first and added to it, instead of being reordered for this region alone.
+  /// `measure_step_threads`: steps of modest work are timed on one thread and on the session's,
+  /// in the region's own order, and each runs on the faster (choose_step_threads).
   DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads,
-             SharedConstants* shared = nullptr);
+             SharedConstants* shared = nullptr, bool measure_step_threads = false);
   ~DnnlRegion() override;
   void run(ValueStore& store) const override { run_in(store, nullptr); }
   /// Runs with the intermediates and scratchpad in `workspace` (workspace_bytes()
@@ -71,6 +73,11 @@ class DnnlRegion : public ExecutableRegion {
     size_t sum_bytes = 0;  // when the operand already has the output's layout: a plain copy
     bool sum_in_place = false;  // the output shares the operand's memory: nothing to copy
     int threads = 1;            // created and run with this many (1 for element-wise steps too small to share)
+    // A step measured on one thread as well as on the session's (choose_step_threads): its primitive
+    // created for one thread (none for steps Tessera's own loops run), and the two times, in ms.
+    bool single_candidate = false;
+    dnnl::primitive single_primitive;
+    double single_ms = 0, team_ms = 0;
     std::optional<ConcatCopyPlan> concat_copy;  // a concat step run as memcpys instead of its primitive
     std::optional<MaxPoolPlan> max_pool;        // a max pooling step run as a direct loop instead of its primitive
     std::optional<int64_t> swish;               // an eltwise swish step run by Tessera's loop: its buffer's floats
@@ -89,6 +96,14 @@ class DnnlRegion : public ExecutableRegion {
   /// `own_workspace`: with a workspace of its own; else its intermediates and
   /// scratchpad are pointed at run_in's on every run.
   std::unique_ptr<RunContext> make_context(bool own_workspace) const;
+  /// Points the memory objects of roles read through a view at their slots' data.
+  void bind_views(RunContext& context) const;
+  /// Runs step k on `threads` threads: its primitive, or its one-thread primitive where
+  /// `threads` differs from the step's own count.
+  void execute_step(size_t k, RunContext& context, int threads) const;
+  /// Times each single_candidate step on one thread and on the session's within runs of the
+  /// whole region (dnnl_step_threads.cc) and keeps the faster.
+  void choose_step_threads();
 
   const Graph& region_;
   Program program_;

@@ -1,0 +1,172 @@
+// Per-step thread counts of oneDNN regions (dnnl_step_threads.cc): a small
+// residual block compiled on two threads runs right whatever each step was
+// given (every candidate on one thread, TESSERA_DNNL_STEP_THREADS=one; none,
+// =team; as measured, the default), against a reference in double computed
+// here; the placement report names the steps moved to one thread with the
+// times measured, and those times agree with the choice; one thread moves
+// nothing, and a bad value of the variable is a clear error.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "graph_builder.h"
+#include "ir/error.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+namespace tessera::testing {
+namespace {
+
+struct StepThreadsEnv {
+  explicit StepThreadsEnv(const char* value) {
+    if (value) setenv("TESSERA_DNNL_STEP_THREADS", value, 1);
+  }
+  ~StepThreadsEnv() { unsetenv("TESSERA_DNNL_STEP_THREADS"); }
+};
+
+constexpr int64_t kC = 16, kH = 20, kW = 20;
+
+/// out = Conv3x3(Relu(Conv3x3(x, w1) + b1) + x, w2): each convolution about 0.9 M multiply-adds and
+/// the sum 6,400 elements, all of a size that is measured on one thread too.
+struct Block {
+  Tensor input, w1, b1, w2;
+  GraphBuilder b;
+  std::vector<double> expected;
+
+  Block() {
+    input = random_uniform({1, kC, kH, kW}, 11, -1, 1);
+    w1 = random_uniform({kC, kC, 3, 3}, 12, -0.2f, 0.2f);
+    b1 = random_uniform({kC}, 13, -0.5f, 0.5f);
+    w2 = random_uniform({kC, kC, 3, 3}, 14, -0.2f, 0.2f);
+    const ValueId x = b.input({1, kC, kH, kW});
+    const AttributeMap pads = attributes({{"pads", Attribute::of_ints({1, 1, 1, 1})}});
+    const ValueId relu = b.node("Relu", {b.node("Conv", {x, b.constant(w1), b.constant(b1)}, pads)});
+    const ValueId sum = b.node("Add", {relu, x});
+    b.output(b.node("Conv", {sum, b.constant(w2)}, pads));
+    for (const Node& node : b.graph.nodes) b.graph.value(node.outputs[0]).type = TensorType::make(DType::kFloat32, {1, kC, kH, kW});
+
+    auto conv = [](const std::vector<double>& in, const Tensor& weights) {
+      std::vector<double> out(static_cast<size_t>(kC * kH * kW), 0.0);
+      for (int64_t o = 0; o < kC; ++o)
+        for (int64_t c = 0; c < kC; ++c)
+          for (int64_t a = 0; a < 3; ++a)
+            for (int64_t e = 0; e < 3; ++e) {
+              const double k = weights.as<float>()[((o * kC + c) * 3 + a) * 3 + e];
+              for (int64_t i = 0; i < kH; ++i) {
+                const int64_t yi = i + a - 1;
+                if (yi < 0 || yi >= kH) continue;
+                for (int64_t j = 0; j < kW; ++j) {
+                  const int64_t xj = j + e - 1;
+                  if (xj < 0 || xj >= kW) continue;
+                  out[static_cast<size_t>((o * kH + i) * kW + j)] += k * in[static_cast<size_t>((c * kH + yi) * kW + xj)];
+                }
+              }
+            }
+      return out;
+    };
+    const std::vector<double> x_values(input.as<float>(), input.as<float>() + input.numel());
+    std::vector<double> first = conv(x_values, w1);
+    for (size_t i = 0; i < first.size(); ++i) {
+      first[i] = std::max(first[i] + b1.as<float>()[i / static_cast<size_t>(kH * kW)], 0.0) + x_values[i];
+    }
+    expected = conv(first, w2);
+  }
+
+  std::unique_ptr<CompiledModel> compile(int threads) const {
+    CompileOptions options;
+    options.backends = {"dnnl", "native"};
+    options.num_threads = threads;
+    return CompiledModel::compile(b.graph, options);
+  }
+
+  void expect_outputs(const CompiledModel& model) const {
+    const std::vector<Tensor> outputs = model.run({input.view()});
+    ASSERT_EQ(outputs.size(), 1u);
+    ASSERT_EQ(outputs[0].numel(), static_cast<int64_t>(expected.size()));
+    int failures = 0;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const double actual = outputs[0].as<float>()[i];
+      // NaN-propagating: a NaN output fails the comparison.
+      if (!(std::fabs(actual - expected[i]) <= 1e-4 + 1e-4 * std::fabs(expected[i])) && failures++ < 5) {
+        ADD_FAILURE() << "output " << i << ": " << actual << ", expected " << expected[i];
+      }
+    }
+  }
+};
+
+/// The notes of the placement report that say a step runs on one thread.
+std::vector<std::string> one_thread_notes(const CompiledModel& model) {
+  std::vector<std::string> notes;
+  for (const NodePlacement& p : model.placement()) {
+    if (p.note.find("runs on one thread") != std::string::npos) notes.push_back(p.note);
+  }
+  return notes;
+}
+
+TEST(DnnlStepThreads, EveryCandidateOnOneThreadRunsRight) {
+  StepThreadsEnv env("one");
+  Block block;
+  std::unique_ptr<CompiledModel> model = block.compile(2);
+  for (const NodePlacement& p : model->placement()) {
+    if (p.region >= 0) EXPECT_EQ(p.backend, "dnnl") << p.node_name;
+  }
+  const std::vector<std::string> notes = one_thread_notes(*model);
+  // Both convolutions (the sum and relu fuse into the first as post-ops, or run as steps of their own).
+  ASSERT_GE(notes.size(), 2u);
+  for (const std::string& note : notes) EXPECT_NE(note.find("(TESSERA_DNNL_STEP_THREADS=one)"), std::string::npos) << note;
+  block.expect_outputs(*model);
+}
+
+TEST(DnnlStepThreads, TeamKeepsEveryStepOnTheSessionsThreads) {
+  StepThreadsEnv env("team");
+  Block block;
+  std::unique_ptr<CompiledModel> model = block.compile(2);
+  EXPECT_TRUE(one_thread_notes(*model).empty());
+  block.expect_outputs(*model);
+}
+
+TEST(DnnlStepThreads, MeasuredChoiceAgreesWithItsTimes) {
+  StepThreadsEnv env(nullptr);
+  Block block;
+  for (int round = 0; round < 3; ++round) {
+    std::unique_ptr<CompiledModel> model = block.compile(2);
+    for (const std::string& note : one_thread_notes(*model)) {
+      const size_t at = note.find("runs on one thread: measured ");
+      ASSERT_NE(at, std::string::npos) << note;
+      double single = 0, team = 0;
+      ASSERT_EQ(std::sscanf(note.c_str() + at, "runs on one thread: measured %lf \xc2\xb5s against %lf", &single, &team), 2)
+          << note;
+      EXPECT_GT(team, 0) << note;
+      EXPECT_LE(single, team) << note;
+      EXPECT_NE(note.find("on 2 threads"), std::string::npos) << note;
+    }
+    block.expect_outputs(*model);
+  }
+}
+
+TEST(DnnlStepThreads, OneThreadSessionsMeasureNothing) {
+  StepThreadsEnv env("one");  // even forced: a session of one thread has nothing to move
+  Block block;
+  std::unique_ptr<CompiledModel> model = block.compile(1);
+  EXPECT_TRUE(one_thread_notes(*model).empty());
+  block.expect_outputs(*model);
+}
+
+TEST(DnnlStepThreads, BadValueIsAClearError) {
+  StepThreadsEnv env("sometimes");
+  Block block;
+  try {
+    block.compile(2);
+    ADD_FAILURE() << "compiled with TESSERA_DNNL_STEP_THREADS=sometimes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TESSERA_DNNL_STEP_THREADS is 'sometimes'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tessera::testing
