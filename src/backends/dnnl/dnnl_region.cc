@@ -148,46 +148,39 @@ std::string slow_kernel_reason(const Step& step, const dnnl::primitive_desc_base
   return "";
 }
 
-/// Whether the step's work (multiply-adds of a convolution or matmul, output elements otherwise) is
-/// below what is worth a second thread. `roles`: its layouts, inputs then the output.
-bool little_work(const Step& step, const std::vector<memory::desc>& roles) {
+/// Whether the step's work is below a bound: multiply-adds of a convolution or matmul under
+/// `max_macs`, output elements of the rest under `max_elements`. `roles`: its layouts, inputs then the output.
+bool work_below(const Step& step, const std::vector<memory::desc>& roles, int64_t max_macs, int64_t max_elements) {
   switch (step.kind) {
     case StepKind::kConvolution:
     case StepKind::kDeconvolution:
     case StepKind::kMatMul:
     case StepKind::kInnerProduct: {
       const std::optional<int64_t> macs = step_multiply_adds(step, roles);
-      return macs && *macs < kSingleThreadMacs;
+      return macs && *macs < max_macs;
     }
     default:
-      return element_count(roles.back()) < kSingleThreadElements;
+      return element_count(roles.back()) < max_elements;
   }
 }
 
+/// Whether the step's work is below what is worth a second thread.
+bool little_work(const Step& step, const std::vector<memory::desc>& roles) {
+  return work_below(step, roles, kSingleThreadMacs, kSingleThreadElements);
+}
+
 /// Whether a step that runs on the session's threads is small enough that one thread may be faster:
-/// fewer than kMeasuredMaxMacs multiply-adds (a convolution or matmul; about 100 µs of one core) or
-/// kMeasuredMaxElements output elements (the rest). Larger steps gain from every thread.
+/// fewer than 2^24 multiply-adds (a convolution or matmul; about 100 µs of one core) or 2^20 output
+/// elements (the rest). Larger steps gain from every thread.
+bool worth_measuring_on_one_thread(const Step& step, const std::vector<memory::desc>& roles) {
+  return work_below(step, roles, int64_t{1} << 24, int64_t{1} << 20);
+}
+
 /// "12.3 µs" for milliseconds `ms`.
 std::string format_microseconds(double ms) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f \u00b5s", ms * 1000);
   return text;
-}
-
-bool worth_measuring_on_one_thread(const Step& step, const std::vector<memory::desc>& roles) {
-  constexpr int64_t kMeasuredMaxMacs = int64_t{1} << 24;
-  constexpr int64_t kMeasuredMaxElements = int64_t{1} << 20;
-  switch (step.kind) {
-    case StepKind::kConvolution:
-    case StepKind::kDeconvolution:
-    case StepKind::kMatMul:
-    case StepKind::kInnerProduct: {
-      const std::optional<int64_t> macs = step_multiply_adds(step, roles);
-      return macs && *macs < kMeasuredMaxMacs;
-    }
-    default:
-      return element_count(roles.back()) < kMeasuredMaxElements;
-  }
 }
 }  // namespace
 
