@@ -11,9 +11,16 @@ PACKAGES=(
   chromium
   python3 python3-numpy python3-onnx python3-torch python3-torchvision
   python3-dev pybind11-dev python3-pytest libtorch-dev
+  libcpp-httplib-dev nlohmann-json3-dev libgrpc++-dev protobuf-compiler-grpc
 )
 
 scripts/install-packages.sh setup "${PACKAGES[@]}"
+# Node.js and npm for the serving tests' independent clients (Debian's, unless a node is already installed).
+command -v npm >/dev/null || scripts/install-packages.sh setup nodejs npm
+# Those clients (tests/serve/package.json, pinned by its lock file), from npm without install scripts.
+if [ ! -f tests/serve/node_modules/.package-lock.json ] || [ tests/serve/package-lock.json -nt tests/serve/node_modules/.package-lock.json ]; then
+  (cd tests/serve && npm ci --ignore-scripts --no-audit --no-fund)
+fi
 
 BUILD_TYPE="${1:-Release}"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" >/dev/null

@@ -8,7 +8,26 @@
 
 using namespace tessera::cli;  // NOLINT: the commands and CliError
 
+#include <unistd.h>
+
+#include <cstring>
+
+/// `tessera serve ...` runs tessera-serve beside this program (its own target: the
+/// CLI stays free of the HTTP and gRPC stacks) with the same arguments.
+[[noreturn]] static void exec_serve(char** argv) {
+  std::string self(4096, '\0');
+  const ssize_t n = readlink("/proc/self/exe", self.data(), self.size() - 1);
+  std::string dir = n > 0 ? self.substr(0, static_cast<size_t>(n)) : std::string(argv[0]);
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  const std::string serve = dir + "tessera-serve";
+  argv[1] = const_cast<char*>(serve.c_str());
+  execv(serve.c_str(), argv + 1);
+  std::cerr << "tessera: error: cannot run " << serve << ": " << std::strerror(errno) << "\n";
+  std::exit(1);
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "serve") exec_serve(argv);
   tessera::cli::apply_omp_wait_defaults(argv);
   try {
     Args args = parse_args(argc, argv);

@@ -1,0 +1,296 @@
+// HTTP routes (http_frontend.h). Paths follow the Open Inference Protocol's REST
+// API; bodies are JSON, errors {"error": "..."} with Triton's status codes.
+#include "http_frontend.h"
+
+#include <httplib.h>
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "http_codec.h"
+
+namespace tessera::serve {
+
+using nlohmann::json;
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ServeError& e) {
+  res.status = http_status_of(e.kind);
+  res.set_content(error_json(e.what()), "application/json");
+}
+
+/// Runs a handler body, turning every exception into an error response.
+template <typename F>
+void guarded(httplib::Response& res, F&& body) {
+  try {
+    body();
+  } catch (const ServeError& e) {
+    send_error(res, e);
+  } catch (const std::exception& e) {
+    send_error(res, ServeError(ErrorKind::kInternal, e.what()));
+  }
+}
+
+json tensor_metadata(const TensorMetadata& t) { return json{{"name", t.name}, {"datatype", t.type->name}, {"shape", t.shape}}; }
+
+json duration(const Duration& d) { return json{{"count", d.count}, {"ns", d.ns}}; }
+
+json model_stats_json(const ServedModel& model) {
+  const ModelStats s = model.stats();
+  json batches = json::array();
+  for (const auto& [size, b] : s.batches) {
+    batches.push_back({{"batch_size", size},
+                       {"compute_input", duration(b.compute_input)},
+                       {"compute_infer", duration(b.compute_infer)},
+                       {"compute_output", duration(b.compute_output)}});
+  }
+  return json{{"name", model.name()},
+              {"version", model.version()},
+              {"last_inference", s.last_inference_ms},
+              {"inference_count", s.inference_count},
+              {"execution_count", s.execution_count},
+              {"inference_stats",
+               {{"success", duration(s.success)},
+                {"fail", duration(s.fail)},
+                {"queue", duration(s.queue)},
+                {"compute_input", duration(s.compute_input)},
+                {"compute_infer", duration(s.compute_infer)},
+                {"compute_output", duration(s.compute_output)},
+                {"cache_hit", duration({})},
+                {"cache_miss", duration({})}}},
+              {"batch_stats", batches}};
+}
+
+/// The request body's JSON object, or {} for an empty body.
+json body_object(const std::string& body) {
+  if (body.empty()) return json::object();
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::exception& e) {
+    throw ServeError(ErrorKind::kInvalidArgument, std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw ServeError(ErrorKind::kInvalidArgument, "the body must be a JSON object");
+  return j;
+}
+
+// Path patterns: MODEL and VERSION are any text without '/'.
+const std::string kModel = R"(/v2/models/([^/]+))";
+const std::string kVersioned = kModel + R"((?:/versions/([^/]+))?)";
+
+}  // namespace
+
+HttpFrontend::HttpFrontend(ServerState& state, bool metrics_only, int threads, size_t max_body_bytes)
+    : state_(state), server_(std::make_unique<httplib::Server>()) {
+  const size_t pool = static_cast<size_t>(std::max(1, threads));
+  server_->new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
+  server_->set_payload_max_length(max_body_bytes);
+  server_->set_keep_alive_max_count(1u << 30);
+  server_->set_keep_alive_timeout(60);
+  server_->set_tcp_nodelay(true);
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on the same
+  // port binds without an error and takes half the connections.
+  server_->set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      send_error(res, ServeError(ErrorKind::kInternal, e.what()));
+    } catch (...) {
+      send_error(res, ServeError(ErrorKind::kInternal, "unknown error"));
+    }
+  });
+  server_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;  // a handler's own error
+    if (res.status == 404) res.set_content(error_json("no such endpoint: " + req.method + " " + req.path), "application/json");
+    else if (res.status == 413) res.set_content(error_json("the request body is larger than the server's limit"), "application/json");
+  });
+  if (metrics_only) add_metrics_route();
+  else add_routes();
+}
+
+HttpFrontend::~HttpFrontend() { stop(); }
+
+void HttpFrontend::start(const std::string& host, int port) {
+  if (port == 0) {
+    port_ = server_->bind_to_any_port(host);
+    if (port_ < 0) throw std::runtime_error("cannot bind " + host + " to a free port");
+  } else {
+    if (!server_->bind_to_port(host, port)) throw std::runtime_error("cannot bind " + host + ":" + std::to_string(port));
+    port_ = port;
+  }
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+}
+
+void HttpFrontend::stop() {
+  if (!thread_.joinable()) return;
+  server_->stop();
+  thread_.join();
+}
+
+void HttpFrontend::add_metrics_route() {
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    guarded(res, [&] { res.set_content(render_metrics(state_), "text/plain; version=0.0.4; charset=utf-8"); });
+  });
+}
+
+void HttpFrontend::add_routes() {
+  httplib::Server& s = *server_;
+  ServerState& state = state_;
+  s.Get("/v2/health/live", [&state](const httplib::Request&, httplib::Response& res) {
+    send_json(res, state.live() ? 200 : 400, {{"live", state.live()}});
+  });
+  s.Get("/v2/health/ready", [&state](const httplib::Request&, httplib::Response& res) {
+    const bool ready = state.ready();
+    send_json(res, ready ? 200 : 400, {{"ready", ready}});
+  });
+  s.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"name", kServerName}, {"version", kServerVersion}, {"extensions", kExtensions}});
+  });
+  s.Get(kVersioned + "/ready", [&state](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      bool ready = false;
+      try {
+        ready = state.repository.find(req.matches[1], req.matches[2])->ready() && !state.draining;
+      } catch (const ServeError& e) {
+        if (e.kind == ErrorKind::kNotFound) throw;
+      }
+      send_json(res, ready ? 200 : 400, {{"name", req.matches[1].str()}, {"ready", ready}});
+    });
+  });
+  s.Get(kVersioned + "/config", [&state](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { res.set_content(state.repository.config_json(req.matches[1], req.matches[2]), "application/json"); });
+  });
+  auto stats = [&state](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      json all = json::array();
+      if (req.matches.size() > 1 && req.matches[1].matched) {
+        const std::string name = req.matches[1], version = req.matches[2];
+        if (version.empty()) {
+          state.repository.find(name, "");  // NOT_FOUND / UNAVAILABLE
+          for (const auto& model : state.repository.loaded())
+            if (model->name() == name) all.push_back(model_stats_json(*model));
+        } else {
+          all.push_back(model_stats_json(*state.repository.find(name, version)));
+        }
+      } else {
+        for (const auto& model : state.repository.loaded()) all.push_back(model_stats_json(*model));
+      }
+      send_json(res, 200, {{"model_stats", all}});
+    });
+  };
+  s.Get("/v2/models/stats", stats);
+  s.Get(kVersioned + "/stats", stats);
+  s.Get(kVersioned, [&state](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      const auto model = state.repository.find(req.matches[1], req.matches[2]);
+      json inputs = json::array(), outputs = json::array();
+      for (const TensorMetadata& t : model->inputs()) inputs.push_back(tensor_metadata(t));
+      for (const TensorMetadata& t : model->outputs()) outputs.push_back(tensor_metadata(t));
+      send_json(res, 200,
+                {{"name", model->name()},
+                 {"versions", state.repository.versions(model->name())},
+                 {"platform", "tessera"},
+                 {"inputs", inputs},
+                 {"outputs", outputs}});
+    });
+  });
+  s.Post(kVersioned + "/infer",
+         [&state](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+           guarded(res, [&] {
+             auto body = std::make_shared<std::string>();
+             if (req.has_header("Content-Length")) {
+               const std::string length = req.get_header_value("Content-Length");
+               size_t n = 0;
+               if (std::from_chars(length.data(), length.data() + length.size(), n).ec == std::errc() && n < (size_t{1} << 32)) {
+                 body->reserve(n);
+               }
+             }
+             reader([&](const char* data, size_t size) {
+               body->append(data, size);
+               return true;
+             });
+             std::optional<size_t> header_length;
+             if (req.has_header("Inference-Header-Content-Length")) {
+               const std::string v = req.get_header_value("Inference-Header-Content-Length");
+               size_t n = 0;
+               const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+               if (ec != std::errc() || end != v.data() + v.size()) {
+                 throw ServeError(ErrorKind::kInvalidArgument, "Inference-Header-Content-Length '" + v + "' is not a number");
+               }
+               header_length = n;
+             }
+             auto model = state.model_for_request(req.matches[1], req.matches[2]);
+             InferRequest request;
+             try {
+               request = parse_infer_request(body, header_length);
+             } catch (const ServeError& e) {
+               model->count_failure(e.kind);
+               throw;
+             }
+             request.model_name = model->name();
+             request.model_version = model->version();
+             const InferResponse response = model->infer(std::move(request));
+             HttpBody out = write_infer_response(response);
+             if (out.header_length) res.set_header("Inference-Header-Content-Length", std::to_string(*out.header_length));
+             res.status = 200;
+             res.set_content(std::move(out.body), out.content_type);
+           });
+         });
+  s.Post("/v2/repository/index", [&state](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      const json body = body_object(req.body);
+      bool ready_only = false;
+      if (body.contains("ready")) {
+        if (!body["ready"].is_boolean()) throw ServeError(ErrorKind::kInvalidArgument, "'ready' must be true or false");
+        ready_only = body["ready"].get<bool>();
+      }
+      json out = json::array();
+      for (const ModelIndexEntry& e : state.repository.index(ready_only)) {
+        json entry{{"name", e.name}, {"state", e.state}, {"reason", e.reason}};
+        if (!e.version.empty()) entry["version"] = e.version;
+        out.push_back(entry);
+      }
+      send_json(res, 200, out);
+    });
+  });
+  auto repository_call = [&state](bool load) {
+    return [&state, load](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        if (state.repository.mode() != ControlMode::kExplicit) {
+          throw ServeError(ErrorKind::kUnavailable,
+                           "explicit model load / unload needs --model-control-mode explicit");
+        }
+        const json body = body_object(req.body);
+        std::optional<std::string> config;
+        if (body.contains("parameters")) {
+          const json& p = body["parameters"];
+          if (!p.is_object()) throw ServeError(ErrorKind::kInvalidArgument, "'parameters' must be an object");
+          if (p.contains("config")) {
+            if (!p["config"].is_string()) throw ServeError(ErrorKind::kInvalidArgument, "parameter 'config' must be JSON text");
+            config = p["config"].get<std::string>();
+          }
+        }
+        if (load) state.repository.load(req.matches[1], config);
+        else state.repository.unload(req.matches[1]);
+        res.status = 200;
+        res.set_content("{}", "application/json");
+      });
+    };
+  };
+  s.Post(R"(/v2/repository/models/([^/]+)/load)", repository_call(true));
+  s.Post(R"(/v2/repository/models/([^/]+)/unload)", repository_call(false));
+}
+
+}  // namespace tessera::serve

@@ -1,0 +1,81 @@
+// /metrics: Prometheus text format (version 0.0.4) with Triton's metric names and
+// labels, so dashboards and autoscaler rules written for Triton read it; plus the
+// process's resident memory.
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "server_state.h"
+
+namespace tessera::serve {
+namespace {
+
+std::string escape_label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+}  // namespace
+
+std::string render_metrics(ServerState& state) {
+  struct Row {
+    std::string labels;
+    ModelStats stats;
+  };
+  std::vector<Row> rows;
+  for (const auto& model : state.repository.loaded()) {
+    rows.push_back({"model=\"" + escape_label(model->name()) + "\",version=\"" + escape_label(model->version()) + "\"",
+                    model->stats()});
+  }
+  std::ostringstream out;
+  auto family = [&](const char* name, const char* type, const char* help, auto value) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+    for (const Row& r : rows) out << name << "{" << r.labels << "} " << value(r.stats) << "\n";
+  };
+  family("nv_inference_request_success", "counter", "Number of successful inference requests, all batch sizes",
+         [](const ModelStats& s) { return s.success.count; });
+  out << "# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes\n"
+         "# TYPE nv_inference_request_failure counter\n";
+  for (const Row& r : rows) {
+    for (const char* reason : {"REJECTED", "CANCELED", "BACKEND", "OTHER"}) {
+      auto it = r.stats.failures.find(reason);
+      out << "nv_inference_request_failure{" << r.labels << ",reason=\"" << reason << "\"} "
+          << (it == r.stats.failures.end() ? 0 : it->second) << "\n";
+    }
+  }
+  family("nv_inference_count", "counter", "Number of inferences performed (a batch of n counts n)",
+         [](const ModelStats& s) { return s.inference_count; });
+  family("nv_inference_exec_count", "counter", "Number of model executions performed (a batch counts once)",
+         [](const ModelStats& s) { return s.execution_count; });
+  family("nv_inference_pending_request_count", "gauge", "Instantaneous number of requests awaiting execution",
+         [](const ModelStats& s) { return s.pending; });
+  family("nv_inference_request_duration_us", "counter", "Cumulative inference request duration in microseconds",
+         [](const ModelStats& s) { return (s.success.ns + s.fail.ns) / 1000; });
+  family("nv_inference_queue_duration_us", "counter", "Cumulative inference queuing duration in microseconds",
+         [](const ModelStats& s) { return s.queue.ns / 1000; });
+  family("nv_inference_compute_input_duration_us", "counter", "Cumulative compute input duration in microseconds",
+         [](const ModelStats& s) { return s.compute_input.ns / 1000; });
+  family("nv_inference_compute_infer_duration_us", "counter", "Cumulative compute inference duration in microseconds",
+         [](const ModelStats& s) { return s.compute_infer.ns / 1000; });
+  family("nv_inference_compute_output_duration_us", "counter", "Cumulative inference compute output duration in microseconds",
+         [](const ModelStats& s) { return s.compute_output.ns / 1000; });
+  out << "# HELP process_resident_memory_bytes Resident memory size in bytes\n"
+         "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes "
+      << resident_bytes() << "\n";
+  return out.str();
+}
+
+}  // namespace tessera::serve
