@@ -29,7 +29,7 @@
 # fails on any sanitizer report or crash in its output instead. Values are not compared with
 # the passing list here: the gcc build (scripts/test.sh) does that, and 15 listed cases
 # (window functions, RoiAlign, bicubic GridSample) differ by ~1e-5 relative under clang -O1.
-# Environment: SANITIZE_LABELS (default 'unit|models|error|plugins'),
+# Environment: SANITIZE_LABELS (default 'unit|models|error|plugins|serve'),
 #              SANITIZE_EXCLUDE (a ctest -E regex of tests to leave out; default none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,7 +46,7 @@ CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithD
 
 FUZZ_RUNS="${1:-200000}"
 SEED="${2:-1}"
-LABELS="${SANITIZE_LABELS:-unit|models|error|plugins}"
+LABELS="${SANITIZE_LABELS:-unit|models|error|plugins|serve}"
 EXCLUDE="${SANITIZE_EXCLUDE:-}"
 
 start=$(date +%s)
@@ -55,7 +55,7 @@ nice -n 19 ninja -C "$BUILD" tessera_cli tessera_capi tessera_unit_tests tessera
   tessera_partition_tests tessera_artifact_tests tessera_backend_tests tessera_report_tests tessera_npy_tests \
   fuzz_onnx_import fuzz_npy fuzz_artifact fuzz_model_load fuzz_tuning_record \
   tessera_plugin_abi_tests tessera_test_backend_plugin tessera_xnnpack_plugin tessera_xnnpack_plugin_test \
-  tessera_example_accelerator_plugin tessera_example_accelerator_test
+  tessera_example_accelerator_plugin tessera_example_accelerator_test tessera_serve
 built=$(date +%s)
 echo "sanitize: build took $((built - start)) s"
 

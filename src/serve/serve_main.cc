@@ -154,6 +154,7 @@ int main(int argc, char** argv) {
     std::cerr << "tessera serve: listening:" << (http ? " http=" + std::to_string(http->port()) : "")
               << (grpc ? " grpc=" + std::to_string(grpc->port()) : "") << (metrics ? " metrics=" + std::to_string(metrics->port()) : "") << std::endl;
     repository.load_initial(flags.load_models);
+    state.started = true;
     if (flags.mode == ControlMode::kPoll) repository.start_polling(flags.poll_secs);
     std::cerr << "tessera serve: " << (state.ready() ? "ready" : "started, not ready (a model failed to load)") << std::endl;
     int received = 0;

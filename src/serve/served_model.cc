@@ -81,17 +81,19 @@ ServedModel::ServedModel(std::string name, std::string version, const std::strin
   for (const auto& [key, value] : settings_.options) {
     check_status(tsr_options_set(options, key.c_str(), value.c_str()), context + "parameter '" + key + "': ");
   }
-  check_status(tsr_model_load(path.c_str(), options, &model_), context);
-  for (size_t i = 0; i < tsr_model_input_count(model_); ++i) {
+  tsr_model* loaded = nullptr;
+  check_status(tsr_model_load(path.c_str(), options, &loaded), context);
+  model_.reset(loaded);
+  for (size_t i = 0; i < tsr_model_input_count(model_.get()); ++i) {
     tsr_value_info info{};
     info.struct_size = sizeof(info);
-    check_status(tsr_model_input_info(model_, i, &info), context);
+    check_status(tsr_model_input_info(model_.get(), i, &info), context);
     inputs_.push_back(describe(info, name_, "input"));
   }
-  for (size_t i = 0; i < tsr_model_output_count(model_); ++i) {
+  for (size_t i = 0; i < tsr_model_output_count(model_.get()); ++i) {
     tsr_value_info info{};
     info.struct_size = sizeof(info);
-    check_status(tsr_model_output_info(model_, i, &info), context);
+    check_status(tsr_model_output_info(model_.get(), i, &info), context);
     outputs_.push_back(describe(info, name_, "output"));
   }
   for (const auto* list : {&inputs_, &outputs_})
@@ -113,20 +115,17 @@ ServedModel::ServedModel(std::string name, std::string version, const std::strin
     }
   }
   if (settings_.instances < 1) throw ServeError(ErrorKind::kInvalidArgument, context + "instance count must be at least 1");
-  for (size_t r = 0; r < tsr_model_region_count(model_); ++r) {
+  for (size_t r = 0; r < tsr_model_region_count(model_.get()); ++r) {
     tsr_region_info info{};
     info.struct_size = sizeof(info);
-    check_status(tsr_model_region_info(model_, r, &info), context);
+    check_status(tsr_model_region_info(model_.get(), r, &info), context);
     region_backends_.push_back(info.backend);
   }
   stats_.regions.resize(region_backends_.size());
   for (size_t r = 0; r < region_backends_.size(); ++r) stats_.regions[r].backend = region_backends_[r];
 }
 
-ServedModel::~ServedModel() {
-  stop(0);
-  tsr_model_free(model_);
-}
+ServedModel::~ServedModel() { stop(0); }
 
 void ServedModel::start() {
   std::mt19937 rng(1234);  // unused by zero fills; filled_tensor takes one
@@ -509,7 +508,7 @@ std::vector<Tensor> ServedModel::run_model(const std::vector<Tensor>& given, int
   }
   std::vector<DLManagedTensor*> managed(outputs_.size(), nullptr);
   const Clock::time_point t0 = Clock::now();
-  check_status(tsr_model_run_alloc(model_, dl.data(), dl.size(), managed.data(), managed.size()), "model '" + name_ + "': ");
+  check_status(tsr_model_run_alloc(model_.get(), dl.data(), dl.size(), managed.data(), managed.size()), "model '" + name_ + "': ");
   *infer_ns = ns_between(t0, Clock::now());
   std::vector<Tensor> outputs;
   for (size_t o = 0; o < managed.size(); ++o) {
@@ -563,7 +562,7 @@ std::vector<Tensor> ServedModel::run_model_values(const std::vector<Tensor>& inp
   std::vector<const tsr_value*> in;
   for (auto& v : values) in.push_back(v.get());
   std::vector<tsr_value*> out(outputs_.size(), nullptr);
-  check_status(tsr_model_run_values(model_, in.data(), in.size(), out.data(), out.size()), context);
+  check_status(tsr_model_run_values(model_.get(), in.data(), in.size(), out.data(), out.size()), context);
   std::vector<std::shared_ptr<tsr_value>> owned;
   for (tsr_value* v : out) owned.emplace_back(v, tsr_value_free);
   std::vector<Tensor> outputs;

@@ -122,7 +122,7 @@ class ServedModel {
 
   std::string name_, version_;
   ModelSettings settings_;
-  tsr_model* model_ = nullptr;
+  std::unique_ptr<tsr_model, void (*)(tsr_model*)> model_{nullptr, tsr_model_free};  // freed even when the constructor throws
   bool uses_values_ = false;  // has BYTES inputs or outputs: runs through tsr_model_run_values
   std::vector<TensorMetadata> inputs_, outputs_;
   std::vector<std::string> region_backends_;

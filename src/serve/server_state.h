@@ -21,10 +21,11 @@ struct ServerState {
       : repository(repository), strict_readiness(strict_readiness) {}
   ModelRepository& repository;
   bool strict_readiness;
+  std::atomic<bool> started{false};   // the models to serve at start have been loaded (or failed)
   std::atomic<bool> draining{false};  // SIGTERM: not ready, no new requests
 
   bool live() const { return true; }
-  bool ready() const { return !draining.load() && repository.ready(strict_readiness); }
+  bool ready() const { return started.load() && !draining.load() && repository.ready(strict_readiness); }
   /// The model version to run a new request on; UNAVAILABLE while draining.
   std::shared_ptr<ServedModel> model_for_request(const std::string& name, const std::string& version) {
     if (draining.load()) throw ServeError(ErrorKind::kUnavailable, "the server is shutting down");

@@ -72,7 +72,7 @@ def test_explicit_mode_load_unload_and_config_override(tmp_path):
         assert index["a"]["reason"] == "unloaded"
         assert s.json("GET", "/v2/health/live")[0] == 200
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, "".join(s.log)
 
 
 def test_versions_and_policies(tmp_path):
@@ -98,7 +98,7 @@ def test_versions_and_policies(tmp_path):
         stats = s.json("GET", "/v2/models/all/stats")[1]["model_stats"]
         assert sorted((m["version"], m["inference_count"]) for m in stats) == [("1", 1), ("2", 1), ("3", 1)]
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, "".join(s.log)
 
 
 def test_poll_mode_adds_changes_and_removes(tmp_path):
@@ -124,7 +124,7 @@ def test_poll_mode_adds_changes_and_removes(tmp_path):
         assert wait_for(lambda: infer_json(s, "n", {"x": ("FP32", x)})[0] == 503), "".join(s.log)
         assert s.json("POST", "/v2/repository/models/m/load", {})[0] == 503  # not explicit mode
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, "".join(s.log)
 
 
 def test_warmup_before_ready_and_failing_warmup(tmp_path):
@@ -161,7 +161,7 @@ model_warmup [ { name: "wrong" inputs { key: "x" value: { data_type: TYPE_FP32 d
         assert status == 400 and "warm-up 'wrong'" in body["error"] and "1x5" in body["error"], body
         assert s.json("GET", "/v2/health/ready")[0] == 400  # strict readiness: a model failed to load
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, "".join(s.log)
 
 
 BAD_CONFIGS = [
@@ -208,7 +208,7 @@ dynamic_batching { preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 
         x = np.ones((2, 4), np.float32)
         np.testing.assert_allclose(mlp_output(s, "extras", x), Mlp().reference(x), rtol=1e-5, atol=1e-6)
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, "".join(s.log)
 
 
 def test_sigterm_drains_queued_requests(tmp_path):
@@ -257,7 +257,7 @@ def test_port_in_use_is_a_clear_error(tmp_path):
                             str(s.http), "--grpc-port", "0", "--metrics-port", "0"], capture_output=True, text=True, timeout=60)
         assert r.returncode == 1 and f"cannot bind 127.0.0.1:{s.http}" in r.stderr, r.stderr
     finally:
-        assert s.stop() == 0
+        assert s.stop() == 0, "".join(s.log)
 
 
 def test_cli_runs_the_server():
