@@ -6,7 +6,9 @@ Tessera's in-process Python API (the server's overhead is the difference) and ON
 
 Models (random weights, exported here with an open batch dim, cached in --work): ResNet-50 (torchvision,
 1x3x224x224 a request) and a BERT-base-shaped encoder (12 layers, d=768, sequence 128, a request 1x128).
-The server gets one model at a time, instance count 1, --threads threads (default: all cores), batching
+The server gets one model at a time, instance count 1, --threads threads (default: the cores but one, which
+the load generator needs: on a 2-core machine a client sharing the model's cores makes every figure
+noise), batching
 config "max_batch_size: B, max_queue_delay_microseconds: D" or none. Load: bench/serve_load.js, a closed
 loop of C clients for --seconds each (after 1 s of warm-up), every request the same input.
 
@@ -134,6 +136,17 @@ def load(protocol, port, model, concurrency, seconds, inputs):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def counts(port, model):
+    """(inference_count, execution_count, successes, their ns, compute_infer ns) from the server's
+    statistics extension."""
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/models/{model}/stats") as r:
+        s = json.load(r)["model_stats"][0]
+    i = s["inference_stats"]
+    return (s["inference_count"], s["execution_count"], i["success"]["count"], i["success"]["ns"],
+            i["compute_infer"]["ns"])
+
+
 def peak_gflops(threads):
     """The float32 FMA peak at `threads` (AVX-512 where the CPU has it), as run_bench.py reads it."""
     import run_bench
@@ -152,7 +165,8 @@ def main():
     p.add_argument("--concurrency", default="1,8,32")
     p.add_argument("--protocols", default="http,grpc")
     p.add_argument("--seconds", type=float, default=10)
-    p.add_argument("--threads", type=int, default=os.cpu_count())
+    # Default: one thread fewer than the cores, so that the load generator (on this machine) has a core.
+    p.add_argument("--threads", type=int, default=max(1, os.cpu_count() - 1))
     p.add_argument("--max-batch", type=int, default=8)
     p.add_argument("--delay-us", type=int, default=2000)
     p.add_argument("--json")
@@ -183,14 +197,23 @@ def main():
             try:
                 for protocol in args.protocols.split(","):
                     for c in map(int, args.concurrency.split(",")):
+                        before = counts(ports["http"], name)
                         r = load(protocol, ports[protocol], name, c, args.seconds, inputs)
+                        after = counts(ports["http"], name)
+                        d = [a - b for a, b in zip(after, before)]
+                        r["mean_batch"] = d[0] / max(1, d[1])
+                        # Inside the server, per request: from arrival at the model to the response, less
+                        # the model runs (queueing, batching, thread hand-offs, splitting outputs).
+                        # (compute_infer is counted per request: its batch's run time)
+                        r["server_overhead_ms"] = (d[3] - d[4]) / max(1, d[2]) / 1e6
                         r.update(model=name, protocol=protocol, concurrency=c, batching=batching, in_process_ms=ceiling,
                                  ort_ms=ort, threads=args.threads, peak_fraction=flops * r["throughput"] / (peak * 1e9))
                         rows.append(r)
                         print(f"  {protocol:4} c={c:<3} batching={'on ' if batching else 'off'} {r['throughput']:8.1f} req/s  "
-                              f"p50 {r['p50_ms']:8.2f} ms  p99 {r['p99_ms']:8.2f} ms  errors {r['errors']}  "
+                              f"p50 {r['p50_ms']:8.2f} ms  p99 {r['p99_ms']:8.2f} ms  batch {r['mean_batch']:4.1f}  errors {r['errors']}  "
                               f"peak {100 * r['peak_fraction']:.0f}%" +
-                              (f"  (c=1 p50 - in-process {r['p50_ms'] - ceiling:+.2f} ms; / ORT {r['p50_ms'] / ort:.2f})" if c == 1 else ""),
+                              (f"  (c=1: p50 - in-process {r['p50_ms'] - ceiling:+.2f} ms, in the server "
+                               f"{r['server_overhead_ms']:.2f} ms; p50 / ORT {r['p50_ms'] / ort:.2f})" if c == 1 else ""),
                               flush=True)
             finally:
                 proc.send_signal(signal.SIGTERM)

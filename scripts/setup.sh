@@ -12,11 +12,14 @@ PACKAGES=(
   python3 python3-numpy python3-onnx python3-torch python3-torchvision
   python3-dev pybind11-dev python3-pytest libtorch-dev
   libcpp-httplib-dev nlohmann-json3-dev libgrpc++-dev protobuf-compiler-grpc
+  python3-distributed python3-pandas python3-yaml
 )
 
 scripts/install-packages.sh setup "${PACKAGES[@]}"
-# Node.js and npm for the serving tests' independent clients (Debian's, unless a node is already installed).
+# Node.js and npm for the serving tests' independent clients, and kubectl (its kustomize renders the
+# Kubernetes manifests in a test): Debian's, unless the machine already has them from elsewhere.
 command -v npm >/dev/null || scripts/install-packages.sh setup nodejs npm
+command -v kubectl >/dev/null || scripts/install-packages.sh setup kubernetes-client
 # Those clients (tests/serve/package.json, pinned by its lock file), from npm without install scripts.
 if [ ! -f tests/serve/node_modules/.package-lock.json ] || [ tests/serve/package-lock.json -nt tests/serve/node_modules/.package-lock.json ]; then
   (cd tests/serve && npm ci --ignore-scripts --no-audit --no-fund)
