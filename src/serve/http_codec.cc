@@ -164,7 +164,11 @@ std::vector<int64_t> parse_shape(const json& shape, const std::string& input) {
 
 }  // namespace
 
-InferRequest parse_infer_request(std::shared_ptr<const std::string> body, std::optional<size_t> header_length) {
+InferRequest parse_infer_request(std::shared_ptr<const std::string> storage, size_t start,
+                                 std::optional<size_t> header_length) {
+  const std::string_view whole(*storage);
+  const std::string_view body_view = whole.substr(std::min(start, whole.size()));
+  const std::string_view* body = &body_view;
   const size_t json_bytes = header_length ? *header_length : body->size();
   if (json_bytes > body->size()) {
     bad("Inference-Header-Content-Length is " + std::to_string(json_bytes) + " but the body has " +
@@ -238,7 +242,7 @@ InferRequest parse_infer_request(std::shared_ptr<const std::string> body, std::o
             bad("input '" + t.name + "': binary_data_size is " + std::to_string(size) + " bytes; " + t.type->name + " of shape " +
                 shape_text(t.shape) + " needs " + std::to_string(static_cast<size_t>(n) * t.type->element_bytes));
           }
-          t.storage = body;
+          t.storage = storage;
           t.data = p;
           t.bytes = size;
         }

@@ -16,9 +16,10 @@
 
 namespace tessera::serve {
 
-/// Parses `body` (kept alive by the request's tensors, which view its binary part).
-/// header_length: Inference-Header-Content-Length, when the header was sent.
-InferRequest parse_infer_request(std::shared_ptr<const std::string> body, std::optional<size_t> header_length);
+/// Parses the body held in `storage` from byte `start` on (kept alive by the request's tensors, which
+/// view its binary part in place). header_length: Inference-Header-Content-Length, when the header was sent.
+InferRequest parse_infer_request(std::shared_ptr<const std::string> storage, size_t start,
+                                 std::optional<size_t> header_length);
 
 struct HttpBody {
   std::string body;

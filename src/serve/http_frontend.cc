@@ -89,7 +89,7 @@ const std::string kVersioned = kModel + R"((?:/versions/([^/]+))?)";
 }  // namespace
 
 HttpFrontend::HttpFrontend(ServerState& state, bool metrics_only, int threads, size_t max_body_bytes)
-    : state_(state), server_(std::make_unique<httplib::Server>()) {
+    : state_(state), server_(std::make_unique<httplib::Server>()), max_body_bytes_(max_body_bytes) {
   const size_t pool = static_cast<size_t>(std::max(1, threads));
   server_->new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
   server_->set_payload_max_length(max_body_bytes);
@@ -206,21 +206,10 @@ void HttpFrontend::add_routes() {
                  {"outputs", outputs}});
     });
   });
+  const size_t max_body = max_body_bytes_;
   s.Post(kVersioned + "/infer",
-         [&state](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+         [&state, max_body](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
            guarded(res, [&] {
-             auto body = std::make_shared<std::string>();
-             if (req.has_header("Content-Length")) {
-               const std::string length = req.get_header_value("Content-Length");
-               size_t n = 0;
-               if (std::from_chars(length.data(), length.data() + length.size(), n).ec == std::errc() && n < (size_t{1} << 32)) {
-                 body->reserve(n);
-               }
-             }
-             reader([&](const char* data, size_t size) {
-               body->append(data, size);
-               return true;
-             });
              std::optional<size_t> header_length;
              if (req.has_header("Inference-Header-Content-Length")) {
                const std::string v = req.get_header_value("Inference-Header-Content-Length");
@@ -231,10 +220,29 @@ void HttpFrontend::add_routes() {
                }
                header_length = n;
              }
+             // The body goes into a buffer where the binary part (after the JSON header) starts 64-byte
+             // aligned, so that the model reads the tensors in place rather than copying them to align them.
+             auto body = std::make_shared<std::string>();
+             size_t expected = 0;
+             if (req.has_header("Content-Length")) {
+               const std::string length = req.get_header_value("Content-Length");
+               if (std::from_chars(length.data(), length.data() + length.size(), expected).ec != std::errc() ||
+                   expected >= (size_t{1} << 40)) {
+                 expected = 0;
+               }
+             }
+             body->reserve(std::min(expected, max_body) + 128);  // a Content-Length above the limit gets 413
+             const size_t misalign = (reinterpret_cast<uintptr_t>(body->data()) + header_length.value_or(0)) % 64;
+             const size_t start = misalign ? 64 - misalign : 0;
+             body->assign(start, '\0');
+             reader([&](const char* data, size_t size) {
+               body->append(data, size);
+               return true;
+             });
              auto model = state.model_for_request(req.matches[1], req.matches[2]);
              InferRequest request;
              try {
-               request = parse_infer_request(body, header_length);
+               request = parse_infer_request(body, start, header_length);
              } catch (const ServeError& e) {
                model->count_failure(e.kind);
                throw;

@@ -33,6 +33,7 @@ class HttpFrontend {
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   int port_ = 0;
+  size_t max_body_bytes_;
 };
 
 }  // namespace tessera::serve

@@ -72,6 +72,21 @@ std::string render_metrics(ServerState& state) {
          [](const ModelStats& s) { return s.compute_infer.ns / 1000; });
   family("nv_inference_compute_output_duration_us", "counter", "Cumulative inference compute output duration in microseconds",
          [](const ModelStats& s) { return s.compute_output.ns / 1000; });
+  // Tessera's own, from the compiled model (tsr_model_stats): per-shape preparation of open-dims regions
+  // (oneDNN primitives) and working memory allocated during runs; both settle at 0 new per run once the
+  // shapes seen repeat.
+  family("tessera_model_runs", "counter", "Model runs (tsr_model_stats)",
+         [](const ModelStats& s) { return s.runtime.runs; });
+  family("tessera_shape_cache_hits", "counter", "Runs of open-dims regions that found their per-shape state ready",
+         [](const ModelStats& s) { return s.runtime.shape_cache_hits; });
+  family("tessera_shape_cache_misses", "counter", "Runs of open-dims regions that prepared state for a new shape",
+         [](const ModelStats& s) { return s.runtime.shape_cache_misses; });
+  family("tessera_shape_prepare_duration_us", "counter", "Cumulative time preparing per-shape state, microseconds",
+         [](const ModelStats& s) { return static_cast<int64_t>(s.runtime.shape_prepare_milliseconds * 1000); });
+  family("tessera_shape_fallbacks", "counter", "Region runs that could not run at the call's shapes and ran on native",
+         [](const ModelStats& s) { return s.runtime.shape_fallbacks; });
+  family("tessera_run_allocations", "counter", "Working-memory allocations made during runs (not reused)",
+         [](const ModelStats& s) { return s.runtime.allocations; });
   out << "# HELP process_resident_memory_bytes Resident memory size in bytes\n"
          "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes "
       << resident_bytes() << "\n";

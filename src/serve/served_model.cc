@@ -318,8 +318,12 @@ ModelStats ServedModel::stats() const {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     s = stats_;
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  s.pending = static_cast<int64_t>(queue_.size());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    s.pending = static_cast<int64_t>(queue_.size());
+  }
+  s.runtime.struct_size = sizeof(s.runtime);
+  if (tsr_status* status = tsr_model_stats(model_.get(), &s.runtime)) tsr_status_free(status);  // zeros stay
   return s;
 }
 

@@ -75,6 +75,7 @@ struct ModelStats {
   };
   std::vector<Region> regions;  // summed over runs
   int64_t pending = 0;          // queued, not yet running
+  tsr_model_stats_t runtime{};  // the compiled model's own counters (tsr_model_stats)
 };
 
 class ServedModel {

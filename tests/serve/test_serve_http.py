@@ -255,6 +255,12 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_rows(server):
     assert s["execution_count"] == metric(after, "nv_inference_exec_count", **labels)
     assert sum(b["compute_infer"]["count"] for b in s["batch_stats"]) == s["execution_count"]
     assert max(b["batch_size"] for b in s["batch_stats"]) > 1
+    # Tessera's own counters: every execution is one model run (plus the default warm-up run), and a
+    # model compiled once prepares per-shape state at most once per batch size seen
+    runs = metric(after, "tessera_model_runs", **labels)
+    assert runs == metric(after, "nv_inference_exec_count", **labels) + 1, runs
+    assert metric(after, "tessera_shape_cache_misses", **labels) <= 9
+    assert metric(after, "tessera_shape_fallbacks", **labels) == 0
 
 
 BAD_REQUESTS = [
@@ -341,4 +347,39 @@ def test_still_serving_after_hostile_requests(server):
     x = np.ones((2, 4), np.float32)
     status, out = infer_json(server, "mlp", {"x": ("FP32", x)})
     assert status == 200
+    np.testing.assert_allclose(np.array(out["outputs"][0]["data"]).reshape(2, 3), MLP.reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_ten_thousand_requests_from_autocannon_keep_memory_flat(server, tmp_path):
+    """Load from autocannon (npm; HTTP/1.1 keep-alive, 8 connections): 10k requests all answered 200,
+    the counters agree, nothing stays queued, and resident memory does not grow after the first 2k."""
+    node_modules = os.environ.get("TESSERA_NODE_MODULES", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                       "node_modules"))
+    cannon = os.path.join(node_modules, "autocannon", "autocannon.js")
+    assert os.path.exists(cannon), "npm clients missing: run scripts/setup.sh"
+    body = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4], "data": [1, 2, 3, 4, 5, 6, 7, 8]}]})
+
+    def blast(n):
+        r = subprocess.run(["node", cannon, "-a", str(n), "-c", "8", "-m", "POST", "-H", "content-type=application/json",
+                            "-b", body, "-j", f"http://127.0.0.1:{server.http}/v2/models/mlp/infer"],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["errors"] == 0 and out["timeouts"] == 0 and out["non2xx"] == 0, out
+        assert out["2xx"] == n, out
+        return out
+
+    labels = dict(model="mlp", version="1")
+    blast(2000)
+    warm = server.metrics()
+    blast(10000)
+    after = server.metrics()
+    assert metric(after, "nv_inference_request_success", **labels) - metric(warm, "nv_inference_request_success", **labels) == 10000
+    assert metric(after, "nv_inference_count", **labels) - metric(warm, "nv_inference_count", **labels) == 20000
+    assert metric(after, "nv_inference_pending_request_count", **labels) == 0
+    grown = metric(after, "process_resident_memory_bytes") - metric(warm, "process_resident_memory_bytes")
+    assert grown < 8 * 2**20, f"resident memory grew {grown / 2**20:.1f} MiB over 10k requests"
+    # the answers are still right
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) + 1
+    status, out = infer_json(server, "mlp", {"x": ("FP32", x)})
     np.testing.assert_allclose(np.array(out["outputs"][0]["data"]).reshape(2, 3), MLP.reference(x), rtol=1e-5, atol=1e-6)
