@@ -340,7 +340,9 @@ TSR_API tsr_status* tsr_model_run_profiled(const tsr_model* model, const DLTenso
 /* What a profiled run measured. The caller sets struct_size, points the
  * arrays at tsr_model_node_count / tsr_model_region_count zeroed doubles
  * (either may be NULL with a count of 0); runs add to them, so they may sum
- * over several runs. */
+ * over several runs. With node_milliseconds NULL, nodes are not timed: the
+ * backends run as they do without a profile, and only regions are timed (a
+ * server can time every run by region this way). */
 typedef struct tsr_run_profile {
   size_t struct_size; /* sizeof(tsr_run_profile) */
   double* node_milliseconds;

@@ -335,6 +335,8 @@ tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num
     }
     tessera::RunProfile measured;
     if (profile) check_profile(*profile, model);
+    // Without an array for them, nodes are not timed: the backends run as they do unprofiled.
+    measured.time_nodes = profile && profile->node_milliseconds && profile->num_nodes > 0;
     std::vector<tessera::Tensor> results = model->compiled->run(in, {}, profile ? &measured : nullptr);
     if (profile) {
       if (profile->node_milliseconds) {

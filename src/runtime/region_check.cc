@@ -155,6 +155,7 @@ CheckReport CompiledModel::check(const std::vector<TensorView>& inputs, const Ch
     // outputs are then native's own, and comparing them with native would show an error of 0 that says
     // nothing about the region's backend.
     RunProfile fallbacks;
+    fallbacks.time_nodes = false;
     fallbacks.node_milliseconds.assign(placement_.size(), 0.0);
     fallbacks.region_milliseconds.assign(regions_.size(), 0.0);
     fallbacks.region_fallbacks.assign(regions_.size(), 0);

@@ -190,7 +190,7 @@ class HostRegionStore : public ValueStore {
   bool alias(ValueId output, ValueId input) override { return store_.alias(global(output), global(input)); }
   void release(ValueId id) override { store_.release(global(id)); }
   BoxedValue& boxed(ValueId id) override { return store_.boxed(global(id)); }
-  bool profiling() const override { return profile_ != nullptr; }
+  bool profiling() const override { return profile_ != nullptr && profile_->time_nodes; }
   void node_finished(size_t node_index, double milliseconds) override {
     add_node_time(profile_, plan_, node_index, milliseconds);
   }
@@ -270,7 +270,7 @@ class DeviceRegionStore : public ValueStore {
     v.data = space_.allocate(v.nbytes());
     owned_[static_cast<size_t>(id)] = 1;
   }
-  bool profiling() const override { return profile_ != nullptr; }
+  bool profiling() const override { return profile_ != nullptr && profile_->time_nodes; }
   void node_finished(size_t node_index, double milliseconds) override {
     add_node_time(profile_, plan_, node_index, milliseconds);
   }
@@ -333,7 +333,7 @@ class FallbackRegionStore : public DetachedRegionStore {
       : DetachedRegionStore(plan.fallback_region.graph), plan_(plan), store_(store), profile_(profile) {
     for (ValueId local : graph_.inputs) bind(local, store.get(global(local)));
   }
-  bool profiling() const override { return profile_ != nullptr; }
+  bool profiling() const override { return profile_ != nullptr && profile_->time_nodes; }
   void node_finished(size_t node_index, double milliseconds) override {
     if (profile_ && node_index < graph_.nodes.size()) {
       profile_->node_milliseconds[plan_.fallback_region.global_nodes[node_index].front()] += milliseconds;

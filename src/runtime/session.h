@@ -124,6 +124,9 @@ struct RunCounts {
 
 /// What a profiled run measured.
 struct RunProfile {
+  /// false: only regions are timed (and counted); backends run as without a profile, with no per-node
+  /// timing (which makes a plug-in report every node, and oneDNN wait after every step).
+  bool time_nodes = true;
   std::vector<double> node_milliseconds;    // per placement() row (folded nodes: 0)
   std::vector<double> region_milliseconds;  // per region, copies into and out of it included
   int64_t copies = 0;                       // tensor copies between memory spaces

@@ -87,6 +87,15 @@ std::string render_metrics(ServerState& state) {
          [](const ModelStats& s) { return s.runtime.shape_fallbacks; });
   family("tessera_run_allocations", "counter", "Working-memory allocations made during runs (not reused)",
          [](const ModelStats& s) { return s.runtime.allocations; });
+  out << "# HELP tessera_region_duration_us Cumulative time in each region of the plan (copies in and out included), "
+         "microseconds\n# TYPE tessera_region_duration_us counter\n";
+  for (const Row& r : rows) {
+    for (size_t i = 0; i < r.stats.regions.size(); ++i) {
+      out << "tessera_region_duration_us{" << r.labels << ",region=\"" << i << "\",backend=\""
+          << escape_label(r.stats.regions[i].backend) << "\"} " << static_cast<int64_t>(r.stats.regions[i].milliseconds * 1000)
+          << "\n";
+    }
+  }
   out << "# HELP process_resident_memory_bytes Resident memory size in bytes\n"
          "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes "
       << resident_bytes() << "\n";

@@ -150,7 +150,7 @@ void ServedModel::start() {
         if (uses_values_) run_model_values(w.inputs);
         else {
           int64_t ns = 0;
-          run_model(w.inputs, &ns);
+          run_model(w.inputs, &ns, nullptr);
         }
       } catch (const ServeError& e) {
         if (!best_effort) {
@@ -404,6 +404,7 @@ void ServedModel::execute(const std::vector<std::shared_ptr<Pending>>& batch) {
   std::optional<ServeError> error;
   std::vector<InferResponse> responses(batch.size());
   int64_t input_ns = 0, infer_ns = 0, output_ns = 0;
+  std::vector<double> region_ms(region_backends_.size(), 0.0);
   try {
     // The batch's inputs: a lone request's own tensors, else each input concatenated on axis 0.
     std::vector<Tensor> inputs;
@@ -427,7 +428,7 @@ void ServedModel::execute(const std::vector<std::shared_ptr<Pending>>& batch) {
     }
     const Clock::time_point t_run = Clock::now();
     input_ns = ns_between(t_start, t_run);
-    std::vector<Tensor> outputs = uses_values_ ? run_model_values(inputs) : run_model(inputs, &infer_ns);
+    std::vector<Tensor> outputs = uses_values_ ? run_model_values(inputs) : run_model(inputs, &infer_ns, &region_ms);
     if (uses_values_) infer_ns = ns_between(t_run, Clock::now());
     const Clock::time_point t_out = Clock::now();
     int64_t row = 0;
@@ -481,6 +482,7 @@ void ServedModel::execute(const std::vector<std::shared_ptr<Pending>>& batch) {
         stats_.compute_infer.add(infer_ns);
         stats_.compute_output.add(output_ns);
       }
+      for (size_t r = 0; r < region_ms.size() && r < stats_.regions.size(); ++r) stats_.regions[r].milliseconds += region_ms[r];
       ModelStats::Batch& b = stats_.batches[rows];
       b.compute_input.add(input_ns);
       b.compute_infer.add(infer_ns);
@@ -493,7 +495,8 @@ void ServedModel::execute(const std::vector<std::shared_ptr<Pending>>& batch) {
   }
 }
 
-std::vector<Tensor> ServedModel::run_model(const std::vector<Tensor>& given, int64_t* infer_ns) {
+std::vector<Tensor> ServedModel::run_model(const std::vector<Tensor>& given, int64_t* infer_ns,
+                                           std::vector<double>* region_ms) {
   // The C API reads data aligned to its element size; binary request data may sit anywhere in a body.
   std::vector<Tensor> inputs = given;
   for (Tensor& t : inputs) {
@@ -511,8 +514,16 @@ std::vector<Tensor> ServedModel::run_model(const std::vector<Tensor>& given, int
     dl[i].shape = const_cast<int64_t*>(inputs[i].shape.data());
   }
   std::vector<DLManagedTensor*> managed(outputs_.size(), nullptr);
+  // Region times without node times: the backends run as unprofiled (tessera.h, tsr_run_profile).
+  tsr_run_profile profile{};
+  profile.struct_size = sizeof(profile);
+  if (region_ms) {
+    profile.region_milliseconds = region_ms->data();
+    profile.num_regions = region_ms->size();
+  }
   const Clock::time_point t0 = Clock::now();
-  check_status(tsr_model_run_alloc(model_.get(), dl.data(), dl.size(), managed.data(), managed.size()), "model '" + name_ + "': ");
+  check_status(tsr_model_run_with_profile(model_.get(), dl.data(), dl.size(), managed.data(), managed.size(), &profile),
+               "model '" + name_ + "': ");
   *infer_ns = ns_between(t0, Clock::now());
   std::vector<Tensor> outputs;
   for (size_t o = 0; o < managed.size(); ++o) {

@@ -73,7 +73,7 @@ struct ModelStats {
     std::string backend;
     double milliseconds = 0;
   };
-  std::vector<Region> regions;  // summed over runs
+  std::vector<Region> regions;  // summed over the runs of requests (not warm-ups)
   int64_t pending = 0;          // queued, not yet running
   tsr_model_stats_t runtime{};  // the compiled model's own counters (tsr_model_stats)
 };
@@ -117,7 +117,8 @@ class ServedModel {
   void run_instance();
   std::vector<std::shared_ptr<Pending>> take_batch(std::unique_lock<std::mutex>& lock);
   void execute(const std::vector<std::shared_ptr<Pending>>& batch);
-  std::vector<Tensor> run_model(const std::vector<Tensor>& inputs, int64_t* infer_ns);
+  /// Runs the model; adds each region's milliseconds to *region_ms (when given; sized by the caller).
+  std::vector<Tensor> run_model(const std::vector<Tensor>& inputs, int64_t* infer_ns, std::vector<double>* region_ms);
   std::vector<Tensor> run_model_values(const std::vector<Tensor>& inputs);
   void record_failure(ErrorKind kind, int64_t ns);
 

@@ -261,6 +261,13 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_rows(server):
     assert runs == metric(after, "nv_inference_exec_count", **labels) + 1, runs
     assert metric(after, "tessera_shape_cache_misses", **labels) <= 9
     assert metric(after, "tessera_shape_fallbacks", **labels) == 0
+    # every run timed by region, each region named by its backend, within the runs' own time
+    regions = {dict(ls)["region"]: (dict(ls)["backend"], v) for (n, ls), v in after.items()
+               if n == "tessera_region_duration_us" and dict(ls)["model"] == "mlp"}
+    assert regions and all(b in ("dnnl", "native") for b, _ in regions.values()), regions
+    region_us = sum(v for _, v in regions.values())
+    runs_us = sum(b["compute_infer"]["ns"] for b in s["batch_stats"]) / 1000
+    assert 0 < region_us <= runs_us + len(regions), (region_us, runs_us)
 
 
 BAD_REQUESTS = [
