@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_fixture import (CLI, DTYPES, ROOT, Mlp, Server, binary_body, bytes_elements, infer_json,  # noqa: E402
+from serve_fixture import (CLI, DTYPES, ROOT, SERVE, Mlp, Server, binary_body, bytes_elements, infer_json,  # noqa: E402
                            metric, pack_bytes, split_binary_response, write_config, write_dtypes_model,
                            write_relu_model, write_strings_model)
 
@@ -385,7 +385,11 @@ def test_ten_thousand_requests_from_autocannon_keep_memory_flat(server, tmp_path
     assert metric(after, "nv_inference_count", **labels) - metric(warm, "nv_inference_count", **labels) == 20000
     assert metric(after, "nv_inference_pending_request_count", **labels) == 0
     grown = metric(after, "process_resident_memory_bytes") - metric(warm, "process_resident_memory_bytes")
-    assert grown < 8 * 2**20, f"resident memory grew {grown / 2**20:.1f} MiB over 10k requests"
+    # Under AddressSanitizer (scripts/sanitize.sh) freed memory waits in its quarantine (256 MiB by default)
+    # before reuse, so resident memory grows by up to that much by design.
+    with open(SERVE, "rb") as f:
+        quarantine = 256 * 2**20 if b"__asan_init" in f.read() else 0
+    assert grown < 8 * 2**20 + quarantine, f"resident memory grew {grown / 2**20:.1f} MiB over 10k requests"
     # the answers are still right
     x = np.arange(8, dtype=np.float32).reshape(2, 4) + 1
     status, out = infer_json(server, "mlp", {"x": ("FP32", x)})

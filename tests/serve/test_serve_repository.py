@@ -222,8 +222,9 @@ def test_sigterm_drains_queued_requests(tmp_path):
     threads = [threading.Thread(target=client, args=(k,)) for k in range(3)]
     for t in threads:
         t.start()
+    # all three in the server before SIGTERM: one running, two queued
     assert wait_for(lambda: s.metrics() and sum(v for (n, _), v in s.metrics().items()
-                                                if n == "nv_inference_pending_request_count") >= 1, timeout=10)
+                                                if n == "nv_inference_pending_request_count") >= 2, timeout=30)
     s.proc.send_signal(signal.SIGTERM)
     assert wait_for(lambda: s.request("GET", "/v2/health/ready")[0] == 400, timeout=5)
     status, body = infer_json(s, "slow", {"x": ("FP32", np.zeros((1, 1024), np.float32))})
