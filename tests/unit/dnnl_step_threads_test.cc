@@ -50,31 +50,12 @@ struct Block {
     b.output(b.node("Conv", {sum, b.constant(w2)}, pads));
     for (const Node& node : b.graph.nodes) b.graph.value(node.outputs[0]).type = TensorType::make(DType::kFloat32, {1, kC, kH, kW});
 
-    auto conv = [](const std::vector<double>& in, const Tensor& weights) {
-      std::vector<double> out(static_cast<size_t>(kC * kH * kW), 0.0);
-      for (int64_t o = 0; o < kC; ++o)
-        for (int64_t c = 0; c < kC; ++c)
-          for (int64_t a = 0; a < 3; ++a)
-            for (int64_t e = 0; e < 3; ++e) {
-              const double k = weights.as<float>()[((o * kC + c) * 3 + a) * 3 + e];
-              for (int64_t i = 0; i < kH; ++i) {
-                const int64_t yi = i + a - 1;
-                if (yi < 0 || yi >= kH) continue;
-                for (int64_t j = 0; j < kW; ++j) {
-                  const int64_t xj = j + e - 1;
-                  if (xj < 0 || xj >= kW) continue;
-                  out[static_cast<size_t>((o * kH + i) * kW + j)] += k * in[static_cast<size_t>((c * kH + yi) * kW + xj)];
-                }
-              }
-            }
-      return out;
-    };
     const std::vector<double> x_values(input.as<float>(), input.as<float>() + input.numel());
-    std::vector<double> first = conv(x_values, w1);
+    std::vector<double> first = reference_conv3x3_same(x_values, kC, w1, kC, kH, kW);
     for (size_t i = 0; i < first.size(); ++i) {
       first[i] = std::max(first[i] + b1.as<float>()[i / static_cast<size_t>(kH * kW)], 0.0) + x_values[i];
     }
-    expected = conv(first, w2);
+    expected = reference_conv3x3_same(first, kC, w2, kC, kH, kW);
   }
 
   std::unique_ptr<CompiledModel> compile(int threads) const {

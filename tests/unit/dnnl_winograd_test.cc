@@ -312,28 +312,9 @@ TEST(DnnlWinograd, ChosenWhereOneDnnLacksWinogradAndModelMatchesReference) {
   const Tensor input = tensor(shape, -1, 1);
   // The reference in double, straight from the definitions.
   const float* xv = input.as<float>();
-  auto conv3x3 = [](const std::vector<double>& in, int64_t cin, const Tensor& weights, int64_t cout, int64_t h, int64_t w) {
-    std::vector<double> out(static_cast<size_t>(cout * h * w), 0.0);
-    for (int64_t o = 0; o < cout; ++o)
-      for (int64_t ci = 0; ci < cin; ++ci)
-        for (int64_t a = 0; a < 3; ++a)
-          for (int64_t e = 0; e < 3; ++e) {
-            const double k = weights.as<float>()[((o * cin + ci) * 3 + a) * 3 + e];
-            for (int64_t i = 0; i < h; ++i) {
-              const int64_t yi = i + a - 1;
-              if (yi < 0 || yi >= h) continue;
-              for (int64_t j = 0; j < w; ++j) {
-                const int64_t xj = j + e - 1;
-                if (xj < 0 || xj >= w) continue;
-                out[static_cast<size_t>((o * h + i) * w + j)] += k * in[static_cast<size_t>((ci * h + yi) * w + xj)];
-              }
-            }
-          }
-    return out;
-  };
   const int64_t plane = 28 * 28;
   std::vector<double> xd(xv, xv + input.numel());
-  std::vector<double> first = conv3x3(xd, 64, w1, 64, 28, 28);
+  std::vector<double> first = reference_conv3x3_same(xd, 64, w1, 64, 28, 28);
   for (int64_t c = 0; c < 64; ++c)
     for (int64_t i = 0; i < plane; ++i) {
       double& v = first[static_cast<size_t>(c * plane + i)];
@@ -341,7 +322,7 @@ TEST(DnnlWinograd, ChosenWhereOneDnnLacksWinogradAndModelMatchesReference) {
       v = (v + at(b1) - at(mean)) / std::sqrt(at(var) + 1e-5) * at(scale) + at(shift) + xd[static_cast<size_t>(c * plane + i)];
       v = std::max(v, 0.0);
     }
-  const std::vector<double> second = conv3x3(first, 64, w2, 40, 28, 28);
+  const std::vector<double> second = reference_conv3x3_same(first, 64, w2, 40, 28, 28);
 
   // What this CPU implies: oneDNN's layout is nChw8c below AVX-512 (there oneDNN has its own
   // Winograd), and the kernel needs AVX2.

@@ -94,4 +94,25 @@ void expect_close(const Tensor& actual, const Tensor& expected, double atol, dou
   }
 }
 
+std::vector<double> reference_conv3x3_same(const std::vector<double>& in, int64_t cin, const Tensor& weights,
+                                           int64_t cout, int64_t h, int64_t w) {
+  std::vector<double> out(static_cast<size_t>(cout * h * w), 0.0);
+  for (int64_t o = 0; o < cout; ++o)
+    for (int64_t ci = 0; ci < cin; ++ci)
+      for (int64_t a = 0; a < 3; ++a)
+        for (int64_t e = 0; e < 3; ++e) {
+          const double k = weights.as<float>()[((o * cin + ci) * 3 + a) * 3 + e];
+          for (int64_t i = 0; i < h; ++i) {
+            const int64_t yi = i + a - 1;
+            if (yi < 0 || yi >= h) continue;
+            for (int64_t j = 0; j < w; ++j) {
+              const int64_t xj = j + e - 1;
+              if (xj < 0 || xj >= w) continue;
+              out[static_cast<size_t>((o * h + i) * w + j)] += k * in[static_cast<size_t>((ci * h + yi) * w + xj)];
+            }
+          }
+        }
+  return out;
+}
+
 }  // namespace tessera::testing

@@ -31,6 +31,11 @@ Tensor make_float(Shape shape, std::vector<float> values);
 Tensor make_int64(Shape shape, std::vector<int64_t> values);
 /// Deterministic pseudo-random floats in [-1, 1).
 Tensor random_float(Shape shape, uint32_t seed);
+/// A 3x3 convolution with padding 1 and stride 1 (output the input's size), in double, straight from the
+/// definition: `in` is [cin, h, w], `weights` float32 [cout, cin, 3, 3]; returns [cout, h, w]. The
+/// reference the oneDNN region tests compare with.
+std::vector<double> reference_conv3x3_same(const std::vector<double>& in, int64_t cin, const Tensor& weights,
+                                           int64_t cout, int64_t h, int64_t w);
 /// random_float's values mapped onto [low, high).
 Tensor random_uniform(Shape shape, uint32_t seed, float low, float high);
 
