@@ -23,8 +23,6 @@ namespace pb = ::inference;
 
 Status status_of(const ServeError& e) { return Status(static_cast<grpc::StatusCode>(grpc_code_of(e.kind)), e.what()); }
 
-[[noreturn]] void bad(const std::string& message) { throw ServeError(ErrorKind::kInvalidArgument, message); }
-
 template <typename F>
 Status guarded(F&& body) {
   try {
@@ -49,13 +47,13 @@ std::string typed_bytes(const pb::ModelInferRequest::InferInputTensor& in, const
   std::string bytes(static_cast<size_t>(n) * type.element_bytes, '\0');
   auto need = [&](int size, const char* field) {
     if (size != n) {
-      bad("input '" + in.name() + "': " + field + " has " + std::to_string(size) + " values; shape needs " + std::to_string(n) +
+      invalid_argument("input '" + in.name() + "': " + field + " has " + std::to_string(size) + " values; shape needs " + std::to_string(n) +
           " (datatype " + type.name + " is sent in " + field + ")");
     }
   };
   auto store = [&](int64_t i, auto value) { std::memcpy(bytes.data() + i * static_cast<int64_t>(sizeof(value)), &value, sizeof(value)); };
   auto range = [&](int64_t v, int64_t lo, int64_t hi, int64_t i) {
-    if (v < lo || v > hi) bad("input '" + in.name() + "': value " + std::to_string(v) + " at " + std::to_string(i) + " is out of range for " + type.name);
+    if (v < lo || v > hi) invalid_argument("input '" + in.name() + "': value " + std::to_string(v) + " at " + std::to_string(i) + " is out of range for " + type.name);
   };
   const std::string name = type.name;
   if (n == 0 && !has_typed(c)) return bytes;  // nothing to send, in any form
@@ -95,7 +93,7 @@ std::string typed_bytes(const pb::ModelInferRequest::InferInputTensor& in, const
       else store(i, v);
     }
   } else {
-    bad("input '" + in.name() + "': " + name + " has no typed contents; send it in raw_input_contents");
+    invalid_argument("input '" + in.name() + "': " + name + " has no typed contents; send it in raw_input_contents");
   }
   return bytes;
 }
@@ -107,12 +105,12 @@ InferRequest request_from_proto(const pb::ModelInferRequest& req) {
     if (key == "timeout") {
       if (p.parameter_choice_case() == pb::InferParameter::kInt64Param && p.int64_param() >= 0) out.timeout_us = static_cast<uint64_t>(p.int64_param());
       else if (p.parameter_choice_case() == pb::InferParameter::kUint64Param) out.timeout_us = p.uint64_param();
-      else bad("parameter 'timeout' must be microseconds, an integer 0 or more");
+      else invalid_argument("parameter 'timeout' must be microseconds, an integer 0 or more");
     }
   }
   const bool raw = req.raw_input_contents_size() > 0;
   if (raw && req.raw_input_contents_size() != req.inputs_size()) {
-    bad("raw_input_contents has " + std::to_string(req.raw_input_contents_size()) + " entries for " +
+    invalid_argument("raw_input_contents has " + std::to_string(req.raw_input_contents_size()) + " entries for " +
         std::to_string(req.inputs_size()) + " inputs; it needs one per input, in order");
   }
   for (int i = 0; i < req.inputs_size(); ++i) {
@@ -120,24 +118,24 @@ InferRequest request_from_proto(const pb::ModelInferRequest& req) {
     Tensor t;
     t.name = in.name();
     t.type = data_type_named(in.datatype());
-    if (!t.type) bad("input '" + t.name + "': unknown datatype '" + in.datatype() + "'");
-    if (in.shape_size() > 32) bad("input '" + t.name + "': more than 32 dims");
+    if (!t.type) invalid_argument("input '" + t.name + "': unknown datatype '" + in.datatype() + "'");
+    if (in.shape_size() > 32) invalid_argument("input '" + t.name + "': more than 32 dims");
     int64_t n = 1;
     for (int64_t d : in.shape()) {
-      if (d < 0) bad("input '" + t.name + "': dims must be 0 or more");
-      if (d != 0 && n > (int64_t{1} << 40) / d) bad("input '" + t.name + "': shape is too large");
+      if (d < 0) invalid_argument("input '" + t.name + "': dims must be 0 or more");
+      if (d != 0 && n > (int64_t{1} << 40) / d) invalid_argument("input '" + t.name + "': shape is too large");
       n *= d;
       t.shape.push_back(d);
     }
     if (raw) {
-      if (has_typed(in.contents())) bad("input '" + t.name + "' has both contents and raw_input_contents");
+      if (has_typed(in.contents())) invalid_argument("input '" + t.name + "' has both contents and raw_input_contents");
       const std::string& bytes = req.raw_input_contents(i);
       if (t.type->element_bytes == 0) {
         t.strings = split_bytes_elements(bytes.data(), bytes.size(), t.name);
-        if (static_cast<int64_t>(t.strings.size()) != n) bad("input '" + t.name + "' has " + std::to_string(t.strings.size()) + " BYTES elements; shape needs " + std::to_string(n));
+        if (static_cast<int64_t>(t.strings.size()) != n) invalid_argument("input '" + t.name + "' has " + std::to_string(t.strings.size()) + " BYTES elements; shape needs " + std::to_string(n));
       } else {
         if (bytes.size() != static_cast<size_t>(n) * t.type->element_bytes) {
-          bad("input '" + t.name + "': raw_input_contents has " + std::to_string(bytes.size()) + " bytes; " + t.type->name +
+          invalid_argument("input '" + t.name + "': raw_input_contents has " + std::to_string(bytes.size()) + " bytes; " + t.type->name +
               " of shape " + shape_text(t.shape) + " needs " + std::to_string(static_cast<size_t>(n) * t.type->element_bytes));
         }
         t.data = bytes.data();  // the request message outlives the call
@@ -145,7 +143,7 @@ InferRequest request_from_proto(const pb::ModelInferRequest& req) {
       }
     } else if (t.type->element_bytes == 0) {
       const auto& c = in.contents().bytes_contents();
-      if (c.size() != n) bad("input '" + t.name + "': bytes_contents has " + std::to_string(c.size()) + " values; shape needs " + std::to_string(n));
+      if (c.size() != n) invalid_argument("input '" + t.name + "': bytes_contents has " + std::to_string(c.size()) + " values; shape needs " + std::to_string(n));
       t.strings.assign(c.begin(), c.end());
     } else {
       own_bytes(t, typed_bytes(in, *t.type, n));
@@ -247,13 +245,7 @@ class Service final : public pb::GRPCInferenceService::Service {
   }
   Status ModelReady(ServerContext*, const pb::ModelReadyRequest* q, pb::ModelReadyResponse* r) override {
     return guarded([&] {
-      bool ready = false;
-      try {
-        ready = state_.repository.find(q->name(), q->version())->ready() && !state_.draining;
-      } catch (const ServeError& e) {
-        if (e.kind == ErrorKind::kNotFound) throw;
-      }
-      r->set_ready(ready);
+      r->set_ready(state_.model_ready(q->name(), q->version()));
     });
   }
   Status ServerMetadata(ServerContext*, const pb::ServerMetadataRequest*, pb::ServerMetadataResponse* r) override {
@@ -303,15 +295,7 @@ class Service final : public pb::GRPCInferenceService::Service {
   }
   Status ModelStatistics(ServerContext*, const pb::ModelStatisticsRequest* q, pb::ModelStatisticsResponse* r) override {
     return guarded([&] {
-      if (q->name().empty()) {
-        for (const auto& model : state_.repository.loaded()) stats_to_proto(*model, r->add_model_stats());
-      } else if (q->version().empty()) {
-        state_.repository.find(q->name(), "");
-        for (const auto& model : state_.repository.loaded())
-          if (model->name() == q->name()) stats_to_proto(*model, r->add_model_stats());
-      } else {
-        stats_to_proto(*state_.repository.find(q->name(), q->version()), r->add_model_stats());
-      }
+      for (const auto& model : state_.models_for_stats(q->name(), q->version())) stats_to_proto(*model, r->add_model_stats());
     });
   }
   Status RepositoryIndex(ServerContext*, const pb::RepositoryIndexRequest* q, pb::RepositoryIndexResponse* r) override {
@@ -327,11 +311,11 @@ class Service final : public pb::GRPCInferenceService::Service {
   }
   Status RepositoryModelLoad(ServerContext*, const pb::RepositoryModelLoadRequest* q, pb::RepositoryModelLoadResponse*) override {
     return guarded([&] {
-      check_explicit();
+      state_.require_explicit_mode();
       std::optional<std::string> config;
       auto it = q->parameters().find("config");
       if (it != q->parameters().end()) {
-        if (it->second.parameter_choice_case() != pb::ModelRepositoryParameter::kStringParam) bad("parameter 'config' must be JSON text");
+        if (it->second.parameter_choice_case() != pb::ModelRepositoryParameter::kStringParam) invalid_argument("parameter 'config' must be JSON text");
         config = it->second.string_param();
       }
       state_.repository.load(q->model_name(), config);
@@ -339,17 +323,12 @@ class Service final : public pb::GRPCInferenceService::Service {
   }
   Status RepositoryModelUnload(ServerContext*, const pb::RepositoryModelUnloadRequest* q, pb::RepositoryModelUnloadResponse*) override {
     return guarded([&] {
-      check_explicit();
+      state_.require_explicit_mode();
       state_.repository.unload(q->model_name());
     });
   }
 
  private:
-  void check_explicit() {
-    if (state_.repository.mode() != ControlMode::kExplicit) {
-      throw ServeError(ErrorKind::kUnavailable, "explicit model load / unload needs --model-control-mode explicit");
-    }
-  }
   ServerState& state_;
 };
 

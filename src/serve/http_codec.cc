@@ -5,17 +5,17 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "ir/dtype.h"  // half_to_float, bfloat16_to_float (src/ir/dtype.cc is compiled into this target)
+
 namespace tessera::serve {
 
 using nlohmann::json;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& message) { throw ServeError(ErrorKind::kInvalidArgument, message); }
-
 /// Appends every leaf of a nested array, depth first (row-major).
 void flatten(const json& data, std::vector<const json*>& out, int depth = 0) {
-  if (depth > 64) bad("data is nested more than 64 levels deep");
+  if (depth > 64) invalid_argument("data is nested more than 64 levels deep");
   if (data.is_array()) {
     for (const json& item : data) flatten(item, out, depth + 1);
   } else {
@@ -31,7 +31,7 @@ void put(std::string& bytes, size_t index, T value) {
 /// One JSON element as the datatype's bytes, refusing a value of another kind or out of range.
 void encode_element(const json& v, const DataType& type, std::string& bytes, size_t i, const std::string& input) {
   auto fail = [&](const char* want) {
-    bad("input '" + input + "': element " + std::to_string(i) + " is " + std::string(v.type_name()) + " " +
+    invalid_argument("input '" + input + "': element " + std::to_string(i) + " is " + std::string(v.type_name()) + " " +
         v.dump().substr(0, 40) + ", expected " + want + " for datatype " + type.name);
   };
   const DLDataType dl = type.dl;
@@ -78,28 +78,6 @@ void encode_element(const json& v, const DataType& type, std::string& bytes, siz
   }
 }
 
-float half_to_float(uint16_t h) {
-  const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalise
-      int e = -1;
-      uint32_t m = mant;
-      do { ++e, m <<= 1; } while (!(m & 0x400));
-      bits = sign | ((127 - 15 - e) << 23) | ((m & 0x3FF) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 /// A tensor's elements as JSON numbers, booleans or strings (FP16 and BF16 widened to float).
 json decode_data(const Tensor& t) {
   json data = json::array();
@@ -121,13 +99,9 @@ json decode_data(const Tensor& t) {
     if (std::string(t.type->name) == "BOOL") array.emplace_back(p[i] != 0);
     else if (dl.code == kDLFloat && dl.bits == 32) array.emplace_back(get(float{}, i));
     else if (dl.code == kDLFloat && dl.bits == 64) array.emplace_back(get(double{}, i));
-    else if (dl.code == kDLFloat && dl.bits == 16) array.emplace_back(half_to_float(get(uint16_t{}, i)));
-    else if (dl.code == kDLBfloat) {
-      const uint32_t bits = static_cast<uint32_t>(get(uint16_t{}, i)) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      array.emplace_back(f);
-    } else if (dl.code == kDLUInt) {
+    else if (dl.code == kDLFloat && dl.bits == 16) array.emplace_back(tessera::half_to_float(get(uint16_t{}, i)));
+    else if (dl.code == kDLBfloat) array.emplace_back(tessera::bfloat16_to_float(get(uint16_t{}, i)));
+    else if (dl.code == kDLUInt) {
       switch (dl.bits) {
         case 8: array.emplace_back(static_cast<uint8_t>(p[i])); break;
         case 16: array.emplace_back(get(uint16_t{}, i)); break;
@@ -149,14 +123,14 @@ json decode_data(const Tensor& t) {
 constexpr int64_t kMaxElements = int64_t{1} << 40;
 
 std::vector<int64_t> parse_shape(const json& shape, const std::string& input) {
-  if (!shape.is_array()) bad("input '" + input + "': 'shape' must be an array of integers");
-  if (shape.size() > 32) bad("input '" + input + "': 'shape' has more than 32 dims");
+  if (!shape.is_array()) invalid_argument("input '" + input + "': 'shape' must be an array of integers");
+  if (shape.size() > 32) invalid_argument("input '" + input + "': 'shape' has more than 32 dims");
   std::vector<int64_t> dims;
   int64_t n = 1;
   for (const json& d : shape) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0) bad("input '" + input + "': 'shape' must hold integers 0 or more");
+    if (!d.is_number_integer() || d.get<int64_t>() < 0) invalid_argument("input '" + input + "': 'shape' must hold integers 0 or more");
     dims.push_back(d.get<int64_t>());
-    if (dims.back() != 0 && n > kMaxElements / dims.back()) bad("input '" + input + "': shape " + shape.dump() + " is too large");
+    if (dims.back() != 0 && n > kMaxElements / dims.back()) invalid_argument("input '" + input + "': shape " + shape.dump() + " is too large");
     n *= dims.back();
   }
   return dims;
@@ -171,61 +145,61 @@ InferRequest parse_infer_request(std::shared_ptr<const std::string> storage, siz
   const std::string_view* body = &body_view;
   const size_t json_bytes = header_length ? *header_length : body->size();
   if (json_bytes > body->size()) {
-    bad("Inference-Header-Content-Length is " + std::to_string(json_bytes) + " but the body has " +
+    invalid_argument("Inference-Header-Content-Length is " + std::to_string(json_bytes) + " but the body has " +
         std::to_string(body->size()) + " bytes");
   }
   json request;
   try {
     request = json::parse(body->data(), body->data() + json_bytes);
   } catch (const json::exception& e) {
-    bad(std::string("the request is not valid JSON: ") + e.what());
+    invalid_argument(std::string("the request is not valid JSON: ") + e.what());
   }
-  if (!request.is_object()) bad("the request must be a JSON object");
+  if (!request.is_object()) invalid_argument("the request must be a JSON object");
   InferRequest out;
   try {
     if (request.contains("id")) {
-      if (!request["id"].is_string()) bad("'id' must be a string");
+      if (!request["id"].is_string()) invalid_argument("'id' must be a string");
       out.id = request["id"].get<std::string>();
     }
     if (request.contains("parameters")) {
       const json& p = request["parameters"];
-      if (!p.is_object()) bad("'parameters' must be an object");
+      if (!p.is_object()) invalid_argument("'parameters' must be an object");
       if (p.contains("binary_data_output")) {
-        if (!p["binary_data_output"].is_boolean()) bad("parameter 'binary_data_output' must be true or false");
+        if (!p["binary_data_output"].is_boolean()) invalid_argument("parameter 'binary_data_output' must be true or false");
         out.binary_outputs = p["binary_data_output"].get<bool>();
       }
       if (p.contains("timeout")) {
-        if (!p["timeout"].is_number_unsigned()) bad("parameter 'timeout' must be microseconds, an integer 0 or more");
+        if (!p["timeout"].is_number_unsigned()) invalid_argument("parameter 'timeout' must be microseconds, an integer 0 or more");
         out.timeout_us = p["timeout"].get<uint64_t>();
       }
     }
-    if (!request.contains("inputs") || !request["inputs"].is_array()) bad("'inputs' must be an array");
+    if (!request.contains("inputs") || !request["inputs"].is_array()) invalid_argument("'inputs' must be an array");
     size_t offset = json_bytes;  // where the next binary tensor starts
     for (const json& in : request["inputs"]) {
-      if (!in.is_object()) bad("each input must be a JSON object");
-      if (!in.contains("name") || !in["name"].is_string()) bad("an input has no 'name' string");
+      if (!in.is_object()) invalid_argument("each input must be a JSON object");
+      if (!in.contains("name") || !in["name"].is_string()) invalid_argument("an input has no 'name' string");
       Tensor t;
       t.name = in["name"].get<std::string>();
-      if (!in.contains("datatype") || !in["datatype"].is_string()) bad("input '" + t.name + "' has no 'datatype' string");
+      if (!in.contains("datatype") || !in["datatype"].is_string()) invalid_argument("input '" + t.name + "' has no 'datatype' string");
       t.type = data_type_named(in["datatype"].get<std::string>());
-      if (!t.type) bad("input '" + t.name + "': unknown datatype '" + in["datatype"].get<std::string>() + "'");
-      if (!in.contains("shape")) bad("input '" + t.name + "' has no 'shape'");
+      if (!t.type) invalid_argument("input '" + t.name + "': unknown datatype '" + in["datatype"].get<std::string>() + "'");
+      if (!in.contains("shape")) invalid_argument("input '" + t.name + "' has no 'shape'");
       t.shape = parse_shape(in["shape"], t.name);
       const int64_t n = element_count(t.shape);
       std::optional<uint64_t> binary_size;
       if (in.contains("parameters")) {
         const json& p = in["parameters"];
-        if (!p.is_object()) bad("input '" + t.name + "': 'parameters' must be an object");
+        if (!p.is_object()) invalid_argument("input '" + t.name + "': 'parameters' must be an object");
         if (p.contains("binary_data_size")) {
-          if (!p["binary_data_size"].is_number_unsigned()) bad("input '" + t.name + "': binary_data_size must be an integer 0 or more");
+          if (!p["binary_data_size"].is_number_unsigned()) invalid_argument("input '" + t.name + "': binary_data_size must be an integer 0 or more");
           binary_size = p["binary_data_size"].get<uint64_t>();
         }
       }
       if (binary_size) {
-        if (!header_length) bad("input '" + t.name + "' has binary data but the request has no Inference-Header-Content-Length");
-        if (in.contains("data")) bad("input '" + t.name + "' has both binary_data_size and 'data'");
+        if (!header_length) invalid_argument("input '" + t.name + "' has binary data but the request has no Inference-Header-Content-Length");
+        if (in.contains("data")) invalid_argument("input '" + t.name + "' has both binary_data_size and 'data'");
         if (*binary_size > body->size() - offset) {
-          bad("input '" + t.name + "': binary_data_size " + std::to_string(*binary_size) + " runs past the body's end (" +
+          invalid_argument("input '" + t.name + "': binary_data_size " + std::to_string(*binary_size) + " runs past the body's end (" +
               std::to_string(body->size() - offset) + " bytes left)");
         }
         const char* p = body->data() + offset;
@@ -234,12 +208,12 @@ InferRequest parse_infer_request(std::shared_ptr<const std::string> storage, siz
         if (t.type->element_bytes == 0) {
           t.strings = split_bytes_elements(p, size, t.name);
           if (static_cast<int64_t>(t.strings.size()) != n) {
-            bad("input '" + t.name + "' has " + std::to_string(t.strings.size()) + " BYTES elements; shape " +
+            invalid_argument("input '" + t.name + "' has " + std::to_string(t.strings.size()) + " BYTES elements; shape " +
                 shape_text(t.shape) + " needs " + std::to_string(n));
           }
         } else {
           if (size != static_cast<size_t>(n) * t.type->element_bytes) {
-            bad("input '" + t.name + "': binary_data_size is " + std::to_string(size) + " bytes; " + t.type->name + " of shape " +
+            invalid_argument("input '" + t.name + "': binary_data_size is " + std::to_string(size) + " bytes; " + t.type->name + " of shape " +
                 shape_text(t.shape) + " needs " + std::to_string(static_cast<size_t>(n) * t.type->element_bytes));
           }
           t.storage = storage;
@@ -247,19 +221,19 @@ InferRequest parse_infer_request(std::shared_ptr<const std::string> storage, siz
           t.bytes = size;
         }
       } else {
-        if (!in.contains("data")) bad("input '" + t.name + "' has no 'data' (nor binary_data_size)");
+        if (!in.contains("data")) invalid_argument("input '" + t.name + "' has no 'data' (nor binary_data_size)");
         if (t.type->dl.bits == 16 && (t.type->dl.code == kDLFloat || t.type->dl.code == kDLBfloat)) {
-          bad("input '" + t.name + "': " + t.type->name + " has no JSON form; send it as binary data");
+          invalid_argument("input '" + t.name + "': " + t.type->name + " has no JSON form; send it as binary data");
         }
         std::vector<const json*> leaves;
         flatten(in["data"], leaves);
         if (static_cast<int64_t>(leaves.size()) != n) {
-          bad("input '" + t.name + "' has " + std::to_string(leaves.size()) + " elements; shape " + shape_text(t.shape) +
+          invalid_argument("input '" + t.name + "' has " + std::to_string(leaves.size()) + " elements; shape " + shape_text(t.shape) +
               " needs " + std::to_string(n));
         }
         if (t.type->element_bytes == 0) {
           for (const json* v : leaves) {
-            if (!v->is_string()) bad("input '" + t.name + "': BYTES elements must be strings");
+            if (!v->is_string()) invalid_argument("input '" + t.name + "': BYTES elements must be strings");
             t.strings.push_back(v->get<std::string>());
           }
         } else {
@@ -271,21 +245,21 @@ InferRequest parse_infer_request(std::shared_ptr<const std::string> storage, siz
       out.inputs.push_back(std::move(t));
     }
     if (offset != body->size()) {
-      bad("the body has " + std::to_string(body->size() - offset) + " bytes after the JSON header and binary inputs");
+      invalid_argument("the body has " + std::to_string(body->size() - offset) + " bytes after the JSON header and binary inputs");
     }
     if (request.contains("outputs")) {
-      if (!request["outputs"].is_array()) bad("'outputs' must be an array");
+      if (!request["outputs"].is_array()) invalid_argument("'outputs' must be an array");
       for (const json& o : request["outputs"]) {
-        if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) bad("each requested output needs a 'name' string");
+        if (!o.is_object() || !o.contains("name") || !o["name"].is_string()) invalid_argument("each requested output needs a 'name' string");
         RequestedOutput r{o["name"].get<std::string>(), false};
         if (o.contains("parameters")) {
           const json& p = o["parameters"];
-          if (!p.is_object()) bad("output '" + r.name + "': 'parameters' must be an object");
+          if (!p.is_object()) invalid_argument("output '" + r.name + "': 'parameters' must be an object");
           if (p.contains("classification")) {
             throw ServeError(ErrorKind::kUnsupported, "output '" + r.name + "': the classification extension is not supported");
           }
           if (p.contains("binary_data")) {
-            if (!p["binary_data"].is_boolean()) bad("output '" + r.name + "': binary_data must be true or false");
+            if (!p["binary_data"].is_boolean()) invalid_argument("output '" + r.name + "': binary_data must be true or false");
             r.binary = p["binary_data"].get<bool>();
           }
         }
@@ -293,7 +267,7 @@ InferRequest parse_infer_request(std::shared_ptr<const std::string> storage, siz
       }
     }
   } catch (const json::exception& e) {
-    bad(std::string("malformed request: ") + e.what());
+    invalid_argument(std::string("malformed request: ") + e.what());
   }
   return out;
 }

@@ -82,6 +82,14 @@ json body_object(const std::string& body) {
   return j;
 }
 
+/// A header's value as a byte count: digits only, nothing else.
+std::optional<size_t> parse_size(const std::string& text) {
+  size_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return n;
+}
+
 // Path patterns: MODEL and VERSION are any text without '/'.
 const std::string kModel = R"(/v2/models/([^/]+))";
 const std::string kVersioned = kModel + R"((?:/versions/([^/]+))?)";
@@ -160,12 +168,7 @@ void HttpFrontend::add_routes() {
   });
   s.Get(kVersioned + "/ready", [&state](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
-      bool ready = false;
-      try {
-        ready = state.repository.find(req.matches[1], req.matches[2])->ready() && !state.draining;
-      } catch (const ServeError& e) {
-        if (e.kind == ErrorKind::kNotFound) throw;
-      }
+      const bool ready = state.model_ready(req.matches[1], req.matches[2]);
       send_json(res, ready ? 200 : 400, {{"name", req.matches[1].str()}, {"ready", ready}});
     });
   });
@@ -175,17 +178,9 @@ void HttpFrontend::add_routes() {
   auto stats = [&state](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
       json all = json::array();
-      if (req.matches.size() > 1 && req.matches[1].matched) {
-        const std::string name = req.matches[1], version = req.matches[2];
-        if (version.empty()) {
-          state.repository.find(name, "");  // NOT_FOUND / UNAVAILABLE
-          for (const auto& model : state.repository.loaded())
-            if (model->name() == name) all.push_back(model_stats_json(*model));
-        } else {
-          all.push_back(model_stats_json(*state.repository.find(name, version)));
-        }
-      } else {
-        for (const auto& model : state.repository.loaded()) all.push_back(model_stats_json(*model));
+      const bool named = req.matches.size() > 1 && req.matches[1].matched;
+      for (const auto& model : state.models_for_stats(named ? req.matches[1].str() : "", named ? req.matches[2].str() : "")) {
+        all.push_back(model_stats_json(*model));
       }
       send_json(res, 200, {{"model_stats", all}});
     });
@@ -213,24 +208,13 @@ void HttpFrontend::add_routes() {
              std::optional<size_t> header_length;
              if (req.has_header("Inference-Header-Content-Length")) {
                const std::string v = req.get_header_value("Inference-Header-Content-Length");
-               size_t n = 0;
-               const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-               if (ec != std::errc() || end != v.data() + v.size()) {
-                 throw ServeError(ErrorKind::kInvalidArgument, "Inference-Header-Content-Length '" + v + "' is not a number");
-               }
-               header_length = n;
+               header_length = parse_size(v);
+               if (!header_length) invalid_argument("Inference-Header-Content-Length '" + v + "' is not a number");
              }
              // The body goes into a buffer where the binary part (after the JSON header) starts 64-byte
              // aligned, so that the model reads the tensors in place rather than copying them to align them.
              auto body = std::make_shared<std::string>();
-             size_t expected = 0;
-             if (req.has_header("Content-Length")) {
-               const std::string length = req.get_header_value("Content-Length");
-               if (std::from_chars(length.data(), length.data() + length.size(), expected).ec != std::errc() ||
-                   expected >= (size_t{1} << 40)) {
-                 expected = 0;
-               }
-             }
+             const size_t expected = parse_size(req.get_header_value("Content-Length")).value_or(0);
              body->reserve(std::min(expected, max_body) + 128);  // a Content-Length above the limit gets 413
              const size_t misalign = (reinterpret_cast<uintptr_t>(body->data()) + header_length.value_or(0)) % 64;
              const size_t start = misalign ? 64 - misalign : 0;
@@ -276,10 +260,7 @@ void HttpFrontend::add_routes() {
   auto repository_call = [&state](bool load) {
     return [&state, load](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
-        if (state.repository.mode() != ControlMode::kExplicit) {
-          throw ServeError(ErrorKind::kUnavailable,
-                           "explicit model load / unload needs --model-control-mode explicit");
-        }
+        state.require_explicit_mode();
         const json body = body_object(req.body);
         std::optional<std::string> config;
         if (body.contains("parameters")) {

@@ -7,6 +7,8 @@
 
 namespace tessera::serve {
 
+void invalid_argument(const std::string& message) { throw ServeError(ErrorKind::kInvalidArgument, message); }
+
 int http_status_of(ErrorKind kind) {
   switch (kind) {
     case ErrorKind::kInvalidArgument: return 400;

@@ -26,6 +26,9 @@ struct ServeError : std::runtime_error {
   ErrorKind kind;
 };
 
+/// Throws ServeError(kInvalidArgument, message): a request, config or flag the caller can fix.
+[[noreturn]] void invalid_argument(const std::string& message);
+
 int http_status_of(ErrorKind kind);
 /// grpc::StatusCode's value for the kind.
 int grpc_code_of(ErrorKind kind);

@@ -46,6 +46,39 @@ TensorMetadata describe(const tsr_value_info& info, const std::string& model, co
   return m;
 }
 
+/// The tensor as the C API may read it: itself, or an owned copy where its data is not aligned to its
+/// element size (binary request data may sit anywhere in a body).
+Tensor aligned(const Tensor& t) {
+  if (t.type->element_bytes <= 1 || reinterpret_cast<uintptr_t>(t.data) % t.type->element_bytes == 0) return t;
+  Tensor copy = t;
+  own_bytes(copy, std::string(t.data, t.bytes));
+  return copy;
+}
+
+/// A DLPack view of a numeric or bool tensor (valid while the tensor lives).
+DLTensor dl_view(const Tensor& t) {
+  DLTensor dl{};
+  dl.data = const_cast<char*>(t.data);
+  dl.device = {kDLCPU, 0};
+  dl.ndim = static_cast<int32_t>(t.shape.size());
+  dl.dtype = t.type->dl;
+  dl.shape = const_cast<int64_t*>(t.shape.data());
+  return dl;
+}
+
+/// A run's output `name` from its DLPack tensor, kept alive by `storage`.
+Tensor output_tensor(const std::string& model, const std::string& name, const DLTensor& dl, Storage storage) {
+  Tensor t;
+  t.name = name;
+  t.type = data_type_of(dl.dtype);
+  if (!t.type) throw ServeError(ErrorKind::kInternal, "model '" + model + "': output '" + name + "' has an unexpected dtype");
+  t.shape.assign(dl.shape, dl.shape + dl.ndim);
+  t.data = static_cast<const char*>(dl.data) + dl.byte_offset;
+  t.bytes = static_cast<size_t>(element_count(t.shape)) * t.type->element_bytes;
+  t.storage = std::move(storage);
+  return t;
+}
+
 }  // namespace
 
 struct ServedModel::Pending {
@@ -119,10 +152,8 @@ ServedModel::ServedModel(std::string name, std::string version, const std::strin
     tsr_region_info info{};
     info.struct_size = sizeof(info);
     check_status(tsr_model_region_info(model_.get(), r, &info), context);
-    region_backends_.push_back(info.backend);
+    stats_.regions.push_back({info.backend, 0.0});
   }
-  stats_.regions.resize(region_backends_.size());
-  for (size_t r = 0; r < region_backends_.size(); ++r) stats_.regions[r].backend = region_backends_[r];
 }
 
 ServedModel::~ServedModel() { stop(0); }
@@ -404,7 +435,7 @@ void ServedModel::execute(const std::vector<std::shared_ptr<Pending>>& batch) {
   std::optional<ServeError> error;
   std::vector<InferResponse> responses(batch.size());
   int64_t input_ns = 0, infer_ns = 0, output_ns = 0;
-  std::vector<double> region_ms(region_backends_.size(), 0.0);
+  std::vector<double> region_ms(stats_.regions.size(), 0.0);  // fixed at load: read without the lock
   try {
     // The batch's inputs: a lone request's own tensors, else each input concatenated on axis 0.
     std::vector<Tensor> inputs;
@@ -482,7 +513,7 @@ void ServedModel::execute(const std::vector<std::shared_ptr<Pending>>& batch) {
         stats_.compute_infer.add(infer_ns);
         stats_.compute_output.add(output_ns);
       }
-      for (size_t r = 0; r < region_ms.size() && r < stats_.regions.size(); ++r) stats_.regions[r].milliseconds += region_ms[r];
+      for (size_t r = 0; r < region_ms.size(); ++r) stats_.regions[r].milliseconds += region_ms[r];
       ModelStats::Batch& b = stats_.batches[rows];
       b.compute_input.add(input_ns);
       b.compute_infer.add(infer_ns);
@@ -497,22 +528,10 @@ void ServedModel::execute(const std::vector<std::shared_ptr<Pending>>& batch) {
 
 std::vector<Tensor> ServedModel::run_model(const std::vector<Tensor>& given, int64_t* infer_ns,
                                            std::vector<double>* region_ms) {
-  // The C API reads data aligned to its element size; binary request data may sit anywhere in a body.
-  std::vector<Tensor> inputs = given;
-  for (Tensor& t : inputs) {
-    if (t.type->element_bytes > 1 && reinterpret_cast<uintptr_t>(t.data) % t.type->element_bytes != 0) {
-      own_bytes(t, std::string(t.data, t.bytes));
-    }
-  }
-  std::vector<DLTensor> dl(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    dl[i] = DLTensor{};
-    dl[i].data = const_cast<char*>(inputs[i].data);
-    dl[i].device = {kDLCPU, 0};
-    dl[i].ndim = static_cast<int32_t>(inputs[i].shape.size());
-    dl[i].dtype = inputs[i].type->dl;
-    dl[i].shape = const_cast<int64_t*>(inputs[i].shape.data());
-  }
+  std::vector<Tensor> inputs;
+  std::vector<DLTensor> dl;
+  for (const Tensor& t : given) inputs.push_back(aligned(t));
+  for (const Tensor& t : inputs) dl.push_back(dl_view(t));
   std::vector<DLManagedTensor*> managed(outputs_.size(), nullptr);
   // Region times without node times: the backends run as unprofiled (tessera.h, tsr_run_profile).
   tsr_run_profile profile{};
@@ -532,15 +551,7 @@ std::vector<Tensor> ServedModel::run_model(const std::vector<Tensor>& given, int
       auto* mt = static_cast<DLManagedTensor*>(const_cast<void*>(p));
       if (mt->deleter) mt->deleter(mt);
     });
-    Tensor t;
-    t.name = outputs_[o].name;
-    t.type = data_type_of(m->dl_tensor.dtype);
-    if (!t.type) throw ServeError(ErrorKind::kInternal, "model '" + name_ + "': output '" + t.name + "' has an unexpected dtype");
-    t.shape.assign(m->dl_tensor.shape, m->dl_tensor.shape + m->dl_tensor.ndim);
-    t.data = static_cast<const char*>(m->dl_tensor.data) + m->dl_tensor.byte_offset;
-    t.bytes = static_cast<size_t>(element_count(t.shape)) * t.type->element_bytes;
-    t.storage = std::move(storage);
-    outputs.push_back(std::move(t));
+    outputs.push_back(output_tensor(name_, outputs_[o].name, m->dl_tensor, std::move(storage)));
   }
   return outputs;
 }
@@ -559,17 +570,8 @@ std::vector<Tensor> ServedModel::run_model_values(const std::vector<Tensor>& inp
                                             static_cast<int32_t>(t.shape.size()), &v),
                    context + "input '" + t.name + "': ");
     } else {
-      DLTensor dl{};
-      dl.data = const_cast<char*>(t.data);
-      dl.device = {kDLCPU, 0};
-      dl.ndim = static_cast<int32_t>(t.shape.size());
-      dl.dtype = t.type->dl;
-      dl.shape = const_cast<int64_t*>(t.shape.data());
-      std::string aligned;
-      if (t.type->element_bytes > 1 && reinterpret_cast<uintptr_t>(t.data) % t.type->element_bytes != 0) {
-        aligned.assign(t.data, t.bytes);
-        dl.data = aligned.data();
-      }
+      const Tensor readable = aligned(t);
+      const DLTensor dl = dl_view(readable);
       check_status(tsr_value_create_tensor(&dl, &v), context + "input '" + t.name + "': ");
     }
     values.emplace_back(v, free_value);
@@ -584,23 +586,19 @@ std::vector<Tensor> ServedModel::run_model_values(const std::vector<Tensor>& inp
   for (size_t o = 0; o < owned.size(); ++o) {
     const DLTensor* dl = nullptr;
     check_status(tsr_value_tensor(owned[o].get(), 0, &dl), context + "output '" + outputs_[o].name + "': ");
+    if (dl->dtype.code != TSR_DL_STRING_CODE) {
+      outputs.push_back(output_tensor(name_, outputs_[o].name, *dl, owned[o]));
+      continue;
+    }
     Tensor t;
     t.name = outputs_[o].name;
     t.type = data_type_of(dl->dtype);
-    if (!t.type) throw ServeError(ErrorKind::kInternal, context + "output '" + t.name + "' has an unexpected dtype");
     t.shape.assign(dl->shape, dl->shape + dl->ndim);
-    const int64_t n = element_count(t.shape);
-    if (t.type->element_bytes == 0) {
-      for (int64_t e = 0; e < n; ++e) {
-        const char* bytes = nullptr;
-        size_t length = 0;
-        check_status(tsr_value_string(owned[o].get(), 0, e, &bytes, &length), context);
-        t.strings.emplace_back(bytes, length);
-      }
-    } else {
-      t.data = static_cast<const char*>(dl->data) + dl->byte_offset;
-      t.bytes = static_cast<size_t>(n) * t.type->element_bytes;
-      t.storage = owned[o];
+    for (int64_t e = 0; e < element_count(t.shape); ++e) {
+      const char* bytes = nullptr;
+      size_t length = 0;
+      check_status(tsr_value_string(owned[o].get(), 0, e, &bytes, &length), context);
+      t.strings.emplace_back(bytes, length);
     }
     outputs.push_back(std::move(t));
   }

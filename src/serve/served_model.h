@@ -127,7 +127,6 @@ class ServedModel {
   std::unique_ptr<tsr_model, void (*)(tsr_model*)> model_{nullptr, tsr_model_free};  // freed even when the constructor throws
   bool uses_values_ = false;  // has BYTES inputs or outputs: runs through tsr_model_run_values
   std::vector<TensorMetadata> inputs_, outputs_;
-  std::vector<std::string> region_backends_;
 
   mutable std::mutex mutex_;
   std::condition_variable queue_changed_;
