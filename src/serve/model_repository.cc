@@ -113,14 +113,15 @@ void ModelRepository::load(const std::string& name, const std::optional<std::str
     e.state = "LOADING";
     e.reason.clear();
   }
+  const std::string print = fingerprint(dir);
   auto fail = [&](const std::string& reason) {
     std::lock_guard<std::mutex> lock(mutex_);
     Entry& e = entries_[name];
     e.state = e.versions.empty() ? "UNAVAILABLE" : "READY";  // the versions already serving stay
     e.reason = reason;
+    e.fingerprint = print;  // poll mode retries a failed load only when its files change
   };
   try {
-    const std::string print = fingerprint(dir);
     auto config = std::make_shared<ModelConfigFile>(config_json ? ModelConfigFile::from_json(*config_json, dir, name)
                                                                 : ModelConfigFile::read(dir, name));
     for (const std::string& w : config->ignored_fields()) {
@@ -278,20 +279,16 @@ void ModelRepository::poll_once() {
     std::cerr << "tessera serve: repository poll: " << e.what() << "\n";
     return;
   }
+  // The directories are read before the lock is taken: requests look models up under it.
+  std::map<std::string, std::string> prints;
+  for (const auto& [name, dir] : found) prints[name] = fingerprint(dir);
   std::vector<std::string> to_load, to_unload;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [name, dir] : found) {
+    for (const auto& [name, print] : prints) {
       auto it = entries_.find(name);
-      const std::string print = fingerprint(dir);
-      if (it == entries_.end() || (it->second.fingerprint != print && it->second.state != "LOADING")) {
-        // A failed load is retried only when its files change.
-        if (it != entries_.end() && it->second.versions.empty() && it->second.state == "UNAVAILABLE" &&
-            it->second.fingerprint == print) {
-          continue;
-        }
-        to_load.push_back(name);
-      }
+      // New, or changed since it was last loaded or last failed to load (not while it loads).
+      if (it == entries_.end() || (it->second.fingerprint != print && it->second.state != "LOADING")) to_load.push_back(name);
     }
     for (const auto& [name, e] : entries_)
       if (!found.count(name) && !e.versions.empty()) to_unload.push_back(name);
@@ -301,8 +298,6 @@ void ModelRepository::poll_once() {
       load(name, std::nullopt);
       std::cerr << "tessera serve: model '" << name << "' (re)loaded\n";
     } catch (const ServeError& e) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      entries_[name].fingerprint = fingerprint(found[name]);
       std::cerr << "tessera serve: model '" << name << "' failed to load: " << e.what() << "\n";
     }
   }
