@@ -21,7 +21,7 @@ binary tensors), round robin: ``map_blocks_via_servers(array, ["http://host:8000
 
 import json
 import os
-import threading
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -83,19 +83,24 @@ def _run_block(block, name, input_name, output_name):
     return out
 
 
+def _output_blocks(array, output_shape, dtype, caller):
+    """map_blocks' keyword arguments for blocks of rows in, blocks of [rows, *output_shape] out."""
+    if any(len(c) > 1 for c in array.chunks[1:]):
+        raise ValueError(caller + ": chunk the array along axis 0 only (rechunk({0: n, 1: -1, ...}))")
+    if output_shape is None:
+        raise ValueError(caller + ": give output_shape (the output's dims after the batch dim)")
+    rank = 1 + len(output_shape)
+    return dict(chunks=(array.chunks[0],) + tuple((d,) for d in output_shape), dtype=dtype,
+                drop_axis=list(range(1, array.ndim)) if array.ndim > rank else None,
+                new_axis=list(range(array.ndim, rank)) if rank > array.ndim else None,
+                meta=np.empty((0,) * rank, dtype))
+
+
 def map_blocks(array, name="model", input_name=None, output_name=None, output_shape=None, dtype=np.float32):
     """Runs the model on each block of ``array`` (chunked along axis 0 only; the other axes whole) and
-    returns the output blocks as a dask array. ``output_shape``: the output's dims after the batch dim
-    (default: the model's, which must then be known)."""
-    if any(len(c) > 1 for c in array.chunks[1:]):
-        raise ValueError("map_blocks: chunk the array along axis 0 only (rechunk({0: n, 1: -1, ...}))")
-    if output_shape is None:
-        raise ValueError("map_blocks: give output_shape (the output's dims after the batch dim)")
-    chunks = (array.chunks[0],) + tuple((d,) for d in output_shape)
-    drop = list(range(1, array.ndim)) if array.ndim > 1 + len(output_shape) else None
-    new = list(range(array.ndim, 1 + len(output_shape))) if 1 + len(output_shape) > array.ndim else None
-    return array.map_blocks(_run_block, name, input_name, output_name, chunks=chunks, dtype=dtype,
-                            drop_axis=drop, new_axis=new, meta=np.empty((0,) * (1 + len(output_shape)), dtype))
+    returns the output blocks as a dask array. ``output_shape``: the output's dims after the batch dim."""
+    return array.map_blocks(_run_block, name, input_name, output_name,
+                            **_output_blocks(array, output_shape, dtype, "map_blocks"))
 
 
 def _run_partition(frame, name, columns, output_columns, input_name, output_name, dtype):
@@ -120,8 +125,6 @@ def map_partitions(frame, name="model", columns=None, output_columns=None, input
 _DATATYPES = {np.dtype(np.float32): "FP32", np.dtype(np.float64): "FP64", np.dtype(np.int64): "INT64",
               np.dtype(np.int32): "INT32", np.dtype(np.uint8): "UINT8", np.dtype(np.bool_): "BOOL"}
 _NUMPY = {v: k for k, v in _DATATYPES.items()}
-_counter = {"next": 0}
-_counter_lock = threading.Lock()
 
 
 def infer_over_http(url, model, inputs, output_name=None, timeout=600):
@@ -164,7 +167,5 @@ def _run_block_remote(block, urls, model, input_name, output_name, block_info=No
 def map_blocks_via_servers(array, urls, model, input_name, output_shape, output_name=None, dtype=np.float32):
     """Like map_blocks, but each block is sent to one of the ``tessera serve`` replicas at ``urls``
     (block i to urls[i % len(urls)]) instead of running in the worker."""
-    chunks = (array.chunks[0],) + tuple((d,) for d in output_shape)
-    drop = list(range(1, array.ndim)) if array.ndim > 1 + len(output_shape) else None
-    return array.map_blocks(_run_block_remote, list(urls), model, input_name, output_name, chunks=chunks, dtype=dtype,
-                            drop_axis=drop, meta=np.empty((0,) * (1 + len(output_shape)), dtype))
+    return array.map_blocks(_run_block_remote, list(urls), model, input_name, output_name,
+                            **_output_blocks(array, output_shape, dtype, "map_blocks_via_servers"))
