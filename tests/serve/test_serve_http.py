@@ -386,9 +386,10 @@ def test_ten_thousand_requests_from_autocannon_keep_memory_flat(server, tmp_path
     assert metric(after, "nv_inference_pending_request_count", **labels) == 0
     grown = metric(after, "process_resident_memory_bytes") - metric(warm, "process_resident_memory_bytes")
     # Under AddressSanitizer (scripts/sanitize.sh) freed memory waits in its quarantine (256 MiB by default)
-    # before reuse, so resident memory grows by up to that much by design.
+    # before reuse, and the quarantined chunks keep their shadow (1/8) and redzones resident: resident memory
+    # grows by up to ~1.25x the quarantine by design (measured: 288-290 MiB).
     with open(SERVE, "rb") as f:
-        quarantine = 256 * 2**20 if b"__asan_init" in f.read() else 0
+        quarantine = 320 * 2**20 if b"__asan_init" in f.read() else 0
     assert grown < 8 * 2**20 + quarantine, f"resident memory grew {grown / 2**20:.1f} MiB over 10k requests"
     # the answers are still right
     x = np.arange(8, dtype=np.float32).reshape(2, 4) + 1
