@@ -62,11 +62,16 @@ std::optional<ConcatCopyPlan> concat_copy_plan(const std::vector<memory::desc>& 
   return plan;
 }
 
-void run_concat_copy(const ConcatCopyPlan& plan, const std::vector<const void*>& sources, void* output) {
+void run_concat_copy(const ConcatCopyPlan& plan, const std::vector<const void*>& sources, void* output,
+                     const std::vector<char>& in_place) {
   auto* out = static_cast<char*>(output);
   for (int64_t o = 0; o < plan.outer; ++o) {
     char* dst = out + static_cast<size_t>(o) * plan.output_run_bytes;
     for (size_t i = 0; i < sources.size(); ++i) {
+      if (!in_place.empty() && in_place[i]) {
+        dst += plan.run_bytes[i];
+        continue;
+      }
       std::memcpy(dst, static_cast<const char*>(sources[i]) + static_cast<size_t>(o) * plan.run_bytes[i], plan.run_bytes[i]);
       dst += plan.run_bytes[i];
     }

@@ -208,6 +208,12 @@ Declarations make_declarations() {
   d.pattern("ConvAdd", conv_add(conv()));
   d.pattern("ConvBatchNorm", batch_norm(conv()));
   d.pattern("ConvActivation", activation_of(conv()));
+  // A pre-activation network's BatchNormalization -> Relu (DenseNet: before each layer's 1x1 convolution,
+  // where the Relu keeps the batch norm from folding into it): one batch norm step with oneDNN's
+  // fuse_norm_relu, one pass over the tensor instead of two.
+  Pattern relu = op("Relu", {batch_norm(any())});
+  relu.where(is_activation);
+  d.pattern("BatchNormRelu", relu);
   d.pattern("MatMulBiasGelu", gelu_erf_pattern(matmul_bias(), float32_static_node));
   d.pattern("MatMulBiasActivation", activation_of(matmul_bias()));
   d.pattern("MatMulBias", matmul_bias());

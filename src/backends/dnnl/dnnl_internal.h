@@ -237,7 +237,28 @@ struct ConcatCopyPlan {
 /// where one input is not such a run (padding, a layout that interleaves the
 /// axis with later dims, a channel count not a multiple of its block).
 std::optional<ConcatCopyPlan> concat_copy_plan(const std::vector<memory::desc>& roles, int axis);
-void run_concat_copy(const ConcatCopyPlan& plan, const std::vector<const void*>& sources, void* output);
+/// `in_place` (empty, or per input): inputs already in the output, not copied.
+void run_concat_copy(const ConcatCopyPlan& plan, const std::vector<const void*>& sources, void* output,
+                     const std::vector<char>& in_place = {});
+
+// --- the workspace (dnnl_workspace.cc) ---
+/// What the workspace plan needs of a step besides its program entry.
+struct StepMemoryFacts {
+  int32_t sum_slot = -1;                  // a sum post-op's operand in the output's layout (a byte copy), or -1
+  const ConcatCopyPlan* concat = nullptr;  // a concat run as copies
+  std::vector<char> input_is_slot;        // per input: read in the slot's own layout (no view)
+};
+struct WorkspacePlan {
+  std::vector<int64_t> offsets;                    // per slot: byte offset of an intermediate, -1 for others
+  int64_t bytes = 0;                               // the intermediates' part of the workspace
+  std::vector<char> sum_in_place;                  // per step: writes its output over its sum operand
+  std::vector<std::vector<char>> concat_in_place;  // per concat step, per input: already in the output
+};
+/// Places a region's intermediates in one workspace by liveness, an in-place
+/// sum's output over its operand and concat inputs inside their concat's output
+/// (dnnl_workspace.cc says when). Offsets are multiples of 64.
+WorkspacePlan plan_workspace(const Program& program, const std::vector<memory::desc>& descs,
+                             const std::vector<StepMemoryFacts>& facts);
 
 // --- max pooling on channel-blocked layouts (dnnl_max_pool.cc) ---
 /// A float32 2-D max pooling whose source and destination are nChw8c or

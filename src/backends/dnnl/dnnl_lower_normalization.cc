@@ -1,5 +1,6 @@
 // Lowering of BatchNormalization (inference, on its own: after a Conv it
-// folds into the weights, see dnnl_lower_conv.cc), LayerNormalization over
+// folds into the weights, see dnnl_lower_conv.cc; a Relu after it fuses as
+// oneDNN's fuse_norm_relu), LayerNormalization over
 // the last axis, and Softmax / LogSoftmax over one axis. Batch norm and a
 // softmax over the channel axis keep their input's (possibly blocked)
 // layout; layer norm and other softmax axes run in plain layout.
@@ -31,6 +32,12 @@ void lower_batch_norm(Lowering& lowering, const FusedNode& fused) {
   step.floats = {node.attrs.get_float_or("epsilon", 1e-5f)};
   step.inputs = {lowering.slot_of(x)};
   step.inputs.insert(step.inputs.end(), parameters.begin(), parameters.end());
+  // BatchNormRelu: the Relu as an eltwise_relu post-op, which the step builds as fuse_norm_relu.
+  for (const Node* tail : fused.tail) {
+    std::optional<PostOp> relu = activation_post_op(*fused.graph, *tail);
+    if (!relu || tail->op_type != "Relu") lowering.unsupported(node, "a fused node other than Relu after it");
+    step.post_ops.push_back(*relu);
+  }
   const memory::desc vector = plain_desc({channels});
   lowering.add_step(std::move(step), {memory::desc(), vector, vector, vector, vector}, any_desc(y_dims), fused.outputs[0],
                     y_dims);
@@ -118,7 +125,7 @@ void lower_layer_norm_pattern(Lowering& lowering, const FusedNode& fused) {
 
 void lower_normalization(Lowering& lowering, const FusedNode& fused) {
   const Node& node = *fused.node;
-  if (!fused.tail.empty()) lowering.unsupported(node, "nothing fuses into " + node.op_type);
+  if (!fused.tail.empty() && fused.pattern != "BatchNormRelu") lowering.unsupported(node, "nothing fuses into " + node.op_type);
   for (size_t i = 1; i < node.outputs.size(); ++i) {
     if (node.has_output(i)) lowering.unsupported(node, "only the first output");
   }

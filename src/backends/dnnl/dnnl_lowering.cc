@@ -123,6 +123,12 @@ int32_t Lowering::constant_slot(std::vector<int64_t> dims, ConstantTransform tra
 
 int32_t Lowering::in_layout(int32_t slot, const memory::desc& desc) {
   if (descs_[static_cast<size_t>(slot)] == desc) return slot;
+  // A slot is written once: a value read in one layout by several steps is reordered once (DenseNet's
+  // block features, each read by every later layer's concat, were reordered per concat: 399 a run).
+  std::vector<std::pair<memory::desc, int32_t>>& copies = reordered_[slot];
+  for (const auto& [layout, copy] : copies) {
+    if (layout == desc) return copy;
+  }
   const int32_t tag = format_tag_of(desc);
   if (tag < 0) throw_unsupported("oneDNN backend: a layout oneDNN chose has no format tag");
   Slot s;
@@ -136,6 +142,7 @@ int32_t Lowering::in_layout(int32_t slot, const memory::desc& desc) {
   step.inputs = {slot};
   step.output = out;
   program_.steps.push_back(std::move(step));
+  copies.emplace_back(desc, out);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/dnnl/dnnl_internal.h"
@@ -90,6 +91,7 @@ class Lowering {
   std::vector<memory::desc> descs_;
   std::vector<char> layout_pending_;     // constant slots whose layout no step has chosen yet
   std::vector<int32_t> slot_of_value_;   // per region value
+  std::unordered_map<int32_t, std::vector<std::pair<memory::desc, int32_t>>> reordered_;  // in_layout's copies per slot
   std::vector<char> bf16_nodes_;         // per region node
   AlgorithmMemo* memo_ = nullptr;
 };

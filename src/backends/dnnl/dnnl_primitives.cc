@@ -165,11 +165,21 @@ dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vecto
     case StepKind::kBatchNorm: {
       expect_roles(step, d, 5, 5);
       if (step.floats.empty()) throw_user_error("oneDNN payload: batch normalisation without epsilon");
-      dnnl::batch_normalization_forward::desc desc(
-          prop_kind::forward_inference, d[0], step.floats[0],
-          dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
-              dnnl::normalization_flags::use_shift);
-      return dnnl::batch_normalization_forward::primitive_desc(desc, attr, engine);
+      auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+                   dnnl::normalization_flags::use_shift;
+      // Its one post-op may be a Relu, built as the fuse_norm_relu flag (max(x, 0) after the affine map).
+      if (!step.post_ops.empty()) {
+        const PostOp& p = step.post_ops[0];
+        if (step.post_ops.size() != 1 || p.kind != PostOpKind::kEltwise ||
+            p.algorithm != static_cast<int32_t>(algorithm::eltwise_relu) || p.alpha != 0.0f) {
+          throw_user_error("oneDNN payload: a batch normalisation fuses nothing but a Relu");
+        }
+        flags = flags | dnnl::normalization_flags::fuse_norm_relu;
+      }
+      Step without_post_ops = step;
+      without_post_ops.post_ops.clear();
+      dnnl::batch_normalization_forward::desc desc(prop_kind::forward_inference, d[0], step.floats[0], flags);
+      return dnnl::batch_normalization_forward::primitive_desc(desc, make_attributes(without_post_ops, slot_descs), engine);
     }
     case StepKind::kLayerNorm: {
       expect_roles(step, d, 2, 3);

@@ -482,80 +482,24 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     stream.wait();  // `plain` is freed at the end of this iteration
   }
 
-  // Workspace: intermediates by liveness (step indices), then the scratchpad.
-  std::vector<int64_t> first(num_slots, -1), last(num_slots, -1);
-  for (size_t k = 0; k < program_.steps.size(); ++k) {
+  // Workspace: intermediates by liveness, sharing ranges where a step writes in place
+  // (dnnl_workspace.cc), then the scratchpad.
+  std::vector<StepMemoryFacts> facts(steps_.size());
+  for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& step = program_.steps[k];
-    auto read = [&](int32_t slot) { last[static_cast<size_t>(slot)] = static_cast<int64_t>(k); };
-    for (int32_t slot : step.inputs) read(slot);
-    for (const PostOp& p : step.post_ops) {
-      if (p.kind != PostOpKind::kEltwise) read(p.slot);
+    const CompiledStep& compiled = steps_[k];
+    if (compiled.sum_slot >= 0 && compiled.sum_bytes != 0) facts[k].sum_slot = compiled.sum_slot;
+    if (compiled.concat_copy) facts[k].concat = &*compiled.concat_copy;
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      facts[k].input_is_slot.push_back(compiled.roles[i] == descs_[static_cast<size_t>(step.inputs[i])]);
     }
-    const size_t out = static_cast<size_t>(step.output);
-    if (first[out] < 0) first[out] = static_cast<int64_t>(k);
-    last[out] = std::max(last[out], static_cast<int64_t>(k));
   }
-  // A sum post-op in place: when its operand has the output's layout, is an
-  // intermediate that this step reads for the last time and is none of the
-  // step's sources, the step writes its output over the operand (oneDNN adds
-  // into dst) instead of copying it first; both slots share one range of the
-  // workspace (`alias`: the slot whose range a slot uses). Copying it took a
-  // single thread and most of ResNet-50's residual convolutions' second-thread
-  // gain (layer1's: 0.60 ms at 1 thread, 0.66-0.95 at 2).
-  std::vector<int32_t> alias(num_slots, -1);
-  auto root_of = [&](size_t slot) {
-    while (alias[slot] >= 0) slot = static_cast<size_t>(alias[slot]);
-    return slot;
-  };
-  for (size_t k = 0; k < program_.steps.size(); ++k) {
-    const Step& step = program_.steps[k];
-    CompiledStep& compiled = steps_[k];
-    if (compiled.sum_slot < 0 || compiled.sum_bytes == 0) continue;
-    const size_t operand = static_cast<size_t>(compiled.sum_slot);
-    const size_t out = static_cast<size_t>(step.output);
-    if (program_.slots[operand].kind != Slot::Kind::kIntermediate || program_.slots[out].kind != Slot::Kind::kIntermediate ||
-        last[operand] != static_cast<int64_t>(k) || alias[out] >= 0) {
-      continue;
-    }
-    bool read_otherwise = false;
-    for (int32_t slot : step.inputs) read_otherwise |= static_cast<size_t>(slot) == operand;
-    for (const PostOp& p : step.post_ops) read_otherwise |= p.kind == PostOpKind::kBinary && static_cast<size_t>(p.slot) == operand;
-    if (read_otherwise) continue;
-    // Aliases form no cycle, even for a payload that writes a slot twice: a slot written after
-    // step k is used after k, so it is never the operand last read at k.
-    const size_t root = root_of(operand);
-    alias[out] = static_cast<int32_t>(root);
-    last[root] = std::max(last[root], last[out]);
-    compiled.sum_in_place = true;
-  }
-  offsets_.assign(num_slots, -1);
-  struct Placed {
-    int64_t offset, size, first, last;
-  };
-  std::vector<size_t> order;
-  for (size_t s = 0; s < num_slots; ++s) {
-    if (program_.slots[s].kind == Slot::Kind::kIntermediate && first[s] >= 0 && alias[s] < 0) order.push_back(s);
-  }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return descs_[a].get_size() > descs_[b].get_size(); });
-  std::vector<Placed> placed;
-  for (size_t s : order) {
-    const int64_t size = align_up(std::max<int64_t>(1, static_cast<int64_t>(descs_[s].get_size())));
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (const Placed& p : placed) {
-      if (p.first <= last[s] && first[s] <= p.last) busy.emplace_back(p.offset, p.offset + p.size);
-    }
-    std::sort(busy.begin(), busy.end());
-    int64_t offset = 0;
-    for (const auto& [begin, end] : busy) {
-      if (offset + size <= begin) break;
-      offset = std::max(offset, end);
-    }
-    placed.push_back({offset, size, first[s], last[s]});
-    offsets_[s] = offset;
-    workspace_bytes_ = std::max(workspace_bytes_, offset + size);
-  }
-  for (size_t s = 0; s < num_slots; ++s) {
-    if (alias[s] >= 0) offsets_[s] = offsets_[root_of(s)];
+  WorkspacePlan workspace = plan_workspace(program_, descs_, facts);
+  offsets_ = std::move(workspace.offsets);
+  workspace_bytes_ = workspace.bytes;
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    steps_[k].sum_in_place = workspace.sum_in_place[k] != 0;
+    steps_[k].concat_in_place = std::move(workspace.concat_in_place[k]);
   }
   scratchpad_offset_ = workspace_bytes_;
   workspace_bytes_ += align_up(scratchpad);
@@ -582,6 +526,16 @@ std::string DnnlRegion::node_algorithm(size_t node) const {
     const Step& step = program_.steps[k];
     if (step.node != static_cast<int32_t>(node)) continue;
     swish |= steps_[k].swish.has_value();
+    if (!steps_[k].concat_in_place.empty()) {
+      const auto in_place = std::count(steps_[k].concat_in_place.begin(), steps_[k].concat_in_place.end(), 1);
+      const size_t inputs = steps_[k].concat_in_place.size();
+      if (in_place == static_cast<std::ptrdiff_t>(inputs)) {
+        note = "in place: every input is written into the output where it belongs, nothing is copied";
+      } else if (in_place > 0) {
+        note = str_cat("in place for ", in_place, " of ", inputs, " inputs (written into the output where they "
+                       "belong); the others are copied");
+      }
+    }
     if (steps_[k].single_candidate && steps_[k].threads == 1 && !one_thread) one_thread = &steps_[k];
     if (step.kind != StepKind::kConvolution || !note.empty()) continue;
     convolution = true;
@@ -760,7 +714,7 @@ void DnnlRegion::execute_step(size_t k, RunContext& context, int threads) const 
     for (size_t i = 0; i < compiled.concat_copy->run_bytes.size(); ++i) {
       sources.push_back(args.at(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i)).get_data_handle());
     }
-    run_concat_copy(*compiled.concat_copy, sources, args.at(DNNL_ARG_DST).get_data_handle());
+    run_concat_copy(*compiled.concat_copy, sources, args.at(DNNL_ARG_DST).get_data_handle(), compiled.concat_in_place);
   } else if (compiled.max_pool) {
     const std::unordered_map<int, memory>& args = context.args[k];
     run_max_pool(*compiled.max_pool, static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),

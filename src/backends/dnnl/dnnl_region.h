@@ -79,6 +79,7 @@ class DnnlRegion : public ExecutableRegion {
     dnnl::primitive single_primitive;
     double single_ms = 0, team_ms = 0;
     std::optional<ConcatCopyPlan> concat_copy;  // a concat step run as memcpys instead of its primitive
+    std::vector<char> concat_in_place;          // per input of a concat copy: written into the output by its producer
     std::optional<MaxPoolPlan> max_pool;        // a max pooling step run as a direct loop instead of its primitive
     std::optional<int64_t> swish;               // an eltwise swish step run by Tessera's loop: its buffer's floats
     std::optional<WinogradPlan> winograd;       // a 3x3 convolution run by Tessera's Winograd kernel
