@@ -64,6 +64,18 @@ struct ProgramBuilder {
     program.steps.push_back(step);
     return step.output;
   }
+  /// A view (a reshape, or a slice of whole channels at batch 1): `channels` of `in` from `first` on.
+  int32_t view(int32_t in, int64_t first, int64_t channels, Slot::Kind kind = Slot::Kind::kIntermediate) {
+    Step step;
+    step.kind = StepKind::kReorder;
+    step.ints = {3};
+    step.inputs = {in};
+    step.output = slot(channels, kind);
+    view_offsets.push_back({program.steps.size(), first * kPixels * 4});
+    program.steps.push_back(step);
+    return step.output;
+  }
+  std::vector<std::pair<size_t, int64_t>> view_offsets;  // per view step: its bytes' offset in its input
   int32_t concat(std::vector<int32_t> inputs, Slot::Kind kind = Slot::Kind::kIntermediate) {
     int64_t total = 0;
     for (int32_t s : inputs) total += channels(s);
@@ -92,6 +104,9 @@ Planned plan_of(const ProgramBuilder& b) {
     p.facts[k].input_is_slot.assign(step.inputs.size(), 1);
     for (const PostOp& op : step.post_ops) {
       if (op.kind == PostOpKind::kSum) p.facts[k].sum_slot = op.slot;
+    }
+    for (const auto& [view_step, offset] : b.view_offsets) {
+      if (view_step == k) p.facts[k].view_offset = offset;
     }
     if (step.kind == StepKind::kConcat) {
       std::vector<memory::desc> roles;
@@ -163,7 +178,24 @@ std::string simulate(const ProgramBuilder& b, const Planned& p) {
         offset += words(s);
       }
       if (!holds(out)) return "concat step " + std::to_string(k) + " does not hold its inputs";
+    } else if (p.facts[k].view_offset >= 0) {
+      const size_t in = static_cast<size_t>(step.inputs[0]);
+      const size_t first = static_cast<size_t>(p.facts[k].view_offset / 4);
+      expected[out].assign(expected[in].begin() + static_cast<std::ptrdiff_t>(first),
+                           expected[in].begin() + static_cast<std::ptrdiff_t>(first + words(out)));
+      if (!p.plan.view[k]) std::copy(expected[out].begin(), expected[out].end(), dst);
+      if (!holds(out)) return "view step " + std::to_string(k) + " does not hold its input's part";
     } else {
+      // In place, the step adds into its output's bytes: they must hold the operand already.
+      if (p.plan.sum_in_place[k]) {
+        for (const PostOp& op : step.post_ops) {
+          const size_t operand = static_cast<size_t>(op.slot);
+          if (op.kind == PostOpKind::kSum && !std::equal(expected[operand].begin(), expected[operand].end(), dst)) {
+            return "step " + std::to_string(k) + " adds in place but its output's bytes do not hold slot " +
+                   std::to_string(operand);
+          }
+        }
+      }
       expected[out].resize(words(out));
       for (size_t i = 0; i < words(out); ++i) expected[out][i] = static_cast<int32_t>((k + 1) * 1000000 + i);
       std::copy(expected[out].begin(), expected[out].end(), dst);
@@ -233,9 +265,41 @@ TEST(DnnlWorkspace, WhatCannotShareIsCopied) {
   (void)d;
 }
 
+TEST(DnnlWorkspace, ViewsAreTheirInputsBytes) {
+  // ShuffleNetV2's unit: a channel split into two views, one half through a convolution, the halves
+  // concatenated again; and a sum in place over a slot whose view is read later must not happen.
+  ProgramBuilder b;
+  const int32_t input = b.slot(64, Slot::Kind::kInput);
+  const int32_t x = b.compute({input}, 64);          // step 0
+  const int32_t left = b.view(x, 0, 32);             // step 1
+  const int32_t right = b.view(x, 32, 32);           // step 2
+  const int32_t branch = b.compute({right}, 32);     // step 3
+  const int32_t cat = b.concat({left, branch});      // step 4
+  const int32_t y = b.compute({cat}, 64);            // step 5
+  const int32_t flat = b.view(y, 0, 64);             // step 6: a view of y, read at step 9
+  const int32_t w = b.compute({cat}, 64);            // step 7
+  const int32_t z = b.compute({w}, 64, y);           // step 8: adds y (its last direct read): not in place
+  const int32_t u = b.compute({z, flat}, 64);        // step 9
+  // A sum in place over the second half of u: it must write at that half's bytes.
+  const int32_t u_left = b.view(u, 0, 32);           // step 10
+  const int32_t u_right = b.view(u, 32, 32);         // step 11
+  const int32_t v = b.compute({u_left}, 32);         // step 12: u_left's last read
+  const int32_t s = b.compute({v}, 32, u_right);     // step 13: adds u_right in place
+  b.compute({s}, 32, -1, Slot::Kind::kOutput);       // step 14
+  const Planned p = plan_of(b);
+  EXPECT_EQ(simulate(b, p), "");
+  EXPECT_TRUE(p.plan.view[1] && p.plan.view[2] && p.plan.view[6]);
+  EXPECT_EQ(p.plan.offsets[static_cast<size_t>(left)], p.plan.offsets[static_cast<size_t>(x)]);
+  EXPECT_EQ(p.plan.offsets[static_cast<size_t>(right)], p.plan.offsets[static_cast<size_t>(x)] + 32 * kPixels * 4);
+  EXPECT_FALSE(p.plan.sum_in_place[8]);
+  EXPECT_TRUE(p.plan.sum_in_place[13]);
+  EXPECT_EQ(p.plan.offsets[static_cast<size_t>(s)], p.plan.offsets[static_cast<size_t>(u_right)]);
+  (void)cat;
+}
+
 TEST(DnnlWorkspace, RandomProgramsKeepEveryValueIntact) {
   std::mt19937 random(20261205);
-  for (int trial = 0; trial < 400; ++trial) {
+  for (int trial = 0; trial < 1000; ++trial) {
     SCOPED_TRACE("trial " + std::to_string(trial));
     ProgramBuilder b;
     std::vector<int32_t> values = {b.slot(16 * static_cast<int64_t>(1 + random() % 3), Slot::Kind::kInput)};
@@ -244,8 +308,14 @@ TEST(DnnlWorkspace, RandomProgramsKeepEveryValueIntact) {
       const bool last = k == steps - 1;
       const Slot::Kind kind = last || random() % 8 == 0 ? Slot::Kind::kOutput : Slot::Kind::kIntermediate;
       auto pick = [&] { return values[random() % values.size()]; };
-      const uint32_t what = random() % 10;
-      if (what < 4) {
+      const uint32_t what = random() % 12;
+      if (what >= 10) {
+        const int32_t x = pick();
+        const int64_t blocks = b.channels(x) / 16;
+        const int64_t first = static_cast<int64_t>(random() % static_cast<uint32_t>(blocks));
+        const int64_t count = 1 + static_cast<int64_t>(random() % static_cast<uint32_t>(blocks - first));
+        values.push_back(b.view(x, 16 * first, 16 * count, kind));
+      } else if (what < 4) {
         std::vector<int32_t> inputs;
         const int n = 1 + static_cast<int>(random() % 4);
         for (int i = 0; i < n; ++i) inputs.push_back(pick());

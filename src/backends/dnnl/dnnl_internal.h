@@ -247,16 +247,19 @@ struct StepMemoryFacts {
   int32_t sum_slot = -1;                  // a sum post-op's operand in the output's layout (a byte copy), or -1
   const ConcatCopyPlan* concat = nullptr;  // a concat run as copies
   std::vector<char> input_is_slot;        // per input: read in the slot's own layout (no view)
+  int64_t view_offset = -1;  // a step whose output is its input's bytes from this offset on (a view), or -1
 };
 struct WorkspacePlan {
   std::vector<int64_t> offsets;                    // per slot: byte offset of an intermediate, -1 for others
   int64_t bytes = 0;                               // the intermediates' part of the workspace
   std::vector<char> sum_in_place;                  // per step: writes its output over its sum operand
+  std::vector<char> view;                          // per step: its output is its input's bytes (nothing to run)
   std::vector<std::vector<char>> concat_in_place;  // per concat step, per input: already in the output
 };
-/// Places a region's intermediates in one workspace by liveness, an in-place
-/// sum's output over its operand and concat inputs inside their concat's output
-/// (dnnl_workspace.cc says when). Offsets are multiples of 64.
+/// Places a region's intermediates in one workspace by liveness, a view's output
+/// on its input's bytes, an in-place sum's output over its operand and concat
+/// inputs inside their concat's output (dnnl_workspace.cc says when). Offsets
+/// are multiples of 64.
 WorkspacePlan plan_workspace(const Program& program, const std::vector<memory::desc>& descs,
                              const std::vector<StepMemoryFacts>& facts);
 

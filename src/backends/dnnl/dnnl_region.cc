@@ -61,6 +61,36 @@ memory::desc input_view(const Step& step, size_t index, const memory::desc& slot
   throw_user_error("oneDNN payload: unknown reorder view ", step.ints[0]);
 }
 
+/// Where a reorder step's output is a view of its input's bytes: the byte offset of its data in the
+/// input, or -1. A reshape of a plain layout into a plain layout is all of it; a sub-block of a plain
+/// layout is one contiguous part of it when it narrows one axis, takes a single index of every axis
+/// before that one and all of every axis after it (a channel slice at batch 1).
+int64_t view_offset(const Step& step, const memory::desc& input, const memory::desc& output) {
+  if (step.kind != StepKind::kReorder || step.inputs.size() != 1 || step.ints.empty() || !step.post_ops.empty() ||
+      !step.output_scales.empty() || step.src_zero_point != 0 || step.dst_zero_point != 0 ||
+      input.data_type() != output.data_type() || !is_plain(input) || !is_plain(output)) {
+    return -1;
+  }
+  if (step.ints[0] == 1) return input.get_size() == output.get_size() ? 0 : -1;
+  if (step.ints[0] != 3) return -1;
+  const memory::dims source = input.dims(), out = output.dims();
+  if (step.ints.size() != source.size() + 1 || out.size() != source.size()) return -1;
+  size_t axis = 0;  // the first axis the slice does not take whole
+  while (axis < source.size() && out[axis] == source[axis]) ++axis;
+  for (size_t i = 0; i < axis; ++i) {
+    if (step.ints[i + 1] != 0 || source[i] != 1) return -1;  // whole, and of size 1 (nothing to stride over)
+  }
+  for (size_t i = axis + 1; i < source.size(); ++i) {
+    if (out[i] != source[i] || step.ints[i + 1] != 0) return -1;
+  }
+  int64_t offset = 0, stride = static_cast<int64_t>(memory::data_type_size(input.data_type()));
+  for (size_t i = source.size(); i-- > 0;) {
+    offset += step.ints[i + 1] * stride;
+    stride *= source[i];
+  }
+  return offset;
+}
+
 /// A matmul with ints[0] == 1 runs on its source and output viewed as 2-D
 /// (leading dims collapsed), so that its constant weights can be packed.
 bool collapses_to_2d(const Step& step) { return step.kind == StepKind::kMatMul && !step.ints.empty() && step.ints[0] == 1; }
@@ -493,12 +523,15 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     for (size_t i = 0; i < step.inputs.size(); ++i) {
       facts[k].input_is_slot.push_back(compiled.roles[i] == descs_[static_cast<size_t>(step.inputs[i])]);
     }
+    facts[k].view_offset = view_offset(step, descs_[static_cast<size_t>(step.inputs.empty() ? 0 : step.inputs[0])],
+                                       descs_[static_cast<size_t>(step.output)]);
   }
   WorkspacePlan workspace = plan_workspace(program_, descs_, facts);
   offsets_ = std::move(workspace.offsets);
   workspace_bytes_ = workspace.bytes;
   for (size_t k = 0; k < steps_.size(); ++k) {
     steps_[k].sum_in_place = workspace.sum_in_place[k] != 0;
+    steps_[k].view = workspace.view[k] != 0;
     steps_[k].concat_in_place = std::move(workspace.concat_in_place[k]);
   }
   scratchpad_offset_ = workspace_bytes_;
@@ -526,6 +559,7 @@ std::string DnnlRegion::node_algorithm(size_t node) const {
     const Step& step = program_.steps[k];
     if (step.node != static_cast<int32_t>(node)) continue;
     swish |= steps_[k].swish.has_value();
+    if (steps_[k].view) note = "a view of its input's bytes: nothing is copied";
     if (!steps_[k].concat_in_place.empty()) {
       const auto in_place = std::count(steps_[k].concat_in_place.begin(), steps_[k].concat_in_place.end(), 1);
       const size_t inputs = steps_[k].concat_in_place.size();
@@ -697,6 +731,7 @@ void DnnlRegion::bind_views(RunContext& context) const {
 
 void DnnlRegion::execute_step(size_t k, RunContext& context, int threads) const {
   const CompiledStep& compiled = steps_[k];
+  if (compiled.view) return;  // its output is its input's bytes
   const dnnl::primitive& primitive = threads == compiled.threads ? compiled.primitive : compiled.single_primitive;
   if (compiled.sum_slot >= 0 && !compiled.sum_in_place) {
     memory& operand = context.slots[static_cast<size_t>(compiled.sum_slot)];

@@ -1,4 +1,6 @@
-"""A DenseNet-style block against a float64 numpy reference.
+"""How oneDNN regions hold their values (dnnl_workspace.cc), against float64 numpy references.
+
+A DenseNet-style block:
 
 Each layer concatenates the block's input and every feature made before it, then BatchNormalization -> Relu
 -> 1x1 Conv -> Relu -> 3x3 Conv makes its feature. On oneDNN the BatchNormalization -> Relu pairs run as one
@@ -6,7 +8,11 @@ step (pattern BatchNormRelu, oneDNN's fuse_norm_relu), a feature read by several
 and where the concats run as copies of whole runs (batch 1, a blocked layout) the features are written in
 place into one buffer for the block (dnnl_workspace.cc): every one of those must leave the values intact.
 A second reader of two features takes them into its own buffer, so the block's concats copy those and take
-the rest in place. Batch 2 takes the copying path. A NaN in the input must reach the outputs it reaches in numpy."""
+the rest in place. Batch 2 takes the copying path. A NaN in the input must reach the outputs it reaches in numpy.
+
+A ShuffleNetV2-style unit: a channel split (two Slices), one half through convolutions, a concat, the channel
+shuffle (Reshape -> Transpose -> Reshape) and a Flatten: at batch 1 the reshapes and the channel slices of a
+plain layout are views of their inputs' bytes, nothing copied; at batch 2 the slices are copies."""
 import os
 import sys
 
@@ -128,3 +134,76 @@ def test_dense_block_matches_numpy(tmp_path, batch):
     x = np.random.default_rng(7).standard_normal((batch, X0, SIDE, SIDE)).astype(np.float32)
     for y, expected in zip(tessera.InferenceSession(artifact).run(None, {"x": x}), reference(x)):
         np.testing.assert_allclose(y, expected, rtol=1e-4, atol=2e-4)
+
+
+def shuffle_unit(tmp_path, batch, channels=64, side=12):
+    rng = np.random.default_rng(77)
+    half = channels // 2
+    w1 = (rng.standard_normal((half, half, 1, 1)) / np.sqrt(half)).astype(np.float32)
+    w3 = (rng.standard_normal((half, 1, 3, 3)) / 3).astype(np.float32)
+    w2 = (rng.standard_normal((half, half, 1, 1)) / np.sqrt(half)).astype(np.float32)
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w3, "w3"), numpy_helper.from_array(w2, "w2"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero"),
+             numpy_helper.from_array(np.array([half], np.int64), "half"),
+             numpy_helper.from_array(np.array([channels], np.int64), "all"),
+             numpy_helper.from_array(np.array([1], np.int64), "axis"),
+             numpy_helper.from_array(np.array([batch, 2, half, side, side], np.int64), "split_shape"),
+             numpy_helper.from_array(np.array([batch, channels, side, side], np.int64), "merged_shape")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], name="stem"),
+             helper.make_node("Relu", ["a"], ["r"], name="stem_relu"),
+             helper.make_node("Slice", ["r", "zero", "half", "axis"], ["left"], name="split_left"),
+             helper.make_node("Slice", ["r", "half", "all", "axis"], ["right"], name="split_right"),
+             helper.make_node("Conv", ["right", "w1"], ["b1"], name="pw1"),
+             helper.make_node("Relu", ["b1"], ["b1r"], name="pw1_relu"),
+             helper.make_node("Conv", ["b1r", "w3"], ["b2"], pads=[1, 1, 1, 1], group=half, name="dw"),
+             helper.make_node("Conv", ["b2", "w2"], ["b3"], name="pw2"),
+             helper.make_node("Relu", ["b3"], ["b3r"], name="pw2_relu"),
+             helper.make_node("Concat", ["left", "b3r"], ["cat"], axis=1, name="concat"),
+             helper.make_node("Reshape", ["cat", "split_shape"], ["s5"], name="shuffle_split"),
+             helper.make_node("Transpose", ["s5"], ["t5"], perm=[0, 2, 1, 3, 4], name="shuffle"),
+             helper.make_node("Reshape", ["t5", "merged_shape"], ["shuffled"], name="shuffle_merge"),
+             helper.make_node("Conv", ["shuffled", "w4"], ["c"], name="head"),
+             helper.make_node("Flatten", ["c"], ["y"], axis=1, name="flatten")]
+    w0 = (rng.standard_normal((channels, 16, 1, 1)) / 4).astype(np.float32)
+    w4 = (rng.standard_normal((channels, channels, 1, 1)) / 8).astype(np.float32)
+    inits += [numpy_helper.from_array(w0, "w0"), numpy_helper.from_array(w4, "w4")]
+    graph = helper.make_graph(nodes, "shuffle_unit",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16, side, side])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    path = str(tmp_path / "shuffle_unit.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+    def depthwise(x, w):
+        xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        windows = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+        return np.einsum("nchwij,cij->nchw", windows, w[:, 0].astype(np.float64))
+
+    def reference(x):
+        r = relu(conv(x, w0))
+        left, right = r[:, :half], r[:, half:]
+        b = relu(conv(depthwise(relu(conv(right, w1)), w3), w2))
+        cat = np.concatenate([left, b], axis=1)
+        shuffled = cat.reshape(batch, 2, half, side, side).transpose(0, 2, 1, 3, 4).reshape(batch, channels, side, side)
+        return conv(shuffled, w4).reshape(batch, -1)
+
+    return path, reference
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_channel_split_and_shuffle_match_numpy(tmp_path, batch):
+    path, reference = shuffle_unit(tmp_path, batch)
+    session = tessera.InferenceSession(path)
+    placement = {p["node"]: p for p in session.placement()}
+    if cpu_isa.dnnl_avx2() and batch == 1:
+        # The unit is one oneDNN region; its reshapes are views where their input is plain.
+        assert all(p["backend"] == "dnnl" for p in placement.values() if p["backend"] != "folded"), placement
+        views = [name for name, p in placement.items() if "view of its input" in p["note"]]
+        assert "shuffle_merge" in views or "flatten" in views, placement
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((batch, 16, 12, 12)).astype(np.float32)
+        if seed == 2:
+            x[-1, 5, 3, 4] = np.nan
+        expected = reference(x)
+        y = session.run(None, {"x": x})[0]
+        assert y.shape == expected.shape, y.shape
+        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
