@@ -33,6 +33,8 @@
 // again, and no concat input goes into a range an in-place sum writes over, so
 // no slot's bytes change after its one write while it is live.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "backends/dnnl/dnnl_internal.h"
 
@@ -89,9 +91,13 @@ WorkspacePlan plan_workspace(const Program& program, const std::vector<memory::d
     shared[into] = 1;
   };
 
+  // TESSERA_DNNL_IN_PLACE=0 copies every view and concat input (for A/B runs).
+  const char* in_place_setting = std::getenv("TESSERA_DNNL_IN_PLACE");
+  const bool share_views_and_concats = !in_place_setting || std::strcmp(in_place_setting, "0") != 0;
+
   // Views: a reshape of a plain layout, or a slice of one that is a contiguous part of it, is its
   // input's bytes.
-  for (size_t k = 0; k < num_steps; ++k) {
+  for (size_t k = 0; k < num_steps && share_views_and_concats; ++k) {
     const Step& step = program.steps[k];
     if (facts[k].view_offset < 0 || step.inputs.size() != 1 || facts[k].view_offset % kAlignment != 0) continue;
     const size_t in = static_cast<size_t>(step.inputs[0]);
@@ -135,7 +141,7 @@ WorkspacePlan plan_workspace(const Program& program, const std::vector<memory::d
     plan.sum_in_place[k] = 1;
   }
 
-  for (size_t k = num_steps; k-- > 0;) {
+  for (size_t k = share_views_and_concats ? num_steps : 0; k-- > 0;) {
     const Step& step = program.steps[k];
     const ConcatCopyPlan* concat = facts[k].concat;
     if (!concat || concat->outer != 1 || concat->run_bytes.size() != step.inputs.size()) continue;
