@@ -44,6 +44,22 @@ void expect_size(const std::vector<float>& data, int64_t count, const char* what
 
 }  // namespace
 
+const float* constant_plain_view(const Graph& region, const Slot& slot) {
+  if (slot.transform != ConstantTransform::kNone || slot.sources.empty() || slot.sources[0] < 0 ||
+      static_cast<size_t>(slot.sources[0]) >= region.values.size()) {
+    return nullptr;
+  }
+  const std::shared_ptr<const Tensor>& constant = region.values[static_cast<size_t>(slot.sources[0])].constant;
+  if (!constant || constant->dtype() != DType::kFloat32) return nullptr;
+  int64_t count = 1;
+  for (int64_t d : slot.dims) {
+    if (d <= 0 || d > kMaxSlotDim) return nullptr;
+    count *= d;
+    if (count > kMaxConstantElements) return nullptr;
+  }
+  return constant->numel() == count ? constant->as<float>() : nullptr;
+}
+
 std::vector<float> constant_plain_data(const Graph& region, const Slot& slot) {
   int64_t count = 1;
   for (int64_t d : slot.dims) {

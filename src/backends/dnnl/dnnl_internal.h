@@ -364,6 +364,9 @@ void run_winograd_step(const WinogradPlan& plan, const float* weights, const std
 // --- constants ---
 /// The bytes of a constant slot in plain layout, after its transform.
 std::vector<float> constant_plain_data(const Graph& region, const Slot& slot);
+/// The constant's own float32 data where the slot takes it as it is (no transform, no conversion):
+/// what constant_plain_data would copy, read in place; nullptr otherwise.
+const float* constant_plain_view(const Graph& region, const Slot& slot);
 /// The value of `id` when it is a one-element float32 constant holding a
 /// finite number (what an Add/Sub/Mul/Div with it becomes an eltwise_linear
 /// for), else nullopt.

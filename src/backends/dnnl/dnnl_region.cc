@@ -467,10 +467,23 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     const Slot& slot = program_.slots[s];
     if (slot.kind != Slot::Kind::kConstant) continue;
     const std::string key = shared ? constant_slot_key(slot) : std::string();
+    // The plain values: the constant itself where the slot takes it as it is, else a converted copy
+    // (copying every weight first faulted in as many fresh pages again: 23% of a GPT-2-sized decoder's
+    // page faults at session creation).
     std::vector<float> plain;
-    auto plain_data = [&]() -> const std::vector<float>& {
-      if (plain.empty()) plain = constant_plain_data(region, slot);
-      return plain;
+    const float* plain_values = nullptr;
+    size_t plain_count = 0;
+    auto load_plain = [&] {
+      if (plain_values) return;
+      plain_values = constant_plain_view(region, slot);
+      if (plain_values) {
+        plain_count = 1;
+        for (int64_t d : slot.dims) plain_count *= static_cast<size_t>(d);
+      } else {
+        plain = constant_plain_data(region, slot);
+        plain_values = plain.data();
+        plain_count = plain.size();
+      }
     };
     for (size_t k : winograd_readers[s]) {
       CompiledStep& compiled = steps_[k];
@@ -481,11 +494,12 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
         }
         if (compiled.winograd_weights) continue;
       }
-      if (static_cast<int64_t>(plain_data().size()) != plan.out_channels * plan.in_channels * 9) {
+      load_plain();
+      if (static_cast<int64_t>(plain_count) != plan.out_channels * plan.in_channels * 9) {
         throw_user_error("oneDNN payload: Winograd weights of the wrong size");
       }
       auto weights = std::make_shared<std::vector<float>>(static_cast<size_t>(plan.weight_floats()) + 16, 0.0f);
-      write_winograd_weights(plan, plain_data().data(), first_aligned(weights->data()));
+      write_winograd_weights(plan, plain_values, first_aligned(weights->data()));
       compiled.winograd_weights = weights;
       if (shared) {
         shared->winograd.push_back({key, plan.in_blocks, plan.out_blocks, weights});
@@ -500,13 +514,17 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       }
       if (constants_[s]) continue;
     }
+    load_plain();
     memory::desc plain_layout = plain_desc(slot.dims);
-    memory source(plain_layout, engine_, const_cast<float*>(plain_data().data()));
-    constants_[s] = memory(descs_[s], engine_);
+    memory source(plain_layout, engine_, const_cast<float*>(plain_values));
+    // In Tessera's buffers (2 MiB pages for large ones, allocate_aligned) rather than oneDNN's own.
+    auto storage = std::make_shared<Buffer>(descs_[s].get_size(), true);  // zeros in any padding of the layout
+    constants_[s] = memory(descs_[s], engine_, storage->data());
     dnnl::reorder(source, constants_[s]).execute(stream, source, constants_[s]);
     if (shared) {
-      shared->reordered.push_back({key, descs_[s], constants_[s]});
+      shared->reordered.push_back({key, descs_[s], constants_[s], storage});
     } else {
+      constant_storage_.push_back(storage);
       own_constant_bytes_ += static_cast<int64_t>(descs_[s].get_size());
     }
     stream.wait();  // `plain` is freed at the end of this iteration

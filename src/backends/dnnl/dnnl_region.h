@@ -20,6 +20,7 @@ struct SharedConstants {
     std::string slot_key;
     memory::desc desc;
     memory data;
+    std::shared_ptr<Buffer> storage;  // data's bytes
   };
   struct Winograd {
     std::string slot_key;
@@ -117,6 +118,7 @@ class DnnlRegion : public ExecutableRegion {
   std::vector<memory::desc> descs_;  // per slot
   std::vector<CompiledStep> steps_;
   std::vector<memory> constants_;    // per slot (constant slots only; empty for weights only Winograd steps read)
+  std::vector<std::shared_ptr<Buffer>> constant_storage_;  // the bytes of constants_ not in SharedConstants
   std::vector<int64_t> offsets_;     // per slot: workspace offset of intermediates
   int64_t workspace_bytes_ = 0;
   int64_t own_constant_bytes_ = 0;
