@@ -378,15 +378,22 @@ bool inputs_finite(const RegionPlan& plan, RunStore& store) {
 /// Runs a guarded region's (or open-shaped region's) nodes on native, compiling them on first need
 /// (once, whichever thread gets there first).
 void run_on_native(const RegionPlan& plan, RunStore& store, RunProfile* profile) {
-  std::call_once(plan.fallback_compiled, [&] {
-    plan.fallback = plan.fallback_backend->compile(plan.fallback_region.graph, plan.fallback_options).executable;
-  });
+  if (compile_fallback(plan)) ++store.counts.fallback_compiles;
   FallbackRegionStore region_store(plan, store, profile);
   plan.fallback->run(region_store);
   region_store.finish();
 }
 
 }  // namespace
+
+bool compile_fallback(const RegionPlan& plan) {
+  bool compiled = false;
+  std::call_once(plan.fallback_compiled, [&] {
+    plan.fallback = plan.fallback_backend->compile(plan.fallback_region.graph, plan.fallback_options).executable;
+    compiled = true;
+  });
+  return compiled;
+}
 
 void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& resident, RunProfile* profile,
                 size_t region_index, bool standalone) {

@@ -100,6 +100,9 @@ struct RunCounts {
   int64_t shape_cache_misses = 0;
   double shape_prepare_milliseconds = 0;
   int64_t shape_fallbacks = 0;
+  /// Native fallback regions compiled during the run, at their first need (a region that expects to
+  /// need one has it compiled with the model: ExecutableRegion::expects_fallback_shapes).
+  int64_t fallback_compiles = 0;
   /// Working memory allocated during the run (not taken from what earlier runs
   /// left for reuse): values of shapes known only at run time, backends'
   /// workspaces; not the outputs handed to the caller.
@@ -115,6 +118,7 @@ struct RunCounts {
     shape_cache_misses += other.shape_cache_misses;
     shape_prepare_milliseconds += other.shape_prepare_milliseconds;
     shape_fallbacks += other.shape_fallbacks;
+    fallback_compiles += other.fallback_compiles;
     allocations += other.allocations;
     binding_copies += other.binding_copies;
     binding_copy_bytes += other.binding_copy_bytes;

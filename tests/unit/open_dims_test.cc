@@ -241,5 +241,45 @@ TEST(OpenDims, ProbeSendsWhatOneDnnRunsSlowlyElsewhereAsThisCpuImplies) {
   }
 }
 
+TEST(OpenDims, AFewRowProductsFallbackIsCompiledWithTheModel) {
+  // A float32 matmul of open rows against 2^21 weights (a decoder's projection): where oneDNN keeps it
+  // (AVX-512), one to three rows run on native, whose region is compiled with the model, not by the
+  // first such call (a GPT-2-sized decoder's first token took 0.9 s for that). Below AVX-512 the probe
+  // places it on native outright. Either way no run compiles anything, and every row count is right.
+  GraphBuilder b;
+  const ValueId x = b.input("x", {-1, 1024});
+  b.graph.value(x).type.symbols = {"rows", ""};
+  const Tensor w = random_uniform({1024, 2048}, 12, -0.05f, 0.05f);
+  const ValueId y = b.node("MatMul", {x, b.constant(w)});
+  b.output(b.node("Relu", {y}));
+  CompileOptions options;
+  options.backends = {"dnnl", "native"};
+  std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
+  std::string matmul_backend;
+  for (const NodePlacement& p : model->placement()) {
+    if (p.op_type == "MatMul") matmul_backend = p.backend;
+  }
+  if (cpu_isa::dnnl_avx512()) EXPECT_EQ(matmul_backend, "dnnl");
+  for (int64_t rows : {1, 2, 5, 1}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    const Tensor input = random_uniform({rows, 1024}, static_cast<uint32_t>(rows), -1, 1);
+    RunProfile profile;
+    const Tensor out = model->run({input.view()}, {}, &profile)[0];
+    EXPECT_EQ(profile.counts.fallback_compiles, 0);
+    if (matmul_backend == "dnnl") EXPECT_EQ(profile.counts.shape_fallbacks, rows < 4 ? 1 : 0);
+    ASSERT_EQ(out.shape(), (Shape{rows, 2048}));
+    int failures = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < 2048; ++c) {
+        double sum = 0;
+        for (int64_t k = 0; k < 1024; ++k) sum += double(input.as<float>()[r * 1024 + k]) * w.as<float>()[k * 2048 + c];
+        const double expected = std::max(sum, 0.0), actual = out.as<float>()[r * 2048 + c];
+        if (!(std::fabs(actual - expected) <= 1e-4 + 1e-4 * std::fabs(expected)) && failures++ < 5) {
+          ADD_FAILURE() << "[" << r << ", " << c << "]: " << actual << ", expected " << expected;
+        }
+      }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::testing

@@ -70,6 +70,25 @@ ValueId region_value(const Graph& region, const Node& node, const Graph& graph, 
   return at == graph.inputs.end() ? kNoValue : node.inputs[static_cast<size_t>(at - graph.inputs.begin())];
 }
 
+/// A float32 MatMul or Gemm against constant weights of at least kSlowBrgemmMinWeights elements whose
+/// rows (the first operand's dims but its last) are not all known: at one to three rows its region runs
+/// on native (slow_kernel_reason).
+bool few_row_product(const Graph& region, const Node& node) {
+  const auto [main, graph] = main_node(region, node);
+  if (!main->domain.empty() || (main->op_type != "MatMul" && main->op_type != "Gemm") || main->inputs.size() < 2) {
+    return false;
+  }
+  const ValueId weights = region_value(region, node, *graph, main->inputs[1]);
+  const Value* w = weights != kNoValue ? &region.value(weights) : &graph->value(main->inputs[1]);
+  if (!w->constant || w->constant->dtype() != DType::kFloat32 || w->constant->numel() < kSlowBrgemmMinWeights) return false;
+  const TensorType& a = graph->value(main->inputs[0]).type;
+  if (!a.rank_known || a.dims.empty()) return true;
+  for (size_t d = 0; d + 1 < a.dims.size(); ++d) {
+    if (a.dims[d] < 0) return true;
+  }
+  return false;
+}
+
 bool is_heavy(const Node& node) {
   static const char* const kHeavy[] = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool"};
   return node.domain.empty() && std::find_if(std::begin(kHeavy), std::end(kHeavy),
@@ -155,6 +174,10 @@ OpenDnnlRegion::OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, 
     }
   }
   for (auto& [node, why] : shape_refusals(region)) probe_refusals_.emplace(node, std::move(why));
+  for (size_t i = 0; i < region.nodes.size(); ++i) {
+    if (probe_refusals_.count(static_cast<int32_t>(i))) continue;
+    few_row_products_ |= few_row_product(region, region.nodes[i]);
+  }
   // The probe: the inputs at the core's probe dims, convolutions direct (nothing measured), constants
   // into the shared store (where the shapes run later find them).
   if (probe_input_dims.size() != region.inputs.size()) return;

@@ -48,6 +48,9 @@ class OpenDnnlRegion : public ExecutableRegion {
   /// lowering, and true for a region with a convolution (Winograd may be
   /// chosen at a shape) or one that was not probed.
   bool exact_only_for_finite_inputs() const override { return finite_only_; }
+  /// A float32 MatMul or Gemm against constant weights of kSlowBrgemmMinWeights or more whose row count
+  /// is open: at fewer than kSlowBrgemmMaxRows rows the region runs on native.
+  bool expects_fallback_shapes() const override { return few_row_products_; }
   std::string node_algorithm(size_t node) const override;
   std::string node_refusal(size_t node) const override;
   /// A caller's contiguous buffer (I/O binding): written in place once its
@@ -79,6 +82,7 @@ class OpenDnnlRegion : public ExecutableRegion {
   mutable AlgorithmMemo algorithms_;
   std::map<int32_t, std::string> probe_refusals_;  // region node -> why (found by the probe)
   bool finite_only_ = true;
+  bool few_row_products_ = false;
 };
 
 }  // namespace tessera::dnnl_backend

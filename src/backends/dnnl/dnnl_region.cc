@@ -132,10 +132,6 @@ constexpr int64_t kSingleThreadMacs = int64_t{1} << 19;
 /// goes to another backend (slow_kernel_reason).
 constexpr int64_t kSlowGemmMinRows = 16;
 constexpr int64_t kSlowGemmMinMacs = int64_t{1} << 22;
-/// A float32 brgemm or gemm:jit matmul of fewer rows than this, against
-/// weights of at least kSlowBrgemmMinWeights elements, goes to another backend too.
-constexpr int64_t kSlowBrgemmMaxRows = 4;
-constexpr int64_t kSlowBrgemmMinWeights = int64_t{1} << 21;
 
 /// Why the implementation oneDNN chose for `step` is much slower than what
 /// another backend runs, or "": its reference kernel on a large output, or a
