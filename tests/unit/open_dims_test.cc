@@ -200,6 +200,22 @@ TEST(OpenDims, ShapeCacheStaysWithinItsBoundAndEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(misses_running(*model, first), 0);
 }
 
+/// out = Relu(input x w) for input [rows, k] and w [k, n], against a float64 sum.
+void expect_relu_of_product(const Tensor& out, const Tensor& input, const Tensor& w) {
+  const int64_t rows = input.shape()[0], k = w.shape()[0], n = w.shape()[1];
+  ASSERT_EQ(out.shape(), (Shape{rows, n}));
+  int failures = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      double sum = 0;
+      for (int64_t i = 0; i < k; ++i) sum += double(input.as<float>()[r * k + i]) * w.as<float>()[i * n + c];
+      const double expected = std::max(sum, 0.0), actual = out.as<float>()[r * n + c];
+      if (!(std::fabs(actual - expected) <= 1e-4 + 1e-4 * std::fabs(expected)) && failures++ < 5) {
+        ADD_FAILURE() << "[" << r << ", " << c << "]: " << actual << ", expected " << expected;
+      }
+    }
+}
+
 TEST(OpenDims, ProbeSendsWhatOneDnnRunsSlowlyElsewhereAsThisCpuImplies) {
   // A float32 matmul of open rows: at the probe's 256 rows, below AVX-512 oneDNN 2.6 runs it with
   // gemm:jit, slower than native's packed GEMM, so it is placed on native (as a static compile of
@@ -226,18 +242,8 @@ TEST(OpenDims, ProbeSendsWhatOneDnnRunsSlowlyElsewhereAsThisCpuImplies) {
   // Either way it computes the product, at any number of rows.
   for (int64_t rows : {1, 3, 300}) {
     const Tensor input = random_uniform({rows, 256}, static_cast<uint32_t>(rows), -1, 1);
-    const Tensor out = model->run({input.view()})[0];
-    ASSERT_EQ(out.shape(), (Shape{rows, 256}));
-    int failures = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < 256; ++c) {
-        double sum = 0;
-        for (int64_t k = 0; k < 256; ++k) sum += double(input.as<float>()[r * 256 + k]) * w.as<float>()[k * 256 + c];
-        const double expected = std::max(sum, 0.0), actual = out.as<float>()[r * 256 + c];
-        if (!(std::fabs(actual - expected) <= 1e-4 + 1e-4 * std::fabs(expected)) && failures++ < 5) {
-          ADD_FAILURE() << rows << " rows, [" << r << ", " << c << "]: " << actual << ", expected " << expected;
-        }
-      }
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    expect_relu_of_product(model->run({input.view()})[0], input, w);
   }
 }
 
@@ -267,17 +273,7 @@ TEST(OpenDims, AFewRowProductsFallbackIsCompiledWithTheModel) {
     const Tensor out = model->run({input.view()}, {}, &profile)[0];
     EXPECT_EQ(profile.counts.fallback_compiles, 0);
     if (matmul_backend == "dnnl") EXPECT_EQ(profile.counts.shape_fallbacks, rows < 4 ? 1 : 0);
-    ASSERT_EQ(out.shape(), (Shape{rows, 2048}));
-    int failures = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < 2048; ++c) {
-        double sum = 0;
-        for (int64_t k = 0; k < 1024; ++k) sum += double(input.as<float>()[r * 1024 + k]) * w.as<float>()[k * 2048 + c];
-        const double expected = std::max(sum, 0.0), actual = out.as<float>()[r * 2048 + c];
-        if (!(std::fabs(actual - expected) <= 1e-4 + 1e-4 * std::fabs(expected)) && failures++ < 5) {
-          ADD_FAILURE() << "[" << r << ", " << c << "]: " << actual << ", expected " << expected;
-        }
-      }
+    expect_relu_of_product(out, input, w);
   }
 }
 
