@@ -200,6 +200,22 @@ TEST(OpenDims, ShapeCacheStaysWithinItsBoundAndEvictsTheLeastRecentlyUsed) {
   EXPECT_EQ(misses_running(*model, first), 0);
 }
 
+/// Relu(x w) with x of open rows ("rows") and w constant, compiled on oneDNN + native; the MatMul's
+/// backend and its placement's reason and note.
+std::unique_ptr<CompiledModel> compile_open_rows_product(const Tensor& w, std::string* backend, std::string* note) {
+  GraphBuilder b;
+  const ValueId x = b.input("x", {-1, w.shape()[0]});
+  b.graph.value(x).type.symbols = {"rows", ""};
+  b.output(b.node("Relu", {b.node("MatMul", {x, b.constant(w)})}));
+  CompileOptions options;
+  options.backends = {"dnnl", "native"};
+  std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
+  for (const NodePlacement& p : model->placement()) {
+    if (p.op_type == "MatMul") *backend = p.backend, *note = p.why + " " + p.note;
+  }
+  return model;
+}
+
 /// out = Relu(input x w) for input [rows, k] and w [k, n], against a float64 sum.
 void expect_relu_of_product(const Tensor& out, const Tensor& input, const Tensor& w) {
   const int64_t rows = input.shape()[0], k = w.shape()[0], n = w.shape()[1];
@@ -220,19 +236,9 @@ TEST(OpenDims, ProbeSendsWhatOneDnnRunsSlowlyElsewhereAsThisCpuImplies) {
   // A float32 matmul of open rows: at the probe's 256 rows, below AVX-512 oneDNN 2.6 runs it with
   // gemm:jit, slower than native's packed GEMM, so it is placed on native (as a static compile of
   // that size does); from AVX-512 on oneDNN keeps it.
-  GraphBuilder b;
-  const ValueId x = b.input("x", {-1, 256});
-  b.graph.value(x).type.symbols = {"rows", ""};
   const Tensor w = random_uniform({256, 256}, 11, -0.1f, 0.1f);
-  const ValueId y = b.node("MatMul", {x, b.constant(w)});
-  b.output(b.node("Relu", {y}));
-  CompileOptions options;
-  options.backends = {"dnnl", "native"};
-  std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
   std::string matmul_backend, note;
-  for (const NodePlacement& p : model->placement()) {
-    if (p.op_type == "MatMul") matmul_backend = p.backend, note = p.why + " " + p.note;
-  }
+  std::unique_ptr<CompiledModel> model = compile_open_rows_product(w, &matmul_backend, &note);
   if (cpu_isa::dnnl_avx512()) {
     EXPECT_EQ(matmul_backend, "dnnl") << note;
   } else if (cpu_isa::dnnl_avx2()) {
@@ -252,20 +258,10 @@ TEST(OpenDims, AFewRowProductsFallbackIsCompiledWithTheModel) {
   // (AVX-512), one to three rows run on native, whose region is compiled with the model, not by the
   // first such call (a GPT-2-sized decoder's first token took 0.9 s for that). Below AVX-512 the probe
   // places it on native outright. Either way no run compiles anything, and every row count is right.
-  GraphBuilder b;
-  const ValueId x = b.input("x", {-1, 1024});
-  b.graph.value(x).type.symbols = {"rows", ""};
   const Tensor w = random_uniform({1024, 2048}, 12, -0.05f, 0.05f);
-  const ValueId y = b.node("MatMul", {x, b.constant(w)});
-  b.output(b.node("Relu", {y}));
-  CompileOptions options;
-  options.backends = {"dnnl", "native"};
-  std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
-  std::string matmul_backend;
-  for (const NodePlacement& p : model->placement()) {
-    if (p.op_type == "MatMul") matmul_backend = p.backend;
-  }
-  if (cpu_isa::dnnl_avx512()) EXPECT_EQ(matmul_backend, "dnnl");
+  std::string matmul_backend, note;
+  std::unique_ptr<CompiledModel> model = compile_open_rows_product(w, &matmul_backend, &note);
+  if (cpu_isa::dnnl_avx512()) EXPECT_EQ(matmul_backend, "dnnl") << note;
   for (int64_t rows : {1, 2, 5, 1}) {
     SCOPED_TRACE(std::to_string(rows) + " rows");
     const Tensor input = random_uniform({rows, 1024}, static_cast<uint32_t>(rows), -1, 1);
