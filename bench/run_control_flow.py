@@ -4,12 +4,19 @@ torch (seeded random weights, nothing downloaded), timed with Tessera (default b
 Runtime side by side on the same file and inputs at each thread count; prints the medians in ms, the
 ratio (below 1: Tessera is faster) and the geometric mean.
 
+  vad_16k / vad_8k   tests/python/vad_model.py: a voice-activity detector whose sample-rate input picks one of
+                     two If branches at run time (STFT as a Conv1d, four conv blocks, an LSTM cell, a sigmoid
+                     head; 512 / 256 samples a call, batch 1): the branches run compiled (oneDNN + native)
+  rnn_loop_N         tests/python/test_compiled_bodies.py's Loop of a run-time trip count N carrying h[2, 8]:
+                     h = Tanh(h @ W + bias), every h stacked
   scripted_rows      tests/models' scripted module: a Loop over x's 6 rows (Linear 8x8, an If on the row's
                      sum); its trip count is a constant at the file's fixed shapes, so Tessera unrolls it
   stack_rows_N       torch.stack of a list appended in a Loop over N rows (Linear, Relu, + i), N open
   cat_rows_N         torch.cat of a list of x[i] * i over N rows
   keep_positive_N    appends Linear(x[i]) * (i + 1) for rows with a positive sum (an If in the Loop), then
                      len(), kept[-1] and kept[0] (tests/python/test_torch_sequence.py's modules)
+
+Set TESSERA_COMPILE_BODIES=0 to time Tessera's subgraph interpreter instead of compiled bodies.
 
 Usage: /usr/bin/python3 bench/run_control_flow.py [--threads 1,2] [--iterations 50] [--rows 16,256,2048]
 """
@@ -46,6 +53,47 @@ def list_models(work, rows):
     return out
 
 
+def vad_models(work):
+    """The voice-activity detector at both sample rates, batch 1."""
+    import pathlib
+    import vad_model
+    folder = pathlib.Path(work) / "control_flow"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "vad.onnx"
+    vad_model.export(path)
+    out = []
+    for sr in (16000, 8000):
+        files = []
+        for name, value in vad_model.inputs(1, sr).items():
+            npy = str(folder / ("vad_%d_%s.npy" % (sr, name)))
+            np.save(npy, value)
+            files.append((name, npy))
+        out.append(("vad_%dk" % (sr // 1000), str(path), files))
+    return out
+
+
+def rnn_loop_models(work, trips):
+    import pathlib
+    import onnx
+    import test_compiled_bodies as bodies
+    folder = pathlib.Path(work) / "control_flow"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = str(folder / "rnn_loop.onnx")
+    onnx.save(bodies.rnn_loop_model(), path)
+    rng = np.random.default_rng(7)
+    common = []
+    for name, value in (("h0", rng.standard_normal((2, 8)).astype(np.float32)), ("bias", rng.standard_normal(8).astype(np.float32))):
+        npy = str(folder / ("rnn_%s.npy" % name))
+        np.save(npy, value)
+        common.append((name, npy))
+    out = []
+    for n in trips:
+        npy = str(folder / ("rnn_n%d.npy" % n))
+        np.save(npy, np.array(n, np.int64))
+        out.append(("rnn_loop_%d" % n, path, [("n", npy)] + common))
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser()
     add_common_arguments(parser)
@@ -54,7 +102,9 @@ def main():
     ensure_onnxruntime()
     tessera = os.path.abspath(args.tessera)
     _, path, inputs = model_files(args.work, "scripted_control_flow")
-    models = [("scripted_rows", path, inputs)] + list_models(args.work, [int(r) for r in args.rows.split(",")])
+    rows = [int(r) for r in args.rows.split(",")]
+    models = vad_models(args.work) + rnn_loop_models(args.work, rows) + [("scripted_rows", path, inputs)] + \
+        list_models(args.work, rows)
     print("%-20s %7s %12s %12s %7s" % ("model", "threads", "Tessera ms", "ORT ms", "ratio"))
     for threads in [int(t) for t in args.threads.split(",")]:
         logs = []

@@ -28,6 +28,7 @@
 #include "passes/remove_no_ops.h"
 #include "passes/trim_conv_taps.h"
 #include "runtime/backend_registry.h"
+#include "runtime/compiled_body.h"
 #include "runtime/finite_scan.h"
 #include "runtime/region_plan.h"
 #include "runtime/tuning_record.h"
@@ -274,6 +275,8 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   // library has only a slow reference kernel there): the graph is partitioned
   // again without it, and compiled again, until no new refusal comes (a node
   // that --place or a tuning record puts there stays, with a warning).
+  // The bodies of If and Loop nodes that native prepares here compile as models of their own, with these options.
+  const native::ScopedBodyCompiler body_compiler(make_body_compiler(options));
   for (;;) {
     model->regions_.clear();
     model->partition_ = partition_graph(model->graph_, partition_backends, policy);
@@ -394,7 +397,10 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
 }
 
 void CompiledModel::read_node_precisions() {
-  auto add_note = [](NodePlacement& row, const std::string& text) { row.note += (row.note.empty() ? "" : "; ") + text; };
+  // (An artifact's stored notes already hold what its regions say again at load.)
+  auto add_note = [](NodePlacement& row, const std::string& text) {
+    if (row.note.find(text) == std::string::npos) row.note += (row.note.empty() ? "" : "; ") + text;
+  };
   for (const std::unique_ptr<RegionPlan>& plan : regions_) {
     for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
       // A refusal the backend made when compiling, for a node it runs all the same (placed there by

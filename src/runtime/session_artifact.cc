@@ -8,6 +8,7 @@
 #include "runtime/backend_registry.h"
 #include "runtime/region_plan.h"
 #include "runtime/session.h"
+#include "runtime/compiled_body.h"
 
 namespace tessera {
 
@@ -90,6 +91,11 @@ std::unique_ptr<CompiledModel> CompiledModel::from_artifact(Artifact artifact, c
 
   RegionOptions region_options;
   region_options.num_threads = options.num_threads;
+  // If and Loop bodies compile at load, as models of their own on the artifact's backends (float32).
+  CompileOptions body_options;
+  body_options.num_threads = options.num_threads;
+  body_options.backends = artifact.backends;
+  const native::ScopedBodyCompiler body_compiler(make_body_compiler(body_options));
   for (size_t r = 0; r < partition.regions.size(); ++r) {
     const Region& region = partition.regions[r];
     const ArtifactRegion& stored = artifact.regions[r];

@@ -96,6 +96,13 @@ struct KernelDef {
   /// the store to alias them (ValueStore::alias) and the kernel copies only
   /// where it could not.
   bool output_aliases_input = false;
+  /// The kernel allocates each output whose planned view has no data itself (KernelContext::allocate_output),
+  /// from what it computed (If, Loop: the shapes their bodies make): run_node does not infer its outputs'
+  /// shapes first, which for control flow means walking the bodies on every call.
+  bool allocates_outputs = false;
+  /// What the prepared state chose, for the node's placement note ("" for nothing to say): e.g. an
+  /// If's branches compiled across backends.
+  std::string (*describe)(const void* state) = nullptr;
 };
 
 class KernelRegistry {

@@ -54,6 +54,11 @@ class NativeRegion : public ExecutableRegion {
     }
   }
 
+  std::string node_algorithm(size_t node) const override {
+    if (node >= nodes_.size() || !nodes_[node].state || !nodes_[node].kernel->describe) return "";
+    return nodes_[node].kernel->describe(nodes_[node].state.get());
+  }
+
   bool reads_strided(size_t input, const TensorView& view) const override {
     return input < inputs_.size() && every_reader_takes(inputs_[input], view);
   }

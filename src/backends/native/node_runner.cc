@@ -86,7 +86,7 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
                        "elsewhere in the model)");
     }
   }
-  if (!cn.outputs_static && !boxed) {
+  if (!cn.outputs_static && !boxed && !cn.kernel->allocates_outputs) {
     const std::vector<TensorType> output_types = infer_outputs(cn, inputs);
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (!outputs[i]) continue;

@@ -3,19 +3,27 @@
 // node's inputs after `tessera_formal_inputs` (see src/ir/ops/controlflow.cc).
 #include <limits>
 
+#include "backends/native/compiled_body.h"
 #include "backends/native/kernels/controlflow_internal.h"
 #include "ir/shape_util.h"
 
 namespace tessera::native {
 namespace {
 
-/// Programs built once in prepare; nested control flow (no prepare) builds them per run.
+/// Programs built once in prepare; nested control flow (no prepare) builds them per run. A branch
+/// compiled like a model (compiled_body.h) runs that way; `*_why` says why one is interpreted.
 struct IfState {
   SubgraphProgram then_branch;
   SubgraphProgram else_branch;
+  std::shared_ptr<const CompiledBody> then_compiled;
+  std::shared_ptr<const CompiledBody> else_compiled;
+  std::string then_why;
+  std::string else_why;
 };
 struct LoopState {
   SubgraphProgram body;
+  std::shared_ptr<const CompiledBody> compiled;  // compiled_body.h; null: the interpreter runs `body`
+  std::string why;
 };
 
 bool scalar_bool(const KernelContext& ctx, const TensorView& v, const char* what) {
@@ -34,17 +42,73 @@ size_t formal_inputs_of(const Node& node) {
   return static_cast<size_t>(node.attrs.get_int_or("tessera_formal_inputs", static_cast<int64_t>(node.inputs.size())));
 }
 
-std::shared_ptr<void> prepare_if(const Node& node, const std::vector<const Tensor*>&, const std::vector<TensorType>& types) {
+std::shared_ptr<void> prepare_if(const Node& node, const std::vector<const Tensor*>& constants, const std::vector<TensorType>& types) {
   auto state = std::make_shared<IfState>();
-  const std::vector<TensorType> captures = types_from(types, formal_inputs_of(node));
+  const size_t formal = formal_inputs_of(node);
+  const std::vector<TensorType> captures = types_from(types, formal);
+  const std::vector<const Tensor*> captured_constants(constants.begin() + static_cast<ptrdiff_t>(std::min(formal, constants.size())),
+                                                      constants.end());
   state->then_branch = compile_subgraph(graph_attr(node, "then_branch"), captures);
   state->else_branch = compile_subgraph(graph_attr(node, "else_branch"), captures);
+  state->then_compiled =
+      try_compile_body(*state->then_branch.graph, captures, captured_constants, state->then_branch.kinds, &state->then_why);
+  state->else_compiled =
+      try_compile_body(*state->else_branch.graph, captures, captured_constants, state->else_branch.kinds, &state->else_why);
   return state;
+}
+
+std::string body_note(const char* name, const CompiledBody* compiled, const std::string& why) {
+  return compiled ? str_cat(name, " compiled: ", compiled->summary()) : str_cat(name, " interpreted on native (", why, ")");
+}
+
+std::string describe_if(const void* state) {
+  const auto* s = static_cast<const IfState*>(state);
+  if (!s->then_compiled && !s->else_compiled && s->then_why == kNoBodyCompiler) return "";
+  return body_note("then_branch", s->then_compiled.get(), s->then_why) + "; " +
+         body_note("else_branch", s->else_compiled.get(), s->else_why);
+}
+
+/// Runs a compiled body on `inputs`, writing output k of the body to node output `first_output + k`
+/// for k < count (in place where the planned buffer has the compiled output's static type); returns
+/// every output of the body that was not written so (the others stay empty).
+std::vector<Tensor> run_compiled_body(const KernelContext& ctx, const CompiledBody& body, const std::vector<TensorView>& inputs,
+                                      size_t first_output, size_t count) {
+  const std::vector<TensorType> types = body.output_types();
+  std::vector<TensorView*> buffers(types.size(), nullptr);
+  for (size_t k = 0; k < count && k < types.size(); ++k) {
+    const size_t i = first_output + k;
+    if (i >= ctx.num_outputs() || !ctx.has_output(i) || ctx.boxed_output(i)) continue;
+    TensorView& out = ctx.output(i);
+    if (out.data && types[k].is_static() && out.dtype == types[k].dtype && out.shape == types[k].dims) buffers[k] = &out;
+  }
+  std::vector<Tensor> results = body.run(inputs, buffers);
+  for (size_t k = 0; k < count && k < results.size(); ++k) {
+    if (!buffers[k] && results[k].defined()) write_output(ctx, first_output + k, results[k].view());
+  }
+  return results;
+}
+
+std::vector<TensorView> tensor_inputs(const KernelContext& ctx, size_t first) {
+  std::vector<TensorView> out;
+  for (size_t i = first; i < ctx.num_inputs(); ++i) {
+    if (ctx.boxed_input(i)) ctx.fail("input ", i, " is ", value_kind_phrase(ctx.boxed_input(i)->kind), " but the body was compiled for a tensor");
+    out.push_back(ctx.input(i));
+  }
+  return out;
 }
 
 void if_kernel(KernelContext& ctx) {
   const bool cond = scalar_bool(ctx, ctx.input(0), "cond");
   const char* branch_name = cond ? "then_branch" : "else_branch";
+  if (const IfState* state = ctx.state<IfState>()) {
+    if (const CompiledBody* compiled = cond ? state->then_compiled.get() : state->else_compiled.get()) {
+      if (compiled->output_types().size() != ctx.num_outputs()) {
+        ctx.fail(branch_name, " has ", compiled->output_types().size(), " outputs but the node has ", ctx.num_outputs());
+      }
+      run_compiled_body(ctx, *compiled, tensor_inputs(ctx, formal_inputs(ctx)), 0, ctx.num_outputs());
+      return;
+    }
+  }
   SubgraphProgram local;
   const SubgraphProgram* program = nullptr;
   if (const IfState* state = ctx.state<IfState>()) {
@@ -67,10 +131,74 @@ std::vector<TensorType> loop_body_types(std::vector<TensorType> carried_and_capt
   return out;
 }
 
-std::shared_ptr<void> prepare_loop(const Node& node, const std::vector<const Tensor*>&, const std::vector<TensorType>& types) {
+/// True when a carried output of type `out` fits the type `in` its input was compiled with: the same
+/// dtype and rank, and every dim the input fixes fixed to the same size.
+bool fits(const TensorType& in, const TensorType& out) {
+  if (in.dtype != out.dtype || !out.rank_known || in.dims.size() != out.dims.size()) return false;
+  for (size_t d = 0; d < in.dims.size(); ++d) {
+    if (in.dims[d] >= 0 && in.dims[d] != out.dims[d]) return false;
+  }
+  return true;
+}
+
+/// True when each of the body's carried outputs (1 .. carried) fits its carried input's type.
+bool carries_its_types(const CompiledBody& body, const std::vector<TensorType>& body_types, size_t carried) {
+  const std::vector<TensorType> outputs = body.output_types();
+  if (outputs.size() < 1 + carried) return false;
+  for (size_t k = 0; k < carried; ++k) {
+    if (!fits(body_types[2 + k], outputs[1 + k])) return false;
+  }
+  return true;
+}
+
+std::shared_ptr<void> prepare_loop(const Node& node, const std::vector<const Tensor*>& constants, const std::vector<TensorType>& types) {
   auto state = std::make_shared<LoopState>();
-  state->body = compile_subgraph(graph_attr(node, "body"), loop_body_types(types_from(types, 2)));
+  std::vector<TensorType> body_types = loop_body_types(types_from(types, 2));
+  state->body = compile_subgraph(graph_attr(node, "body"), body_types);
+  // Captured constants compile into the body; the carried values' initial values do not (they change).
+  const size_t formal = formal_inputs_of(node);
+  std::vector<const Tensor*> body_constants(body_types.size(), nullptr);
+  for (size_t i = formal; i < constants.size() && i < node.inputs.size(); ++i) body_constants[i] = constants[i];
+  if (body_types.size() != state->body.graph->inputs.size()) {
+    state->why = "its inputs do not match the node's";
+    return state;
+  }
+  const size_t carried = formal - 2;
+  state->compiled = try_compile_body(*state->body.graph, body_types, body_constants, state->body.kinds, &state->why);
+  if (state->compiled && !carries_its_types(*state->compiled, body_types, carried)) {
+    // A carried value whose shape changes from trip to trip: the dims that change open, compiled again on
+    // native (which runs any shape as it comes; oneDNN would prepare its primitives again on every trip).
+    const std::vector<TensorType> outputs = state->compiled->output_types();
+    for (size_t k = 0; k < carried; ++k) {
+      TensorType& in = body_types[2 + k];
+      const TensorType& out = outputs[1 + k];
+      if (fits(in, out)) continue;
+      if (in.dtype != out.dtype || !out.rank_known || out.dims.size() != in.dims.size()) {
+        state->compiled = nullptr;
+        state->why = str_cat("carried value ", k, " changes its type or rank from trip to trip");
+        return state;
+      }
+      in.symbols.resize(in.dims.size());
+      for (size_t d = 0; d < in.dims.size(); ++d) {
+        if (in.dims[d] == out.dims[d]) continue;
+        in.dims[d] = -1;
+        in.symbols[d] = "";
+      }
+    }
+    state->compiled =
+        try_compile_body(*state->body.graph, body_types, body_constants, state->body.kinds, &state->why, /*native_only=*/true);
+    if (state->compiled && !carries_its_types(*state->compiled, body_types, carried)) {
+      state->compiled = nullptr;
+      state->why = "its carried values' types do not settle";
+    }
+  }
   return state;
+}
+
+std::string describe_loop(const void* state) {
+  const auto* s = static_cast<const LoopState*>(state);
+  if (!s->compiled && s->why == kNoBodyCompiler) return "";
+  return body_note("body", s->compiled.get(), s->why);
 }
 
 /// Stacks per-iteration values of one scan output along a new leading axis.
@@ -116,8 +244,10 @@ void loop_kernel(KernelContext& ctx) {
   bool cond = ctx.has_input(1) ? scalar_bool(ctx, ctx.input(1), "cond") : true;
   SubgraphProgram local;
   const SubgraphProgram* program = nullptr;
+  const CompiledBody* compiled = nullptr;
   if (const LoopState* state = ctx.state<LoopState>()) {
     program = &state->body;
+    compiled = state->compiled.get();
   } else {
     local = compile_subgraph(graph_attr(ctx.node(), "body"), loop_body_types(run_time_input_types(ctx, 2)));
     program = &local;
@@ -138,7 +268,20 @@ void loop_kernel(KernelContext& ctx) {
     inputs.insert(inputs.end(), std::make_move_iterator(values.begin()), std::make_move_iterator(values.end()));
     values.clear();
     inputs.insert(inputs.end(), captures.begin(), captures.end());
-    std::vector<SubgraphValue> results = run_subgraph(*program, std::move(inputs), ctx.pool());
+    std::vector<SubgraphValue> results;
+    if (compiled) {
+      std::vector<TensorView> views;
+      views.reserve(inputs.size());
+      for (const SubgraphValue& v : inputs) {
+        if (v.boxed()) ctx.fail("the body was compiled for tensors but got ", value_kind_phrase(v.boxed_value().kind));
+        views.push_back(v.tensor.defined() ? v.tensor.view() : v.view);
+      }
+      std::vector<Tensor> made = compiled->run(views, {});
+      results.resize(made.size());
+      for (size_t k = 0; k < made.size(); ++k) results[k].tensor = std::move(made[k]);
+    } else {
+      results = run_subgraph(*program, std::move(inputs), ctx.pool());
+    }
     if (results.size() != 1 + carried + scans) {
       ctx.fail("body has ", results.size(), " outputs; expected ", 1 + carried + scans);
     }
@@ -166,8 +309,8 @@ void loop_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_controlflow_kernels(KernelRegistry& registry) {
-  registry.add({.op_type = "If", .run = if_kernel, .prepare = prepare_if});
-  registry.add({.op_type = "Loop", .run = loop_kernel, .prepare = prepare_loop});
+  registry.add({.op_type = "If", .run = if_kernel, .prepare = prepare_if, .allocates_outputs = true, .describe = describe_if});
+  registry.add({.op_type = "Loop", .run = loop_kernel, .prepare = prepare_loop, .allocates_outputs = true, .describe = describe_loop});
   register_scan_kernel(registry);
 }
 

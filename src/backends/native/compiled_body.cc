@@ -1,0 +1,59 @@
+#include "backends/native/compiled_body.h"
+
+#include <cstdlib>
+
+#include "ir/error.h"
+
+namespace tessera::native {
+namespace {
+thread_local const BodyCompiler* lent_compiler = nullptr;
+}  // namespace
+
+const BodyCompiler* current_body_compiler() { return lent_compiler; }
+
+ScopedBodyCompiler::ScopedBodyCompiler(BodyCompiler compiler) : compiler_(std::move(compiler)), previous_(lent_compiler) {
+  lent_compiler = &compiler_;
+}
+
+ScopedBodyCompiler::~ScopedBodyCompiler() { lent_compiler = previous_; }
+
+std::shared_ptr<const CompiledBody> try_compile_body(const Graph& body, const std::vector<TensorType>& input_types,
+                                                     const std::vector<const Tensor*>& constants,
+                                                     const std::vector<ValueKind>& kinds, std::string* why,
+                                                     bool native_only) {
+  const BodyCompiler* compiler = lent_compiler;
+  if (!compiler) {
+    *why = kNoBodyCompiler;
+    return nullptr;
+  }
+  if (const char* env = std::getenv("TESSERA_COMPILE_BODIES"); env && std::string(env) == "0") {
+    *why = "TESSERA_COMPILE_BODIES=0";
+    return nullptr;
+  }
+  for (ValueKind kind : kinds) {
+    if (kind != ValueKind::kTensor) {
+      *why = "it carries a sequence or optional";
+      return nullptr;
+    }
+  }
+  if (input_types.size() != body.inputs.size()) {
+    *why = "its inputs' types are not known";
+    return nullptr;
+  }
+  for (size_t i = 0; i < input_types.size(); ++i) {
+    const TensorType& t = input_types[i];
+    if (!t.is_tensor() || t.dtype == DType::kUndefined || !t.rank_known) {
+      *why = "the type of its input '" + body.value(body.inputs[i]).name + "' is not known before running";
+      return nullptr;
+    }
+  }
+  try {
+    return (*compiler)(body, input_types, constants, native_only);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kInternal) throw;
+    *why = e.what();
+    return nullptr;
+  }
+}
+
+}  // namespace tessera::native

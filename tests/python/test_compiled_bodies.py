@@ -1,0 +1,203 @@
+"""If and Loop bodies compiled like a model (backends/native/compiled_body.h): a body whose values are all
+tensors goes through the passes, the partitioning across backends and region compilation once, when its
+model compiles or loads, and each call or trip runs that plan. Compared with PyTorch (a scripted voice-activity
+detector whose sample rate picks a branch at run time) and with numpy written from each model's definition
+(Loops of a run-time trip count: a carried state of fixed shape, and one that grows every trip); the placement
+notes say which bodies compiled and where their nodes run. TESSERA_COMPILE_BODIES=0 keeps the interpreter,
+which must give the same results."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tessera
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vad_model  # noqa: E402
+
+CLI = os.environ.get("TESSERA_CLI")
+WIDTH = 32
+RNG = np.random.default_rng(26)
+W = (0.5 * RNG.standard_normal((8, 8))).astype(np.float32)
+B = RNG.standard_normal(8).astype(np.float32)
+
+
+def note_of(session, op_type):
+    notes = [p["note"] for p in session.placement() if p["op_type"] == op_type]
+    assert len(notes) == 1, session.placement()
+    return notes[0]
+
+
+@pytest.fixture(scope="module")
+def vad(tmp_path_factory):
+    path = tmp_path_factory.mktemp("vad") / "vad.onnx"
+    return path, vad_model.export(path, WIDTH)
+
+
+def check_vad(session, scripted):
+    for sr in (16000, 8000):
+        for batch in (1, 3):
+            feeds = vad_model.inputs(batch, sr, WIDTH, seed=batch)
+            got = session.run(None, feeds)
+            want = vad_model.reference(scripted, feeds)
+            assert len(got) == 3
+            for name, g, w in zip(("prob", "hn", "cn"), got, want):
+                assert g.shape == w.shape, (name, sr, batch, g.shape, w.shape)
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5, err_msg="%s at %d Hz, batch %d" % (name, sr, batch))
+
+
+def assert_both_branches_compiled(note):
+    # Each branch's convolutions run on oneDNN, placed like any node of a model.
+    for branch in ("then_branch", "else_branch"):
+        assert re.search(branch + r" compiled: [^;]*\bdnnl [0-9]+ nodes", note), note
+    assert "interpreted" not in note, note
+
+
+def test_an_if_decided_at_run_time_runs_its_branches_compiled(vad):
+    path, scripted = vad
+    session = tessera.InferenceSession(str(path))
+    assert_both_branches_compiled(note_of(session, "If"))
+    check_vad(session, scripted)
+
+
+def test_an_artifact_compiles_its_bodies_at_load(vad, tmp_path):
+    path, scripted = vad
+    artifact = tmp_path / "vad.tsr"
+    run = subprocess.run([CLI, "compile", str(path), "-o", str(artifact)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    session = tessera.InferenceSession(str(artifact))
+    note = note_of(session, "If")
+    assert_both_branches_compiled(note)
+    assert note.count("then_branch compiled") == 1, note  # the stored note is not repeated at load
+    check_vad(session, scripted)
+
+
+def test_the_interpreter_gives_the_same_results(vad, monkeypatch):
+    path, scripted = vad
+    monkeypatch.setenv("TESSERA_COMPILE_BODIES", "0")
+    session = tessera.InferenceSession(str(path))
+    assert "then_branch interpreted on native (TESSERA_COMPILE_BODIES=0)" in note_of(session, "If")
+    check_vad(session, scripted)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_threads_reach_the_bodies(vad, threads):
+    path, scripted = vad
+    session = tessera.InferenceSession(str(path), threads=threads)
+    check_vad(session, scripted)
+
+
+# -- Loops of a run-time trip count -----------------------------------------------------------------------
+
+def rnn_loop_model():
+    """h_n, hs = Loop(n, h0): h = Tanh(h @ W + bias) each trip, stacking every h (W an outer weight the body
+    captures; bias an outer input, fed each run)."""
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "w"], ["hw"], name="mm"),
+         helper.make_node("Add", ["hw", "bias"], ["pre"], name="add"),
+         helper.make_node("Tanh", ["pre"], ["h_out"], name="tanh"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
+         helper.make_node("Identity", ["h_out"], ["h_scan"], name="scan")],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [2, 8]),
+         helper.make_tensor_value_info("h_scan", TensorProto.FLOAT, [2, 8])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["n", "", "h0"], ["h_n", "hs"], name="rnn", body=body)], "rnn",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, []), helper.make_tensor_value_info("h0", TensorProto.FLOAT, [2, 8]),
+         helper.make_tensor_value_info("bias", TensorProto.FLOAT, [8])],
+        [helper.make_tensor_value_info("h_n", TensorProto.FLOAT, [2, 8]), helper.make_tensor_value_info("hs", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(W, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def rnn_expected(n, h0, bias):
+    h, hs = h0.astype(np.float64), []
+    for _ in range(n):
+        h = np.tanh(h @ W.astype(np.float64) + bias)
+        hs.append(h)
+    return h, np.array(hs).reshape((n, 2, 8))
+
+
+@pytest.mark.parametrize("compile_bodies", ["1", "0"])
+def test_a_loop_carrying_a_fixed_shape_runs_its_body_compiled(monkeypatch, compile_bodies):
+    monkeypatch.setenv("TESSERA_COMPILE_BODIES", compile_bodies)
+    session = tessera.InferenceSession(rnn_loop_model().SerializeToString())
+    note = note_of(session, "Loop")
+    assert note.startswith("body compiled: " if compile_bodies == "1" else "body interpreted on native"), note
+    for n in (0, 1, 5):
+        h0 = RNG.standard_normal((2, 8)).astype(np.float32)
+        bias = RNG.standard_normal(8).astype(np.float32)
+        h_n, hs = session.run(None, {"n": np.array(n, np.int64), "h0": h0, "bias": bias})
+        want_h, want_hs = rnn_expected(n, h0, bias)
+        np.testing.assert_allclose(h_n, want_h, rtol=1e-5, atol=1e-6, err_msg="n=%d" % n)
+        assert hs.shape[0] == n, hs.shape
+        if n:
+            np.testing.assert_allclose(hs, want_hs, rtol=1e-5, atol=1e-6, err_msg="n=%d" % n)
+
+
+def growing_loop_model():
+    """y_n = Loop(n, y0): y = Concat(y, Tanh(y[-1:] @ W)) each trip: a carried value one row longer every trip."""
+    body = helper.make_graph(
+        [helper.make_node("Slice", ["y_in", "minus_one", "big", "zero"], ["last"], name="last_row"),
+         helper.make_node("MatMul", ["last", "w"], ["lw"], name="mm"),
+         helper.make_node("Tanh", ["lw"], ["row"], name="tanh"),
+         helper.make_node("Concat", ["y_in", "row"], ["y_out"], name="append", axis=0),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going")],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("y_in", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), helper.make_tensor_value_info("y_out", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([-1], np.int64), "minus_one"),
+         numpy_helper.from_array(np.array([2 ** 62], np.int64), "big"), numpy_helper.from_array(np.array([0], np.int64), "zero")])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["n", "", "y0"], ["y_n"], name="grow", body=body)], "grow",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, []), helper.make_tensor_value_info("y0", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("y_n", TensorProto.FLOAT, None)], [numpy_helper.from_array(W, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_loop_whose_carried_value_grows_compiles_it_with_open_dims():
+    session = tessera.InferenceSession(growing_loop_model().SerializeToString())
+    # On native alone: a backend that prepares per shape would prepare again on every trip.
+    assert re.match(r"body compiled: native [0-9]+ nodes in 1 region$", note_of(session, "Loop")), session.placement()
+    for n in (0, 1, 4):
+        y0 = RNG.standard_normal((1, 8)).astype(np.float32)
+        y_n, = session.run(None, {"n": np.array(n, np.int64), "y0": y0})
+        want = y0.astype(np.float64)
+        for _ in range(n):
+            want = np.concatenate([want, np.tanh(want[-1:] @ W.astype(np.float64))])
+        assert y_n.shape == want.shape, (n, y_n.shape)
+        np.testing.assert_allclose(y_n, want, rtol=1e-5, atol=1e-6, err_msg="n=%d" % n)
+
+
+def test_a_loop_that_builds_a_list_keeps_the_interpreter_and_says_why():
+    # Loop body with a sequence carried: SequenceInsert of a row per trip, then ConcatFromSequence outside.
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
+         helper.make_node("Cast", ["i"], ["fi"], name="as_float", to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["x", "fi"], ["row"], name="scale"),
+         helper.make_node("SequenceInsert", ["seq_in", "row"], ["seq_out"], name="append")],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_sequence_value_info("seq_in", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_sequence_value_info("seq_out", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [helper.make_node("SequenceEmpty", [], ["empty"], name="empty", dtype=TensorProto.FLOAT),
+         helper.make_node("Loop", ["n", "", "empty"], ["rows"], name="collect", body=body),
+         helper.make_node("ConcatFromSequence", ["rows"], ["y"], name="stack", axis=0, new_axis=1)], "collect",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, []), helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    session = tessera.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    assert "body interpreted on native (it carries a sequence or optional)" in note_of(session, "Loop")
+    x = RNG.standard_normal(3).astype(np.float32)
+    y, = session.run(None, {"n": np.array(4, np.int64), "x": x})
+    np.testing.assert_array_equal(y, np.stack([x * i for i in range(4)]))
