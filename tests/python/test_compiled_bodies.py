@@ -201,3 +201,48 @@ def test_a_loop_that_builds_a_list_keeps_the_interpreter_and_says_why():
     x = RNG.standard_normal(3).astype(np.float32)
     y, = session.run(None, {"n": np.array(4, np.int64), "x": x})
     np.testing.assert_array_equal(y, np.stack([x * i for i in range(4)]))
+
+
+# -- Scan ---------------------------------------------------------------------------------------------------
+
+def scan_model(reverse, output_axis):
+    """s_n, ys = Scan(s0, xs): s = Tanh(s @ W + x_t) for each slice x_t of xs along axis 1 (reversed or not),
+    each s stacked along `output_axis`."""
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["s_in", "w"], ["sw"], name="mm"),
+         helper.make_node("Add", ["sw", "x_t"], ["pre"], name="add"),
+         helper.make_node("Tanh", ["pre"], ["s_out"], name="tanh"),
+         helper.make_node("Identity", ["s_out"], ["y_t"], name="scan")],
+        "body", [helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [2, 8]),
+                 helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [2, 8]),
+         helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [2, 8])])
+    graph = helper.make_graph(
+        [helper.make_node("Scan", ["s0", "xs"], ["s_n", "ys"], name="scan", body=body, num_scan_inputs=1,
+                          scan_input_axes=[1], scan_input_directions=[1 if reverse else 0], scan_output_axes=[output_axis])],
+        "scan", [helper.make_tensor_value_info("s0", TensorProto.FLOAT, [2, 8]),
+                 helper.make_tensor_value_info("xs", TensorProto.FLOAT, [2, "steps", 8])],
+        [helper.make_tensor_value_info("s_n", TensorProto.FLOAT, [2, 8]), helper.make_tensor_value_info("ys", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(W, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("reverse,output_axis", [(False, 0), (True, 1)])
+@pytest.mark.parametrize("compile_bodies", ["1", "0"])
+def test_a_scan_runs_its_body_compiled(monkeypatch, compile_bodies, reverse, output_axis):
+    monkeypatch.setenv("TESSERA_COMPILE_BODIES", compile_bodies)
+    session = tessera.InferenceSession(scan_model(reverse, output_axis).SerializeToString())
+    note = note_of(session, "Scan")
+    assert note.startswith("body compiled: " if compile_bodies == "1" else "body interpreted on native"), note
+    for steps in (1, 6):
+        s0 = RNG.standard_normal((2, 8)).astype(np.float32)
+        xs = RNG.standard_normal((2, steps, 8)).astype(np.float32)
+        s_n, ys = session.run(None, {"s0": s0, "xs": xs})
+        s, outs = s0.astype(np.float64), []
+        for t in (reversed(range(steps)) if reverse else range(steps)):
+            s = np.tanh(s @ W.astype(np.float64) + xs[:, t])
+            outs.append(s)
+        want_ys = np.stack(outs, axis=output_axis)
+        np.testing.assert_allclose(s_n, s, rtol=1e-5, atol=1e-6, err_msg="steps=%d" % steps)
+        assert ys.shape == want_ys.shape, (ys.shape, want_ys.shape)
+        np.testing.assert_allclose(ys, want_ys, rtol=1e-5, atol=1e-6, err_msg="steps=%d" % steps)

@@ -3,7 +3,6 @@
 // node's inputs after `tessera_formal_inputs` (see src/ir/ops/controlflow.cc).
 #include <limits>
 
-#include "backends/native/compiled_body.h"
 #include "backends/native/kernels/controlflow_internal.h"
 #include "ir/shape_util.h"
 
@@ -57,9 +56,6 @@ std::shared_ptr<void> prepare_if(const Node& node, const std::vector<const Tenso
   return state;
 }
 
-std::string body_note(const char* name, const CompiledBody* compiled, const std::string& why) {
-  return compiled ? str_cat(name, " compiled: ", compiled->summary()) : str_cat(name, " interpreted on native (", why, ")");
-}
 
 std::string describe_if(const void* state) {
   const auto* s = static_cast<const IfState*>(state);
@@ -129,16 +125,6 @@ std::vector<TensorType> loop_body_types(std::vector<TensorType> carried_and_capt
   std::vector<TensorType> out = {TensorType::make(DType::kInt64, {}), TensorType::make(DType::kBool, {})};
   out.insert(out.end(), carried_and_captures.begin(), carried_and_captures.end());
   return out;
-}
-
-/// True when a carried output of type `out` fits the type `in` its input was compiled with: the same
-/// dtype and rank, and every dim the input fixes fixed to the same size.
-bool fits(const TensorType& in, const TensorType& out) {
-  if (in.dtype != out.dtype || !out.rank_known || in.dims.size() != out.dims.size()) return false;
-  for (size_t d = 0; d < in.dims.size(); ++d) {
-    if (in.dims[d] >= 0 && in.dims[d] != out.dims[d]) return false;
-  }
-  return true;
 }
 
 /// True when each of the body's carried outputs (1 .. carried) fits its carried input's type.

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "backends/native/compiled_body.h"
 #include "backends/native/node_runner.h"
 
 namespace tessera::native {
@@ -45,6 +46,21 @@ std::vector<SubgraphValue> run_subgraph(const SubgraphProgram& program, std::vec
 /// The types of a node's inputs at run time (for compiling its subgraphs
 /// then): tensors' dtype and shape, boxes' kind.
 std::vector<TensorType> run_time_input_types(const KernelContext& ctx, size_t first);
+
+/// The placement note's words for one body: where its compiled nodes run, or why it is interpreted.
+inline std::string body_note(const char* name, const CompiledBody* compiled, const std::string& why) {
+  return compiled ? str_cat(name, " compiled: ", compiled->summary()) : str_cat(name, " interpreted on native (", why, ")");
+}
+
+/// True when a carried output of type `out` fits the type `in` its input was compiled with: the same
+/// dtype and rank, and every dim the input fixes fixed to the same size.
+inline bool fits(const TensorType& in, const TensorType& out) {
+  if (in.dtype != out.dtype || !out.rank_known || in.dims.size() != out.dims.size()) return false;
+  for (size_t d = 0; d < in.dims.size(); ++d) {
+    if (in.dims[d] >= 0 && in.dims[d] != out.dims[d]) return false;
+  }
+  return true;
+}
 
 /// Registers Scan (controlflow_scan.cc).
 void register_scan_kernel(KernelRegistry& registry);

@@ -11,7 +11,13 @@ namespace {
 
 struct ScanState {
   SubgraphProgram body;
+  std::shared_ptr<const CompiledBody> compiled;  // compiled_body.h; null: the interpreter runs `body`
+  std::string why;
 };
+
+size_t formal_inputs_of_scan(const Node& node) {
+  return static_cast<size_t>(node.attrs.get_int_or("tessera_formal_inputs", static_cast<int64_t>(node.inputs.size())));
+}
 
 int64_t product(const Shape& shape, size_t from, size_t to) {
   int64_t n = 1;
@@ -64,7 +70,8 @@ struct ScanConfig {
 };
 
 /// One unbatched scan (Scan-9 semantics): the final states, then the scan outputs.
-std::vector<Tensor> scan_once(const KernelContext& ctx, const SubgraphProgram& program, std::vector<TensorView> states,
+std::vector<Tensor> scan_once(const KernelContext& ctx, const SubgraphProgram& program, const CompiledBody* compiled,
+                              std::vector<TensorView> states,
                               const std::vector<TensorView>& scans, const std::vector<TensorView>& captures,
                               const ScanConfig& config) {
   std::vector<size_t> axes;
@@ -86,7 +93,7 @@ std::vector<Tensor> scan_once(const KernelContext& ctx, const SubgraphProgram& p
     std::vector<TensorView> inputs = states;
     for (const Tensor& s : slices) inputs.push_back(s.view());
     inputs.insert(inputs.end(), captures.begin(), captures.end());
-    std::vector<Tensor> results = run_subgraph_tensors(ctx, program, inputs);
+    std::vector<Tensor> results = compiled ? compiled->run(inputs, {}) : run_subgraph_tensors(ctx, program, inputs);
     if (results.size() != n + config.num_scan_outputs) {
       ctx.fail("body has ", results.size(), " outputs; expected ", n + config.num_scan_outputs);
     }
@@ -128,10 +135,55 @@ std::vector<int64_t> ints_or_zeros(const KernelContext& ctx, const char* name, s
   return v;
 }
 
-std::shared_ptr<void> prepare_scan(const Node& node, const std::vector<const Tensor*>&, const std::vector<TensorType>&) {
+std::shared_ptr<void> prepare_scan(const Node& node, const std::vector<const Tensor*>& constants,
+                                   const std::vector<TensorType>& types) {
   auto state = std::make_shared<ScanState>();
   state->body = compile_subgraph(graph_attr(node, "body"));
+  // Compiled (compiled_body.h) for Scan-9 whose slices' types follow from the inputs': the states at their
+  // types, each scan input without its scan axis, then the captures (constants compiled in).
+  if (node.opset < 9) {
+    state->why = "Scan-8 runs per batch entry";
+    return state;
+  }
+  const size_t formal = formal_inputs_of_scan(node);
+  const size_t num_scan = static_cast<size_t>(node.attrs.get_int_or("num_scan_inputs", 0));
+  if (types.size() != node.inputs.size() || num_scan > formal || state->body.graph->inputs.size() != types.size()) {
+    state->why = "its inputs do not match the node's";
+    return state;
+  }
+  const size_t n = formal - num_scan;
+  std::vector<TensorType> body_types(types.begin(), types.end());
+  const std::vector<int64_t> axes = node.attrs.get_ints_or("scan_input_axes", std::vector<int64_t>(num_scan, 0));
+  for (size_t j = 0; j < num_scan; ++j) {
+    TensorType& t = body_types[n + j];
+    const int64_t rank = t.rank();
+    if (!t.rank_known || axes.size() != num_scan || axes[j] < -rank || axes[j] >= rank) {
+      state->why = str_cat("the shape of scan input ", j, " is not known before running");
+      return state;
+    }
+    const size_t axis = static_cast<size_t>(axes[j] < 0 ? axes[j] + rank : axes[j]);
+    t.dims.erase(t.dims.begin() + static_cast<ptrdiff_t>(axis));
+    if (axis < t.symbols.size()) t.symbols.erase(t.symbols.begin() + static_cast<ptrdiff_t>(axis));
+  }
+  std::vector<const Tensor*> body_constants(types.size(), nullptr);
+  for (size_t i = formal; i < constants.size() && i < body_constants.size(); ++i) body_constants[i] = constants[i];
+  state->compiled = try_compile_body(*state->body.graph, body_types, body_constants, state->body.kinds, &state->why);
+  if (state->compiled) {
+    const std::vector<TensorType> outputs = state->compiled->output_types();
+    for (size_t i = 0; i < n; ++i) {
+      if (i < outputs.size() && fits(body_types[i], outputs[i])) continue;
+      state->compiled = nullptr;
+      state->why = str_cat("state ", i, " changes its type between iterations");
+      break;
+    }
+  }
   return state;
+}
+
+std::string describe_scan(const void* state) {
+  const auto* s = static_cast<const ScanState*>(state);
+  if (!s->compiled && s->why == kNoBodyCompiler) return "";
+  return body_note("body", s->compiled.get(), s->why);
 }
 
 void scan_kernel(KernelContext& ctx) {
@@ -142,8 +194,10 @@ void scan_kernel(KernelContext& ctx) {
   const size_t n = formal - first - num_scan;
   SubgraphProgram local;
   const SubgraphProgram* program = nullptr;
+  const CompiledBody* compiled = nullptr;
   if (const ScanState* state = ctx.state<ScanState>()) {
     program = &state->body;
+    compiled = state->compiled.get();
   } else {
     local = compile_subgraph(graph_attr(ctx.node(), "body"));
     program = &local;
@@ -159,7 +213,7 @@ void scan_kernel(KernelContext& ctx) {
     config.in_dirs = ints_or_zeros(ctx, "scan_input_directions", num_scan);
     config.out_axes = ints_or_zeros(ctx, "scan_output_axes", config.num_scan_outputs);
     config.out_dirs = ints_or_zeros(ctx, "scan_output_directions", config.num_scan_outputs);
-    std::vector<Tensor> results = scan_once(ctx, *program, states, scans, captures, config);
+    std::vector<Tensor> results = scan_once(ctx, *program, compiled, states, scans, captures, config);
     for (size_t i = 0; i < results.size(); ++i) write_output(ctx, i, results[i].view());
     return;
   }
@@ -186,7 +240,7 @@ void scan_kernel(KernelContext& ctx) {
     std::vector<TensorView> states_b, scans_b;
     for (const TensorView& s : states) held.push_back(slice_along(s, 0, b)), states_b.push_back(held.back().view());
     for (const TensorView& s : scans) held.push_back(slice_along(s, 0, b)), scans_b.push_back(held.back().view());
-    std::vector<Tensor> results = scan_once(ctx, *program, states_b, scans_b, captures, config);
+    std::vector<Tensor> results = scan_once(ctx, *program, nullptr, states_b, scans_b, captures, config);
     for (size_t i = 0; i < results.size(); ++i) per_output[i].push_back(results[i]);
   }
   for (size_t i = 0; i < per_output.size(); ++i) {
@@ -199,7 +253,7 @@ void scan_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_scan_kernel(KernelRegistry& registry) {
-  registry.add({.op_type = "Scan", .run = scan_kernel, .prepare = prepare_scan});
+  registry.add({.op_type = "Scan", .run = scan_kernel, .prepare = prepare_scan, .allocates_outputs = true, .describe = describe_scan});
 }
 
 }  // namespace tessera::native
