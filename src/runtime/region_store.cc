@@ -397,7 +397,8 @@ bool compile_fallback(const RegionPlan& plan) {
 
 void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& resident, RunProfile* profile,
                 size_t region_index, bool standalone) {
-  const auto start = std::chrono::steady_clock::now();
+  // (Clock reads only when profiling: on a VM a read can cost a good part of a small region's run.)
+  const auto start = profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (plan.guarded && (plan.constants_not_finite || !inputs_finite(plan, store))) {
     run_on_native(plan, store, profile);
     if (profile) ++profile->region_fallbacks[region_index];

@@ -172,9 +172,12 @@ Program parse_program(std::span<const uint8_t> payload);
 dnnl::primitive_attr make_attributes(const Step& step, const std::vector<memory::desc>& slot_descs);
 /// The primitive descriptor of a step. `descs` holds one layout per role
 /// (inputs in order, then the output); a layout may be format_tag::any while
-/// lowering, to let oneDNN choose.
+/// lowering, to let oneDNN choose. `avoid_brdgmm`: a convolution takes the next implementation where
+/// oneDNN offers its brgemm depthwise one (see dnnl_region.cc: one-thread steps in larger sessions);
+/// the caller checks impl_info_str, which still names brdgmm where nothing else was offered.
 dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vector<memory::desc>& descs,
-                                         const std::vector<memory::desc>& slot_descs, const dnnl::engine& engine);
+                                         const std::vector<memory::desc>& slot_descs, const dnnl::engine& engine,
+                                         bool avoid_brdgmm = false);
 /// The layout a primitive descriptor uses for role `index` (inputs in order, then the output).
 memory::desc role_desc(const Step& step, const dnnl::primitive_desc_base& pd, size_t index);
 /// The DNNL_ARG_* of each role.

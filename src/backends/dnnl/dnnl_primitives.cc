@@ -103,7 +103,8 @@ std::vector<int> role_args(const Step& step) {
 }
 
 dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vector<memory::desc>& d,
-                                         const std::vector<memory::desc>& slot_descs, const dnnl::engine& engine) {
+                                         const std::vector<memory::desc>& slot_descs, const dnnl::engine& engine,
+                                         bool avoid_brdgmm) {
   const dnnl::primitive_attr attr = make_attributes(step, slot_descs);
   switch (step.kind) {
     case StepKind::kReorder:
@@ -128,7 +129,11 @@ dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vecto
                                                            strides, dilations, pad_l, pad_r)
                          : dnnl::convolution_forward::desc(prop_kind::forward_inference, alg, d[0], d[1], dst, strides,
                                                            dilations, pad_l, pad_r);
-        return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
+        dnnl::convolution_forward::primitive_desc pd(desc, attr, engine);
+        while (avoid_brdgmm && std::string(pd.impl_info_str()).find("brdgmm") != std::string::npos) {
+          if (!pd.next_impl()) break;
+        }
+        return pd;
       }
       auto desc = bias ? dnnl::deconvolution_forward::desc(prop_kind::forward_inference, algorithm::deconvolution_direct,
                                                            d[0], d[1], d[2], dst, strides, dilations, pad_l, pad_r)

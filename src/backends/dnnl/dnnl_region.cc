@@ -210,6 +210,19 @@ std::string format_microseconds(double ms) {
 }
 }  // namespace
 
+namespace {
+
+/// oneDNN 2.6's brgemm depthwise convolution (`brdgmm_dw`), created for one thread in a session of
+/// more, can corrupt the heap while it builds its kernel: SSDlite-320 at two threads threw
+/// std::bad_array_new_length from that creation, or crashed or hung in a later one (one-thread
+/// sessions were fine). Such a step is made with avoid_brdgmm (make_primitive_desc); true where `pd`,
+/// made so, still is brdgmm (nothing else offered: the step then keeps the session's threads).
+bool is_brdgmm(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).find("brdgmm") != std::string::npos;
+}
+
+}  // namespace
+
 DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads,
                        SharedConstants* shared, bool measure_step_threads)
     : region_(region), program_(std::move(program)), engine_(engine), num_threads_(num_threads) {
@@ -321,7 +334,12 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       return true;
     };
     try {
-      dnnl::primitive_desc_base pd = make_primitive_desc(step, requests, descs_, engine_);
+      dnnl::primitive_desc_base pd = make_primitive_desc(step, requests, descs_, engine_, compiled.threads < num_threads_);
+      if (compiled.threads < num_threads_ && is_brdgmm(pd)) {
+        compiled.threads = num_threads_;
+        omp_set_num_threads(compiled.threads);
+        pd = make_primitive_desc(step, requests, descs_, engine_);
+      }
       if (compiled.threads != num_threads_ && !keeps_layouts(pd)) {
         compiled.threads = num_threads_;
         omp_set_num_threads(compiled.threads);
@@ -350,8 +368,8 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       if (candidate) {
         omp_set_num_threads(1);
         try {
-          dnnl::primitive_desc_base one = make_primitive_desc(step, requests, descs_, engine_);
-          bool same = true;
+          dnnl::primitive_desc_base one = make_primitive_desc(step, requests, descs_, engine_, /*avoid_brdgmm=*/true);
+          bool same = !is_brdgmm(one);
           for (size_t i = 0; i < roles.size(); ++i) same &= role_desc(step, one, i) == roles[i];
           if (same) {
             scratchpad = std::max<int64_t>(scratchpad, static_cast<int64_t>(one.scratchpad_desc().get_size()));
@@ -443,14 +461,28 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     omp_set_num_threads(compiled.threads);
     try {
       compiled.primitive = dnnl::primitive(pending_primitives[k].get());
-      if (pending_single[k]) {
-        omp_set_num_threads(1);
-        compiled.single_primitive = dnnl::primitive(pending_single[k]->get());
-        compiled.single_candidate = true;
-      }
     } catch (const dnnl::error& e) {
       omp_set_num_threads(num_threads_);
       throw_user_error("oneDNN payload: step ", k, " cannot be created: ", e.what());
+    } catch (const std::exception& e) {
+      // oneDNN 2.6 can fail inside a kernel's creation with a C++ exception of its own (a brgemm
+      // convolution of SSDlite's head, created for two threads, throws std::bad_array_new_length):
+      // the node is refused (node_refusal), so that the partitioner places it elsewhere.
+      omp_set_num_threads(num_threads_);
+      const int32_t node = program_.steps[k].node;
+      if (node < 0) throw_user_error("oneDNN payload: step ", k, " cannot be created: ", e.what());
+      compiled.unavailable = str_cat("oneDNN could not create its kernel ", pending_primitives[k].impl_info_str(), " (", e.what(), ")");
+      slow_kernels_[node] = compiled.unavailable;
+      continue;
+    }
+    if (pending_single[k]) {
+      omp_set_num_threads(1);
+      try {
+        compiled.single_primitive = dnnl::primitive(pending_single[k]->get());
+        compiled.single_candidate = true;
+      } catch (const std::exception&) {
+        // no one-thread primitive: the step keeps the session's threads
+      }
     }
   }
   omp_set_num_threads(num_threads_);
@@ -550,7 +582,9 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
   }
   scratchpad_offset_ = workspace_bytes_;
   workspace_bytes_ += align_up(scratchpad);
-  if (measure_step_threads) choose_step_threads();
+  // (Not for a region with a step oneDNN could not create: its node is refused, the region compiled again.)
+  const bool complete = std::all_of(steps_.begin(), steps_.end(), [](const CompiledStep& c) { return c.unavailable.empty(); });
+  if (measure_step_threads && complete) choose_step_threads();
 }
 
 DnnlRegion::~DnnlRegion() = default;
@@ -715,7 +749,7 @@ void DnnlRegion::run_in(ValueStore& store, void* workspace) const {
   if (finite_only_) clear_fp_flags(team_threads_);
   const bool profiling = store.profiling();
   for (size_t k = 0; k < steps_.size(); ++k) {
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     execute_step(k, *context, steps_[k].threads);
     if (profiling) {
       context->stream.wait();
@@ -746,6 +780,10 @@ void DnnlRegion::bind_views(RunContext& context) const {
 void DnnlRegion::execute_step(size_t k, RunContext& context, int threads) const {
   const CompiledStep& compiled = steps_[k];
   if (compiled.view) return;  // its output is its input's bytes
+  if (!compiled.unavailable.empty()) {
+    // Only where the node was kept here all the same (--place, a tuning record, an artifact).
+    throw_user_error("oneDNN step ", k, " cannot run: ", compiled.unavailable, "; place its node on another backend");
+  }
   const dnnl::primitive& primitive = threads == compiled.threads ? compiled.primitive : compiled.single_primitive;
   if (compiled.sum_slot >= 0 && !compiled.sum_in_place) {
     memory& operand = context.slots[static_cast<size_t>(compiled.sum_slot)];

@@ -74,6 +74,7 @@ class DnnlRegion : public ExecutableRegion {
     size_t sum_bytes = 0;  // when the operand already has the output's layout: a plain copy
     bool sum_in_place = false;  // the output shares the operand's memory: nothing to copy
     bool view = false;          // a reshape or contiguous slice whose output is its input's bytes: nothing to run
+    std::string unavailable;    // why oneDNN could not create its primitive ("": it could); the node is refused
     int threads = 1;            // created and run with this many (1 for element-wise steps too small to share)
     // A step measured on one thread as well as on the session's (choose_step_threads): its primitive
     // created for one thread (none for steps Tessera's own loops run), and the two times, in ms.
