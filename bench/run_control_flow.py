@@ -7,6 +7,10 @@ ratio (below 1: Tessera is faster) and the geometric mean.
   vad_16k / vad_8k   tests/python/vad_model.py: a voice-activity detector whose sample-rate input picks one of
                      two If branches at run time (STFT as a Conv1d, four conv blocks, an LSTM cell, a sigmoid
                      head; 512 / 256 samples a call, batch 1): the branches run compiled (oneDNN + native)
+  ssdlite320         torchvision's SSDlite-320 (MobileNetV3-Large; seeded random weights), exported by torch
+                     with its post-processing (an If around batched non-max suppression, TopK, GatherND)
+  frcnn_mnv3_320     torchvision's Faster R-CNN MobileNetV3-Large 320 FPN (random weights): region proposals,
+                     RoI Align over the pyramid levels (ScatterElements), the box head
   rnn_loop_N         tests/python/test_compiled_bodies.py's Loop of a run-time trip count N carrying h[2, 8]:
                      h = Tanh(h @ W + bias), every h stacked
   scripted_rows      tests/models' scripted module: a Loop over x's 6 rows (Linear 8x8, an If on the row's
@@ -72,6 +76,31 @@ def vad_models(work):
     return out
 
 
+def detection_models(work):
+    """SSDlite-320 and Faster R-CNN MobileNetV3 320 with random weights, one 320x320 image (exported once)."""
+    import pathlib
+    folder = pathlib.Path(work) / "control_flow"
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name in ("ssdlite320", "frcnn_mnv3_320"):
+        path, npy = folder / (name + ".onnx"), folder / (name + "_image.npy")
+        if not path.exists() or not npy.exists():
+            import warnings
+            import torch
+            import torchvision
+            torch.manual_seed(0)
+            detection = torchvision.models.detection
+            model = (detection.ssdlite320_mobilenet_v3_large if name == "ssdlite320"
+                     else detection.fasterrcnn_mobilenet_v3_large_320_fpn)(weights=None, weights_backbone=None).eval()
+            image = torch.rand(3, 320, 320)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(model, ([image],), str(path), opset_version=16, input_names=["image"])
+            np.save(npy, image.numpy())
+        out.append((name, str(path), [("image", str(npy))]))
+    return out
+
+
 def rnn_loop_models(work, trips):
     import pathlib
     import onnx
@@ -103,13 +132,14 @@ def main():
     tessera = os.path.abspath(args.tessera)
     _, path, inputs = model_files(args.work, "scripted_control_flow")
     rows = [int(r) for r in args.rows.split(",")]
-    models = vad_models(args.work) + rnn_loop_models(args.work, rows) + [("scripted_rows", path, inputs)] + \
+    models = vad_models(args.work) + detection_models(args.work) + rnn_loop_models(args.work, rows) + [("scripted_rows", path, inputs)] + \
         list_models(args.work, rows)
     print("%-20s %7s %12s %12s %7s" % ("model", "threads", "Tessera ms", "ORT ms", "ratio"))
     for threads in [int(t) for t in args.threads.split(",")]:
         logs = []
         for name, path, inputs in models:
-            iterations = args.iterations if "2048" not in name else max(3, args.iterations // 10)
+            small = "2048" not in name and "320" not in name
+            iterations = args.iterations if small else max(3, args.iterations // 10)
             ours = tessera_median(tessera, path, inputs, threads, args.warmup, iterations, None)
             theirs = ort_median(path, inputs, threads, args.warmup, iterations)
             logs.append(math.log(ours / theirs))

@@ -2,6 +2,9 @@
 // GridSample, MaxUnpool, Det, the windows, DFT, STFT, MelWeightMatrix and the
 // random generators) against values worked out by hand or by plain sums here.
 #include <cmath>
+#include <algorithm>
+#include <numeric>
+#include <random>
 #include <complex>
 #include <numbers>
 
@@ -56,6 +59,60 @@ TEST(NonMaxSuppression, CenterPointBoxesMatchCornerBoxes) {
   g.attrs.set("center_point_box", Attribute::of_int(1));
   expect_ints(run_one_op(g)[0], {2, 3}, {0, 0, 1, 0, 0, 2});
   expect_ints(run_one_op(nms_graph(corners, scores, 5, 0.5f, std::nullopt))[0], {2, 3}, {0, 0, 1, 0, 0, 2});
+}
+
+/// Many boxes, as a detection model's batched suppression makes them (each class's boxes shifted apart
+/// along both axes, some clustered so that they suppress each other, a few wide ones, two of zero area),
+/// against a greedy suppression written here: every candidate, best first, against every kept box.
+TEST(NonMaxSuppression, ManyShiftedBoxesMatchThePlainGreedyLoop) {
+  const int64_t n = 3000;
+  std::mt19937 rng(26);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  Tensor boxes(DType::kFloat32, {1, n, 4});
+  Tensor scores(DType::kFloat32, {1, 1, n});
+  float* b = boxes.as<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const float shift = 330.0f * static_cast<float>(i % 40);  // 40 "classes"
+    const float cx = shift + 160.0f * unit(rng), cy = shift + 160.0f * unit(rng);
+    const float w = (i % 97 == 0) ? 300.0f : 4.0f + 40.0f * unit(rng), h = 4.0f + 40.0f * unit(rng);
+    b[i * 4 + 0] = cy - h / 2;
+    b[i * 4 + 1] = cx - w / 2;
+    b[i * 4 + 2] = cy + h / 2;
+    b[i * 4 + 3] = (i == 5 || i == 6) ? cx - w / 2 : cx + w / 2;  // two of zero area
+    scores.as<float>()[i] = static_cast<float>(i % 7 == 0 ? 0.5 : unit(rng));  // ties too
+  }
+  const float iou = 0.4f;
+  for (int64_t max_out : {int64_t{100000}, int64_t{700}}) {
+    // The reference: stable order by score, then each candidate against all kept boxes.
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t l, int64_t r) { return scores.as<float>()[l] > scores.as<float>()[r]; });
+    auto iou_of = [&](int64_t p, int64_t q) {
+      const double ay1 = std::min(b[p * 4], b[p * 4 + 2]), ax1 = std::min(b[p * 4 + 1], b[p * 4 + 3]);
+      const double ay2 = std::max(b[p * 4], b[p * 4 + 2]), ax2 = std::max(b[p * 4 + 1], b[p * 4 + 3]);
+      const double by1 = std::min(b[q * 4], b[q * 4 + 2]), bx1 = std::min(b[q * 4 + 1], b[q * 4 + 3]);
+      const double by2 = std::max(b[q * 4], b[q * 4 + 2]), bx2 = std::max(b[q * 4 + 1], b[q * 4 + 3]);
+      const double area_a = (ay2 - ay1) * (ax2 - ax1), area_b = (by2 - by1) * (bx2 - bx1);
+      if (area_a <= 0 || area_b <= 0) return 0.0;
+      const double inter = std::max(0.0, std::min(ay2, by2) - std::max(ay1, by1)) * std::max(0.0, std::min(ax2, bx2) - std::max(ax1, bx1));
+      return inter / (area_a + area_b - inter);
+    };
+    std::vector<int64_t> expected;
+    size_t kept = 0;
+    std::vector<int64_t> kept_boxes;
+    for (int64_t i : order) {
+      if (static_cast<int64_t>(kept) >= max_out) break;
+      bool suppressed = false;
+      for (int64_t k : kept_boxes) suppressed = suppressed || iou_of(i, k) > iou;
+      if (suppressed) continue;
+      kept_boxes.push_back(i);
+      ++kept;
+      expected.insert(expected.end(), {0, 0, i});
+    }
+    ASSERT_GT(kept, 100u);
+    ASSERT_LT(kept, static_cast<size_t>(n));  // some were suppressed
+    expect_ints(run_one_op(nms_graph(boxes, scores, max_out, iou, std::nullopt))[0], {static_cast<int64_t>(kept), 3}, expected);
+  }
 }
 
 /// Det of a few matrices whose determinants are known in closed form.

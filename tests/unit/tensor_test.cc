@@ -414,6 +414,50 @@ TEST(Scatter, ReductionsAccumulateDuplicates) {
   expect_close(run_one_op(mul)[0], make_float({2, 2}, {1, 2, 18, 24}));
 }
 
+/// 4-D GatherElements and ScatterElements (add) on every axis, with int32 and int64 indices smaller than the
+/// data on the other axes and negative ones, against loops over the four dims written here.
+TEST(Scatter, FourDimElementsOnEveryAxisMatchNestedLoops) {
+  const Shape data_shape = {3, 4, 5, 6};
+  const Shape idx_shape = {2, 3, 4, 5};
+  const Tensor data = random_float(data_shape, 7);
+  const Tensor updates = random_float(idx_shape, 8);
+  for (int64_t axis = 0; axis < 4; ++axis) {
+    for (DType index_type : {DType::kInt64, DType::kInt32}) {
+      const int64_t dim = data_shape[static_cast<size_t>(axis)];
+      std::vector<int64_t> raw(static_cast<size_t>(shape_numel(idx_shape)));
+      for (size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<int64_t>((i * 7 + 3) % static_cast<size_t>(2 * dim)) - dim;
+      Tensor idx(index_type, idx_shape);
+      for (size_t i = 0; i < raw.size(); ++i) {
+        if (index_type == DType::kInt64) idx.as<int64_t>()[i] = raw[i];
+        else idx.as<int32_t>()[i] = static_cast<int32_t>(raw[i]);
+      }
+      Tensor gathered(DType::kFloat32, idx_shape);
+      Tensor scattered = data.clone();
+      size_t i = 0;
+      for (int64_t a = 0; a < idx_shape[0]; ++a) {
+        for (int64_t b = 0; b < idx_shape[1]; ++b) {
+          for (int64_t c = 0; c < idx_shape[2]; ++c) {
+            for (int64_t d = 0; d < idx_shape[3]; ++d, ++i) {
+              int64_t pos[4] = {a, b, c, d};
+              pos[axis] = raw[i] < 0 ? raw[i] + dim : raw[i];
+              const int64_t offset = ((pos[0] * 4 + pos[1]) * 5 + pos[2]) * 6 + pos[3];
+              gathered.as<float>()[i] = data.as<float>()[offset];
+              scattered.as<float>()[offset] += updates.as<float>()[i];
+            }
+          }
+        }
+      }
+      OneOpGraph gather{.op_type = "GatherElements", .inputs = {data, idx}};
+      gather.attrs.set("axis", Attribute::of_int(axis));
+      expect_close(run_one_op(gather)[0], gathered, 0, 0);
+      OneOpGraph scatter{.op_type = "ScatterElements", .inputs = {data, idx, updates}};
+      scatter.attrs.set("axis", Attribute::of_int(axis));
+      scatter.attrs.set("reduction", Attribute::of_string("add"));
+      expect_close(run_one_op(scatter)[0], scattered, 1e-6, 1e-6);
+    }
+  }
+}
+
 TEST(DataDependent, NonZeroCompressOneHotUnique) {
   OneOpGraph non_zero{.op_type = "NonZero", .inputs = {make_float({2, 2}, {0, 3, -0.0f, 1})}};
   expect_int64(run_one_op(non_zero)[0], {2, 2}, {0, 1, 1, 1});

@@ -2,6 +2,7 @@
 // RoiAlign and GridSample. Each follows the ONNX specification's reference
 // semantics (as ONNX Runtime implements them), element by element.
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -38,6 +39,67 @@ bool overlaps_more_than(const Corners& a, const Corners& b, double iou_threshold
   const double width = std::max(0.0, std::min(a.x2, b.x2) - std::max(a.x1, b.x1));
   const double intersection = height * width;
   return intersection / (area_a + area_b - intersection) > iou_threshold;
+}
+
+/// Greedy suppression of `candidates` (best first) against the boxes kept so far: at most `max_kept`.
+/// A kept box suppresses a candidate only where their x ranges overlap (IoU above a threshold >= 0
+/// needs a positive intersection), so the kept boxes are bucketed by x1 and a candidate looks only in
+/// the buckets from its x1 less the widest candidate's width to its x2. Detection models suppress boxes
+/// of all classes in one call with each class's boxes shifted apart (torchvision's batched_nms):
+/// 27,000 boxes of SSDlite-320 took 250 ms comparing every candidate with every kept box. Non-finite
+/// coordinates, or few candidates, take the plain loop (the same boxes kept, in the same order).
+std::vector<int64_t> greedy_suppression(const std::vector<Corners>& corners, const std::vector<int64_t>& candidates,
+                                        int64_t max_kept, double iou_threshold) {
+  std::vector<int64_t> kept;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo, widest = 0;
+  bool finite = true;
+  for (int64_t i : candidates) {
+    const Corners& c = corners[static_cast<size_t>(i)];
+    finite &= std::isfinite(c.x1) && std::isfinite(c.x2);
+    lo = std::min(lo, c.x1);
+    hi = std::max(hi, c.x2);
+    widest = std::max(widest, c.x2 - c.x1);
+  }
+  const size_t n = candidates.size();
+  if (!finite || n < 64 || !(hi > lo)) {
+    for (int64_t i : candidates) {
+      if (static_cast<int64_t>(kept.size()) >= max_kept) break;
+      bool suppressed = false;
+      for (int64_t k : kept) {
+        if (overlaps_more_than(corners[static_cast<size_t>(i)], corners[static_cast<size_t>(k)], iou_threshold)) {
+          suppressed = true;
+          break;
+        }
+      }
+      if (!suppressed) kept.push_back(i);
+    }
+    return kept;
+  }
+  const size_t buckets = std::min<size_t>(n / 4, size_t{1} << 16);
+  const double width = (hi - lo) / static_cast<double>(buckets);
+  auto bucket_of = [&](double x) {
+    const double b = std::floor((x - lo) / width);
+    return b <= 0 ? size_t{0} : std::min(buckets - 1, static_cast<size_t>(b));
+  };
+  std::vector<std::vector<int64_t>> grid(buckets);
+  for (int64_t i : candidates) {
+    if (static_cast<int64_t>(kept.size()) >= max_kept) break;
+    const Corners& c = corners[static_cast<size_t>(i)];
+    bool suppressed = false;
+    for (size_t b = bucket_of(c.x1 - widest), last = bucket_of(c.x2); b <= last && !suppressed; ++b) {
+      for (int64_t k : grid[b]) {
+        if (overlaps_more_than(c, corners[static_cast<size_t>(k)], iou_threshold)) {
+          suppressed = true;
+          break;
+        }
+      }
+    }
+    if (!suppressed) {
+      kept.push_back(i);
+      grid[bucket_of(c.x1)].push_back(i);
+    }
+  }
+  return kept;
 }
 
 double optional_scalar(KernelContext& ctx, size_t i, double fallback) {
@@ -325,18 +387,7 @@ void non_max_suppression_kernel(KernelContext& ctx) {
       std::stable_sort(candidates.begin(), candidates.end(), [&](int64_t l, int64_t r) {
         return class_scores[static_cast<size_t>(l)] > class_scores[static_cast<size_t>(r)];
       });
-      std::vector<int64_t> kept;
-      for (int64_t i : candidates) {
-        if (static_cast<int64_t>(kept.size()) >= max_per_class) break;
-        bool suppressed = false;
-        for (int64_t k : kept) {
-          if (overlaps_more_than(corners[static_cast<size_t>(i)], corners[static_cast<size_t>(k)], iou_threshold)) {
-            suppressed = true;
-            break;
-          }
-        }
-        if (!suppressed) kept.push_back(i);
-      }
+      const std::vector<int64_t> kept = greedy_suppression(corners, candidates, max_per_class, iou_threshold);
       for (int64_t i : kept) selected.insert(selected.end(), {b, c, i});
     }
   }
