@@ -246,3 +246,66 @@ def test_a_scan_runs_its_body_compiled(monkeypatch, compile_bodies, reverse, out
         np.testing.assert_allclose(s_n, s, rtol=1e-5, atol=1e-6, err_msg="steps=%d" % steps)
         assert ys.shape == want_ys.shape, (ys.shape, want_ys.shape)
         np.testing.assert_allclose(ys, want_ys, rtol=1e-5, atol=1e-6, err_msg="steps=%d" % steps)
+
+
+# -- nested control flow ----------------------------------------------------------------------------------
+
+def nested_model():
+    """h_n = Loop(n, h0): each trip, If(i is even, then: h = Relu(h @ W), else: h = Tanh(h @ W + bias)): an If
+    decided at run time inside a Loop of a run-time trip count, both bodies compiled (the If's with the Loop's)."""
+    then = helper.make_graph([helper.make_node("MatMul", ["h_in", "w"], ["a"], name="mm_even"),
+                              helper.make_node("Relu", ["a"], ["h_even"], name="relu")], "even", [],
+                             [helper.make_tensor_value_info("h_even", TensorProto.FLOAT, [2, 8])])
+    other = helper.make_graph([helper.make_node("MatMul", ["h_in", "w"], ["b"], name="mm_odd"),
+                               helper.make_node("Add", ["b", "bias"], ["c"], name="add"),
+                               helper.make_node("Tanh", ["c"], ["h_odd"], name="tanh")], "odd", [],
+                              [helper.make_tensor_value_info("h_odd", TensorProto.FLOAT, [2, 8])])
+    body = helper.make_graph(
+        [helper.make_node("Mod", ["i", "two"], ["parity"], name="parity"),
+         helper.make_node("Equal", ["parity", "zero"], ["even"], name="is_even"),
+         helper.make_node("If", ["even"], ["h_out"], name="by_parity", then_branch=then, else_branch=other),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going")],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [2, 8])],
+        [numpy_helper.from_array(np.array(2, np.int64), "two"), numpy_helper.from_array(np.array(0, np.int64), "zero")])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["n", "", "h0"], ["h_n"], name="outer", body=body)], "nested",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, []), helper.make_tensor_value_info("h0", TensorProto.FLOAT, [2, 8]),
+         helper.make_tensor_value_info("bias", TensorProto.FLOAT, [8])],
+        [helper.make_tensor_value_info("h_n", TensorProto.FLOAT, [2, 8])], [numpy_helper.from_array(W, "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("compile_bodies", ["1", "0"])
+def test_an_if_inside_a_loop_compiles_with_it(monkeypatch, compile_bodies, tmp_path):
+    monkeypatch.setenv("TESSERA_COMPILE_BODIES", compile_bodies)
+    model = nested_model()
+    session = tessera.InferenceSession(model.SerializeToString())
+    note = note_of(session, "Loop")
+    assert note.startswith("body compiled: " if compile_bodies == "1" else "body interpreted on native"), note
+    for n in (0, 1, 2, 7):
+        h0 = RNG.standard_normal((2, 8)).astype(np.float32)
+        bias = RNG.standard_normal(8).astype(np.float32)
+        h_n, = session.run(None, {"n": np.array(n, np.int64), "h0": h0, "bias": bias})
+        h = h0.astype(np.float64)
+        for i in range(n):
+            h = np.maximum(h @ W, 0) if i % 2 == 0 else np.tanh(h @ W + bias)
+        np.testing.assert_allclose(h_n, h, rtol=1e-5, atol=1e-6, err_msg="n=%d" % n)
+    if compile_bodies == "1":
+        # The inner If's placement note is not a row of the model (it lives in the compiled Loop body), but an
+        # artifact's load compiles both levels again.
+        artifact = tmp_path / "nested.tsr"
+        onnx.save(model, tmp_path / "nested.onnx")
+        run = subprocess.run([CLI, "compile", str(tmp_path / "nested.onnx"), "-o", str(artifact)], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        loaded = tessera.InferenceSession(str(artifact))
+        assert note_of(loaded, "Loop").startswith("body compiled: "), loaded.placement()
+        h0 = RNG.standard_normal((2, 8)).astype(np.float32)
+        bias = RNG.standard_normal(8).astype(np.float32)
+        h_n, = loaded.run(None, {"n": np.array(3, np.int64), "h0": h0, "bias": bias})
+        h = np.maximum(h0 @ W, 0)
+        h = np.tanh(h @ W + bias)
+        h = np.maximum(h @ W, 0)
+        np.testing.assert_allclose(h_n, h, rtol=1e-5, atol=1e-6)
