@@ -1,6 +1,8 @@
 #include "runtime/compiled_body.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <map>
 
 #include "ir/op_schema.h"
@@ -11,7 +13,8 @@ namespace {
 /// A body as a CompiledModel: its graph inputs are the model's inputs, its outputs the model's.
 class ModelBody final : public native::CompiledBody {
  public:
-  ModelBody(std::unique_ptr<CompiledModel> model, std::vector<size_t> fed) : model_(std::move(model)), fed_(std::move(fed)) {
+  ModelBody(std::unique_ptr<CompiledModel> model, std::vector<size_t> fed, std::string measured)
+      : model_(std::move(model)), fed_(std::move(fed)), measured_(std::move(measured)) {
     for (const ValueDesc& d : model_->outputs()) {
       TensorType t = TensorType::make(d.dtype, d.shape);
       t.kind = d.kind;
@@ -41,14 +44,53 @@ class ModelBody final : public native::CompiledBody {
     for (const std::string& b : order) out += str_cat(out.empty() ? "" : ", ", b, " ", nodes[b], nodes[b] == 1 ? " node" : " nodes");
     if (order.empty()) return "no nodes to run";
     const size_t regions = model_->regions().size();
-    return str_cat(out, " in ", regions, regions == 1 ? " region" : " regions");
+    return str_cat(out, " in ", regions, regions == 1 ? " region" : " regions", measured_.empty() ? "" : " (", measured_,
+                   measured_.empty() ? "" : ")");
   }
 
  private:
   std::unique_ptr<CompiledModel> model_;
   std::vector<size_t> fed_;  // the body inputs the model takes (the others were compiled in as constants)
+  std::string measured_;     // how the placement was chosen by measurement, or ""
   std::vector<TensorType> output_types_;
 };
+
+std::string format_fixed(double value, int digits) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
+/// Microseconds a run of `model` takes on zero inputs (median of up to 15 runs after one to warm up,
+/// within about 20 ms), or -1 where an input's shape is not known or a run fails.
+double microseconds_a_run(const CompiledModel& model) {
+  std::vector<Tensor> inputs;
+  for (const ValueDesc& d : model.inputs()) {
+    if (d.kind != ValueKind::kTensor || !d.rank_known || d.dtype == DType::kString) return -1;
+    for (int64_t x : d.shape) {
+      if (x < 0) return -1;
+    }
+    inputs.emplace_back(d.dtype, d.shape);
+  }
+  std::vector<TensorView> views;
+  for (const Tensor& t : inputs) views.push_back(t.view());
+  try {
+    model.run(views);
+    std::vector<double> times;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+    for (int i = 0; i < 15; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      model.run(views);
+      const auto end = std::chrono::steady_clock::now();
+      times.push_back(std::chrono::duration<double, std::micro>(end - start).count());
+      if (i >= 2 && end > deadline) break;
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  } catch (const Error&) {
+    return -1;
+  }
+}
 
 /// The selectors of `given` that apply to `body`: op types, and names of the body's own nodes.
 std::vector<std::pair<std::string, std::string>> applicable(const std::vector<std::pair<std::string, std::string>>& given,
@@ -74,7 +116,7 @@ native::BodyCompiler make_body_compiler(const CompileOptions& options) {
   base.strict = options.strict;
   base.precision = options.precision;
   return [base, place = options.place, deny = options.deny](const Graph& body, const std::vector<TensorType>& input_types,
-                                                            const std::vector<const Tensor*>& constants, bool native_only)
+                                                            const std::vector<const Tensor*>& constants, native::BodyUse use)
              -> std::shared_ptr<const native::CompiledBody> {
     Graph graph = body;
     std::vector<ValueId> inputs;
@@ -94,14 +136,37 @@ native::BodyCompiler make_body_compiler(const CompileOptions& options) {
       fed.push_back(i);
     }
     graph.inputs = std::move(inputs);
-    CompileOptions options = base;
-    if (native_only) {
-      options.backends = {"native"};  // (placement selectors name the other backends)
-    } else {
-      options.place = applicable(place, body, /*selector_first=*/true);
-      options.deny = applicable(deny, body, /*selector_first=*/false);
+    CompileOptions native_alone = base;
+    native_alone.backends = {"native"};  // (placement selectors name the other backends)
+    if (use == native::BodyUse::kPerTripNewShapes) {
+      return std::make_shared<ModelBody>(CompiledModel::compile(std::move(graph), native_alone), std::move(fed), "");
     }
-    return std::make_shared<ModelBody>(CompiledModel::compile(std::move(graph), options), std::move(fed));
+    CompileOptions options = base;
+    options.place = applicable(place, body, /*selector_first=*/true);
+    options.deny = applicable(deny, body, /*selector_first=*/false);
+    const bool measure = use == native::BodyUse::kPerTrip && options.place.empty() && options.deny.empty();
+    Graph copy = measure ? graph : Graph{};
+    std::unique_ptr<CompiledModel> model = CompiledModel::compile(std::move(graph), options);
+    std::string measured;
+    const bool off_native = std::any_of(model->regions().begin(), model->regions().end(),
+                                        [](const RegionSummary& r) { return r.backend != "native"; });
+    if (measure && off_native) {
+      // A body run once a trip: its placement on the model's backends against native alone, by measurement.
+      try {
+        std::unique_ptr<CompiledModel> alone = CompiledModel::compile(std::move(copy), native_alone);
+        const double mixed = microseconds_a_run(*model), native_only = microseconds_a_run(*alone);
+        if (mixed >= 0 && native_only >= 0) {
+          const bool switch_to_native = native_only < mixed;
+          measured = str_cat(switch_to_native ? "on native alone: " : "kept: ", format_fixed(switch_to_native ? native_only : mixed, 1),
+                             " us a trip against ", format_fixed(switch_to_native ? mixed : native_only, 1),
+                             switch_to_native ? " with the model's backends" : " on native alone", ", measured");
+          if (switch_to_native) model = std::move(alone);
+        }
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::kInternal) throw;
+      }
+    }
+    return std::make_shared<ModelBody>(std::move(model), std::move(fed), std::move(measured));
   };
 }
 

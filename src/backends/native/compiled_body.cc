@@ -20,7 +20,7 @@ ScopedBodyCompiler::~ScopedBodyCompiler() { lent_compiler = previous_; }
 std::shared_ptr<const CompiledBody> try_compile_body(const Graph& body, const std::vector<TensorType>& input_types,
                                                      const std::vector<const Tensor*>& constants,
                                                      const std::vector<ValueKind>& kinds, std::string* why,
-                                                     bool native_only) {
+                                                     BodyUse use) {
   const BodyCompiler* compiler = lent_compiler;
   if (!compiler) {
     *why = kNoBodyCompiler;
@@ -48,7 +48,7 @@ std::shared_ptr<const CompiledBody> try_compile_body(const Graph& body, const st
     }
   }
   try {
-    return (*compiler)(body, input_types, constants, native_only);
+    return (*compiler)(body, input_types, constants, use);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::kInternal) throw;
     *why = e.what();

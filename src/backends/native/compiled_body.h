@@ -33,11 +33,20 @@ class CompiledBody {
 /// Compiles `body` with its inputs typed `input_types` (one per graph input); `constants[i]`, where
 /// given and non-null, is input i's value, the same on every run (an outer weight a body captures), which
 /// the body compiles in as a constant (run still takes every input and ignores those). Throws an Error
-/// where it cannot. `native_only` keeps the body on the native backend: for a Loop whose carried values
-/// change shape every trip, where a backend that prepares per shape (oneDNN) would prepare on every trip.
+/// where it cannot. `use` says how the body runs (BodyUse).
+enum class BodyUse {
+  kOnce,  // an If's branch: once a call; compiled on the model's backends
+  /// A Loop's or Scan's body, once a trip: compiled on the model's backends and, where that placed nodes
+  /// off native and every input's shape is known, on native alone too; the faster by measurement is kept
+  /// (a few tiny steps run faster on native than as oneDNN primitives, whose fixed cost a trip pays).
+  kPerTrip,
+  /// A Loop's body whose carried values change shape every trip: on native alone (a backend that prepares
+  /// per shape, like oneDNN, would prepare on every trip).
+  kPerTripNewShapes,
+};
 using BodyCompiler = std::function<std::shared_ptr<const CompiledBody>(
     const Graph& body, const std::vector<TensorType>& input_types, const std::vector<const Tensor*>& constants,
-    bool native_only)>;
+    BodyUse use)>;
 
 /// try_compile_body's reason where no compiler is lent.
 inline constexpr const char* kNoBodyCompiler = "no compile in progress";
@@ -64,6 +73,6 @@ class ScopedBodyCompiler {
 std::shared_ptr<const CompiledBody> try_compile_body(const Graph& body, const std::vector<TensorType>& input_types,
                                                      const std::vector<const Tensor*>& constants,
                                                      const std::vector<ValueKind>& kinds, std::string* why,
-                                                     bool native_only = false);
+                                                     BodyUse use = BodyUse::kOnce);
 
 }  // namespace tessera::native

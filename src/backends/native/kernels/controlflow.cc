@@ -150,7 +150,8 @@ std::shared_ptr<void> prepare_loop(const Node& node, const std::vector<const Ten
     return state;
   }
   const size_t carried = formal - 2;
-  state->compiled = try_compile_body(*state->body.graph, body_types, body_constants, state->body.kinds, &state->why);
+  state->compiled =
+      try_compile_body(*state->body.graph, body_types, body_constants, state->body.kinds, &state->why, BodyUse::kPerTrip);
   if (state->compiled && !carries_its_types(*state->compiled, body_types, carried)) {
     // A carried value whose shape changes from trip to trip: the dims that change open, compiled again on
     // native (which runs any shape as it comes; oneDNN would prepare its primitives again on every trip).
@@ -172,7 +173,8 @@ std::shared_ptr<void> prepare_loop(const Node& node, const std::vector<const Ten
       }
     }
     state->compiled =
-        try_compile_body(*state->body.graph, body_types, body_constants, state->body.kinds, &state->why, /*native_only=*/true);
+        try_compile_body(*state->body.graph, body_types, body_constants, state->body.kinds, &state->why,
+                         BodyUse::kPerTripNewShapes);
     if (state->compiled && !carries_its_types(*state->compiled, body_types, carried)) {
       state->compiled = nullptr;
       state->why = "its carried values' types do not settle";

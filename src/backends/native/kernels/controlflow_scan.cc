@@ -167,7 +167,8 @@ std::shared_ptr<void> prepare_scan(const Node& node, const std::vector<const Ten
   }
   std::vector<const Tensor*> body_constants(types.size(), nullptr);
   for (size_t i = formal; i < constants.size() && i < body_constants.size(); ++i) body_constants[i] = constants[i];
-  state->compiled = try_compile_body(*state->body.graph, body_types, body_constants, state->body.kinds, &state->why);
+  state->compiled =
+      try_compile_body(*state->body.graph, body_types, body_constants, state->body.kinds, &state->why, BodyUse::kPerTrip);
   if (state->compiled) {
     const std::vector<TensorType> outputs = state->compiled->output_types();
     for (size_t i = 0; i < n; ++i) {
