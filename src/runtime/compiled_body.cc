@@ -32,7 +32,7 @@ class ModelBody final : public native::CompiledBody {
     }
     return model_->run(fed, outputs);
   }
-  std::vector<TensorType> output_types() const override { return output_types_; }
+  const std::vector<TensorType>& output_types() const override { return output_types_; }
   std::string summary() const override {
     std::map<std::string, size_t> nodes;
     std::vector<std::string> order;

@@ -178,6 +178,8 @@ dnnl::primitive_attr make_attributes(const Step& step, const std::vector<memory:
 dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vector<memory::desc>& descs,
                                          const std::vector<memory::desc>& slot_descs, const dnnl::engine& engine,
                                          bool avoid_brdgmm = false);
+/// True where `pd` is oneDNN's brgemm depthwise convolution (`brdgmm_dw`; see avoid_brdgmm).
+bool is_brdgmm(const dnnl::primitive_desc_base& pd);
 /// The layout a primitive descriptor uses for role `index` (inputs in order, then the output).
 memory::desc role_desc(const Step& step, const dnnl::primitive_desc_base& pd, size_t index);
 /// The DNNL_ARG_* of each role.

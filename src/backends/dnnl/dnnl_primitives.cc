@@ -102,6 +102,10 @@ std::vector<int> role_args(const Step& step) {
   throw_user_error("oneDNN payload: unknown step kind");
 }
 
+bool is_brdgmm(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).find("brdgmm") != std::string::npos;
+}
+
 dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vector<memory::desc>& d,
                                          const std::vector<memory::desc>& slot_descs, const dnnl::engine& engine,
                                          bool avoid_brdgmm) {
@@ -130,7 +134,7 @@ dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vecto
                          : dnnl::convolution_forward::desc(prop_kind::forward_inference, alg, d[0], d[1], dst, strides,
                                                            dilations, pad_l, pad_r);
         dnnl::convolution_forward::primitive_desc pd(desc, attr, engine);
-        while (avoid_brdgmm && std::string(pd.impl_info_str()).find("brdgmm") != std::string::npos) {
+        while (avoid_brdgmm && is_brdgmm(pd)) {
           if (!pd.next_impl()) break;
         }
         return pd;

@@ -210,19 +210,6 @@ std::string format_microseconds(double ms) {
 }
 }  // namespace
 
-namespace {
-
-/// oneDNN 2.6's brgemm depthwise convolution (`brdgmm_dw`), created for one thread in a session of
-/// more, can corrupt the heap while it builds its kernel: SSDlite-320 at two threads threw
-/// std::bad_array_new_length from that creation, or crashed or hung in a later one (one-thread
-/// sessions were fine). Such a step is made with avoid_brdgmm (make_primitive_desc); true where `pd`,
-/// made so, still is brdgmm (nothing else offered: the step then keeps the session's threads).
-bool is_brdgmm(const dnnl::primitive_desc_base& pd) {
-  return std::string(pd.impl_info_str()).find("brdgmm") != std::string::npos;
-}
-
-}  // namespace
-
 DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads,
                        SharedConstants* shared, bool measure_step_threads)
     : region_(region), program_(std::move(program)), engine_(engine), num_threads_(num_threads) {
@@ -334,6 +321,11 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       return true;
     };
     try {
+      // oneDNN 2.6's brgemm depthwise convolution (`brdgmm_dw`), created for one thread in a session of
+      // more, can corrupt the heap while it builds its kernel: SSDlite-320 at two threads threw
+      // std::bad_array_new_length from that creation, or crashed or hung in a later one (one-thread
+      // sessions were fine). Such a step takes another implementation (avoid_brdgmm), or, where oneDNN
+      // offers none, the session's threads.
       dnnl::primitive_desc_base pd = make_primitive_desc(step, requests, descs_, engine_, compiled.threads < num_threads_);
       if (compiled.threads < num_threads_ && is_brdgmm(pd)) {
         compiled.threads = num_threads_;
@@ -465,8 +457,8 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       omp_set_num_threads(num_threads_);
       throw_user_error("oneDNN payload: step ", k, " cannot be created: ", e.what());
     } catch (const std::exception& e) {
-      // oneDNN 2.6 can fail inside a kernel's creation with a C++ exception of its own (a brgemm
-      // convolution of SSDlite's head, created for two threads, throws std::bad_array_new_length):
+      // oneDNN 2.6 can fail inside a kernel's creation with a C++ exception of its own (SSDlite's
+      // one-thread brdgmm convolutions threw std::bad_array_new_length before they were avoided above):
       // the node is refused (node_refusal), so that the partitioner places it elsewhere.
       omp_set_num_threads(num_threads_);
       const int32_t node = program_.steps[k].node;

@@ -25,7 +25,7 @@ class CompiledBody {
   /// run makes (checked), written in place where the body can; the other outputs are returned.
   virtual std::vector<Tensor> run(const std::vector<TensorView>& inputs, const std::vector<TensorView*>& outputs) const = 0;
   /// The types of the body's outputs as compiled (dims -1 where known only at run time).
-  virtual std::vector<TensorType> output_types() const = 0;
+  virtual const std::vector<TensorType>& output_types() const = 0;
   /// Where the body's nodes run, for the placement note: "dnnl 12 nodes, native 2 nodes in 3 regions".
   virtual std::string summary() const = 0;
 };

@@ -37,10 +37,6 @@ std::vector<TensorType> types_from(const std::vector<TensorType>& input_types, s
                                     : std::vector<TensorType>{};
 }
 
-size_t formal_inputs_of(const Node& node) {
-  return static_cast<size_t>(node.attrs.get_int_or("tessera_formal_inputs", static_cast<int64_t>(node.inputs.size())));
-}
-
 std::shared_ptr<void> prepare_if(const Node& node, const std::vector<const Tensor*>& constants, const std::vector<TensorType>& types) {
   auto state = std::make_shared<IfState>();
   const size_t formal = formal_inputs_of(node);
@@ -56,7 +52,6 @@ std::shared_ptr<void> prepare_if(const Node& node, const std::vector<const Tenso
   return state;
 }
 
-
 std::string describe_if(const void* state) {
   const auto* s = static_cast<const IfState*>(state);
   if (!s->then_compiled && !s->else_compiled && s->then_why == kNoBodyCompiler) return "";
@@ -64,50 +59,32 @@ std::string describe_if(const void* state) {
          body_note("else_branch", s->else_compiled.get(), s->else_why);
 }
 
-/// Runs a compiled body on `inputs`, writing output k of the body to node output `first_output + k`
-/// for k < count (in place where the planned buffer has the compiled output's static type); returns
-/// every output of the body that was not written so (the others stay empty).
-std::vector<Tensor> run_compiled_body(const KernelContext& ctx, const CompiledBody& body, const std::vector<TensorView>& inputs,
-                                      size_t first_output, size_t count) {
-  const std::vector<TensorType> types = body.output_types();
+/// Runs a compiled branch on the node's captures and writes its outputs to the node's, in place where
+/// the planned buffer has the compiled output's static type.
+void run_compiled_branch(const KernelContext& ctx, const CompiledBody& body, const char* branch_name) {
+  const std::vector<TensorType>& types = body.output_types();
+  if (types.size() != ctx.num_outputs()) ctx.fail(branch_name, " has ", types.size(), " outputs but the node has ", ctx.num_outputs());
   std::vector<TensorView*> buffers(types.size(), nullptr);
-  for (size_t k = 0; k < count && k < types.size(); ++k) {
-    const size_t i = first_output + k;
-    if (i >= ctx.num_outputs() || !ctx.has_output(i) || ctx.boxed_output(i)) continue;
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (!ctx.has_output(i) || ctx.boxed_output(i)) continue;
     TensorView& out = ctx.output(i);
-    if (out.data && types[k].is_static() && out.dtype == types[k].dtype && out.shape == types[k].dims) buffers[k] = &out;
+    if (out.data && types[i].is_static() && out.dtype == types[i].dtype && out.shape == types[i].dims) buffers[i] = &out;
   }
-  std::vector<Tensor> results = body.run(inputs, buffers);
-  for (size_t k = 0; k < count && k < results.size(); ++k) {
-    if (!buffers[k] && results[k].defined()) write_output(ctx, first_output + k, results[k].view());
+  const std::vector<Tensor> results = body.run(captured_views(ctx, formal_inputs(ctx)), buffers);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!buffers[i] && results[i].defined()) write_output(ctx, i, results[i].view());
   }
-  return results;
-}
-
-std::vector<TensorView> tensor_inputs(const KernelContext& ctx, size_t first) {
-  std::vector<TensorView> out;
-  for (size_t i = first; i < ctx.num_inputs(); ++i) {
-    if (ctx.boxed_input(i)) ctx.fail("input ", i, " is ", value_kind_phrase(ctx.boxed_input(i)->kind), " but the body was compiled for a tensor");
-    out.push_back(ctx.input(i));
-  }
-  return out;
 }
 
 void if_kernel(KernelContext& ctx) {
   const bool cond = scalar_bool(ctx, ctx.input(0), "cond");
   const char* branch_name = cond ? "then_branch" : "else_branch";
-  if (const IfState* state = ctx.state<IfState>()) {
-    if (const CompiledBody* compiled = cond ? state->then_compiled.get() : state->else_compiled.get()) {
-      if (compiled->output_types().size() != ctx.num_outputs()) {
-        ctx.fail(branch_name, " has ", compiled->output_types().size(), " outputs but the node has ", ctx.num_outputs());
-      }
-      run_compiled_body(ctx, *compiled, tensor_inputs(ctx, formal_inputs(ctx)), 0, ctx.num_outputs());
-      return;
-    }
-  }
   SubgraphProgram local;
   const SubgraphProgram* program = nullptr;
   if (const IfState* state = ctx.state<IfState>()) {
+    if (const CompiledBody* compiled = cond ? state->then_compiled.get() : state->else_compiled.get()) {
+      return run_compiled_branch(ctx, *compiled, branch_name);
+    }
     program = cond ? &state->then_branch : &state->else_branch;
   } else {
     local = compile_subgraph(graph_attr(ctx.node(), branch_name), run_time_input_types(ctx, formal_inputs(ctx)));
@@ -129,7 +106,7 @@ std::vector<TensorType> loop_body_types(std::vector<TensorType> carried_and_capt
 
 /// True when each of the body's carried outputs (1 .. carried) fits its carried input's type.
 bool carries_its_types(const CompiledBody& body, const std::vector<TensorType>& body_types, size_t carried) {
-  const std::vector<TensorType> outputs = body.output_types();
+  const std::vector<TensorType>& outputs = body.output_types();
   if (outputs.size() < 1 + carried) return false;
   for (size_t k = 0; k < carried; ++k) {
     if (!fits(body_types[2 + k], outputs[1 + k])) return false;
@@ -155,7 +132,7 @@ std::shared_ptr<void> prepare_loop(const Node& node, const std::vector<const Ten
   if (state->compiled && !carries_its_types(*state->compiled, body_types, carried)) {
     // A carried value whose shape changes from trip to trip: the dims that change open, compiled again on
     // native (which runs any shape as it comes; oneDNN would prepare its primitives again on every trip).
-    const std::vector<TensorType> outputs = state->compiled->output_types();
+    const std::vector<TensorType> outputs = state->compiled->output_types();  // (state->compiled may be reset below)
     for (size_t k = 0; k < carried; ++k) {
       TensorType& in = body_types[2 + k];
       const TensorType& out = outputs[1 + k];
@@ -185,8 +162,7 @@ std::shared_ptr<void> prepare_loop(const Node& node, const std::vector<const Ten
 
 std::string describe_loop(const void* state) {
   const auto* s = static_cast<const LoopState*>(state);
-  if (!s->compiled && s->why == kNoBodyCompiler) return "";
-  return body_note("body", s->compiled.get(), s->why);
+  return describe_body(s->compiled.get(), s->why);
 }
 
 /// Stacks per-iteration values of one scan output along a new leading axis.

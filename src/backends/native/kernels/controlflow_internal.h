@@ -52,6 +52,12 @@ inline std::string body_note(const char* name, const CompiledBody* compiled, con
   return compiled ? str_cat(name, " compiled: ", compiled->summary()) : str_cat(name, " interpreted on native (", why, ")");
 }
 
+/// A Loop's or Scan's placement note: "" where no compile was in progress when it was prepared.
+inline std::string describe_body(const CompiledBody* compiled, const std::string& why) {
+  if (!compiled && why == kNoBodyCompiler) return "";
+  return body_note("body", compiled, why);
+}
+
 /// True when a carried output of type `out` fits the type `in` its input was compiled with: the same
 /// dtype and rank, and every dim the input fixes fixed to the same size.
 inline bool fits(const TensorType& in, const TensorType& out) {
@@ -73,6 +79,11 @@ inline const Graph& graph_attr(const Node& node, const std::string& name) {
     throw_user_error(node.describe(), ": attribute '", name, "' must be a subgraph");
   }
   return *a->graph;
+}
+
+/// The node's formal inputs (the rest are its subgraphs' captures), from the node itself (prepare time).
+inline size_t formal_inputs_of(const Node& node) {
+  return static_cast<size_t>(node.attrs.get_int_or("tessera_formal_inputs", static_cast<int64_t>(node.inputs.size())));
 }
 
 inline size_t formal_inputs(const KernelContext& ctx) {

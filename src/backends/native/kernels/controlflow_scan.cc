@@ -15,10 +15,6 @@ struct ScanState {
   std::string why;
 };
 
-size_t formal_inputs_of_scan(const Node& node) {
-  return static_cast<size_t>(node.attrs.get_int_or("tessera_formal_inputs", static_cast<int64_t>(node.inputs.size())));
-}
-
 int64_t product(const Shape& shape, size_t from, size_t to) {
   int64_t n = 1;
   for (size_t i = from; i < to; ++i) n *= shape[i];
@@ -145,7 +141,7 @@ std::shared_ptr<void> prepare_scan(const Node& node, const std::vector<const Ten
     state->why = "Scan-8 runs per batch entry";
     return state;
   }
-  const size_t formal = formal_inputs_of_scan(node);
+  const size_t formal = formal_inputs_of(node);
   const size_t num_scan = static_cast<size_t>(node.attrs.get_int_or("num_scan_inputs", 0));
   if (types.size() != node.inputs.size() || num_scan > formal || state->body.graph->inputs.size() != types.size()) {
     state->why = "its inputs do not match the node's";
@@ -170,7 +166,7 @@ std::shared_ptr<void> prepare_scan(const Node& node, const std::vector<const Ten
   state->compiled =
       try_compile_body(*state->body.graph, body_types, body_constants, state->body.kinds, &state->why, BodyUse::kPerTrip);
   if (state->compiled) {
-    const std::vector<TensorType> outputs = state->compiled->output_types();
+    const std::vector<TensorType>& outputs = state->compiled->output_types();
     for (size_t i = 0; i < n; ++i) {
       if (i < outputs.size() && fits(body_types[i], outputs[i])) continue;
       state->compiled = nullptr;
@@ -183,8 +179,7 @@ std::shared_ptr<void> prepare_scan(const Node& node, const std::vector<const Ten
 
 std::string describe_scan(const void* state) {
   const auto* s = static_cast<const ScanState*>(state);
-  if (!s->compiled && s->why == kNoBodyCompiler) return "";
-  return body_note("body", s->compiled.get(), s->why);
+  return describe_body(s->compiled.get(), s->why);
 }
 
 void scan_kernel(KernelContext& ctx) {
