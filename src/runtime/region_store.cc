@@ -89,7 +89,9 @@ void RunStore::allocate(ValueId id) {
     buffer_refs_.push_back(1);
     borrowed_.push_back(std::move(buffer));
   } else {
-    owned_[static_cast<size_t>(id)] = Tensor(v.dtype, v.shape);
+    // Not zero-filled: every kernel writes all of its outputs (TESSERA_POISON runs check that), and a
+    // prompt's logits are megabytes.
+    owned_[static_cast<size_t>(id)] = Tensor::uninitialized(v.dtype, v.shape);
     // Working memory only: a graph output is the caller's result (bind a buffer to avoid it).
     if (!is_output_[static_cast<size_t>(id)]) ++counts.allocations;
   }

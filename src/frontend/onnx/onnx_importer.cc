@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 
+#include "frontend/onnx/raw_data_spans.h"
 #include "frontend/onnx/tensor_proto.h"
 #include "ir/error.h"
 #include "ir/op_schema.h"
@@ -104,8 +105,17 @@ TensorType type_from_proto(const onnx::TypeProto& type, const std::string& value
 
 class Importer {
  public:
-  Importer(const onnx::ModelProto& model, std::string base_dir, const ImportOptions& options)
-      : model_(model), base_dir_(std::move(base_dir)), options_(options) {}
+  /// `lifted`: the main graph's initializers' raw_data taken out of the bytes before parsing (null, or
+  /// a view per initializer, null where the proto keeps its own).
+  Importer(const onnx::ModelProto& model, std::string base_dir, const ImportOptions& options,
+           const LiftedRawData* lifted = nullptr)
+      : model_(model), base_dir_(std::move(base_dir)), options_(options) {
+    if (!lifted) return;
+    const onnx::GraphProto& g = model_.graph();
+    for (int i = 0; i < g.initializer_size(); ++i) {
+      if (lifted->had_raw_data[static_cast<size_t>(i)]) lifted_[&g.initializer(i)] = lifted->raw_data[static_cast<size_t>(i)];
+    }
+  }
 
   Graph run() {
     read_opsets();
@@ -132,13 +142,13 @@ class Importer {
       graph_.inputs.push_back(id);
       if (it != initializers.end()) {
         // An input with a default value that is fed at run time: its type comes from the initializer.
-        Tensor t = tensor_from_proto(*it->second, base_dir_);
+        Tensor t = initializer_tensor(*it->second);
         graph_.value(id).type = TensorType::make(t.dtype(), t.shape());
       }
     }
     for (const auto& [name, proto] : initializers) {
       if (graph_.find_value(name) != kNoValue) continue;
-      graph_.add_constant(name, tensor_from_proto(*proto, base_dir_));
+      graph_.add_constant(name, initializer_tensor(*proto));
     }
     Scope scope{&graph_, nullptr, {}};
     std::vector<const onnx::NodeProto*> order = topological_order(g, graph_, false);
@@ -452,7 +462,13 @@ class Importer {
     graph.nodes.push_back(std::move(node));
   }
 
+  Tensor initializer_tensor(const onnx::TensorProto& proto) const {
+    auto it = lifted_.find(&proto);
+    return tensor_from_proto(proto, base_dir_, it == lifted_.end() ? nullptr : &it->second);
+  }
+
   const onnx::ModelProto& model_;
+  std::map<const onnx::TensorProto*, std::string_view> lifted_;
   std::string base_dir_;
   ImportOptions options_;
   Graph graph_;
@@ -467,6 +483,15 @@ namespace {
 Graph import_onnx_span(const char* bytes, size_t size, const std::string& base_dir, const ImportOptions& options) {
   onnx::ModelProto model;
   if (size > static_cast<size_t>(INT32_MAX)) throw_unsupported("models over 2 GiB must use external data");
+  // The weights' bytes stay where they are (the file mapping) until each is copied into its tensor.
+  LiftedRawData lifted;
+  if (lift_initializer_raw_data(bytes, size, &lifted) &&
+      model.ParseFromArray(lifted.stripped.data(), static_cast<int>(lifted.stripped.size())) &&
+      static_cast<size_t>(model.graph().initializer_size()) == lifted.raw_data.size()) {
+    lifted.stripped = std::string();
+    return Importer(model, base_dir, options, &lifted).run();
+  }
+  model.Clear();
   if (!model.ParseFromArray(bytes, static_cast<int>(size))) {
     throw_user_error("not a valid ONNX model: the protobuf is malformed or truncated");
   }

@@ -148,6 +148,12 @@ void copy_typed(const Src& field, int64_t count, const onnx::TensorProto& proto,
 }  // namespace
 
 Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir) {
+  return tensor_from_proto(proto, base_dir, nullptr);
+}
+
+Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir, const std::string_view* raw) {
+  const bool has_raw = raw != nullptr || proto.has_raw_data();
+  const std::string_view raw_data = raw ? *raw : std::string_view(proto.raw_data());
   DType dtype = dtype_from_onnx(proto.data_type(), proto.name());
   if (dtype == DType::kUndefined) throw_user_error("tensor '", proto.name(), "' has no data type");
   Shape shape;
@@ -161,7 +167,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
   if (proto.has_segment()) throw_unsupported("tensor '", proto.name(), "' is segmented");
   if (dtype == DType::kString) {
     // ONNX keeps strings in string_data only (never raw or external).
-    if (proto.data_location() == onnx::TensorProto::EXTERNAL || proto.has_raw_data()) {
+    if (proto.data_location() == onnx::TensorProto::EXTERNAL || has_raw) {
       throw_user_error("tensor '", proto.name(), "' is a string tensor with raw or external data; strings belong in string_data");
     }
     if (proto.string_data_size() != count) {
@@ -181,13 +187,13 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
     if (nbytes) std::memcpy(tensor.data(), data.data(), nbytes);
     return tensor;
   }
-  if (proto.has_raw_data()) {
-    if (proto.raw_data().size() != nbytes) {
-      throw_user_error("tensor '", proto.name(), "' has ", proto.raw_data().size(), " bytes of raw data, its shape ",
+  if (has_raw) {
+    if (raw_data.size() != nbytes) {
+      throw_user_error("tensor '", proto.name(), "' has ", raw_data.size(), " bytes of raw data, its shape ",
                        shape_to_string(shape), " of ", dtype_name(dtype), " needs ", nbytes);
     }
     Tensor tensor = Tensor::uninitialized(dtype, shape);  // every byte copied below
-    if (nbytes) std::memcpy(tensor.data(), proto.raw_data().data(), nbytes);
+    if (nbytes) std::memcpy(tensor.data(), raw_data.data(), nbytes);
     return tensor;
   }
   const int64_t present = std::max({proto.float_data_size(), proto.double_data_size(), proto.int32_data_size(),

@@ -14,9 +14,11 @@ namespace {
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-/// One row of A (x, element k at x[k * x_stride]) times packed B into c[0, n): each K-block's panels are
-/// read front to back (the threads split them), their sums kept in a row of partial sums (in cache),
-/// then written with the epilogue (accumulate, bias, clamp).
+/// One row of A (x, element k at x[k * x_stride]) times packed B into c[0, n): the threads split the
+/// panels once, and each runs its panels through every K-block (each block's panels read front to back),
+/// keeping their sums in a row of partial sums (in cache), then writes its columns with the epilogue
+/// (accumulate, bias, clamp). One fork-join a product: a decoder's token makes dozens of these, each
+/// bound by reading B, and a fork-join per K-block cost more than the second core gained.
 void gemv_packed(int64_t n, int64_t k, const float* x, int64_t x_stride, const PackedMatrix& b, float* c, bool accumulate,
                  const float* row_bias, const GemmClamp* clamp, ThreadPool* pool) {
   const GemmMicrokernel& kernel = *b.kernel;
@@ -26,22 +28,22 @@ void gemv_packed(int64_t n, int64_t k, const float* x, int64_t x_stride, const P
   partial.resize(static_cast<size_t>(panels * nr));
   float* sums = partial.data();
   const int64_t threads = pool ? pool->num_threads() : 1;
-  for (int64_t k0 = 0; k0 < k; k0 += kGemmBlockK) {
-    const int64_t kc = std::min(kGemmBlockK, k - k0);
-    const float* block = b.data.data() + k0 * b.padded_width;
-    auto run = [&](int64_t begin, int64_t end) {
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t k0 = 0; k0 < k; k0 += kGemmBlockK) {
+      const int64_t kc = std::min(kGemmBlockK, k - k0);
+      const float* block = b.data.data() + k0 * b.padded_width;
       kernel.run_row(kc, x + k0 * x_stride, x_stride, block + begin * kc * nr, end - begin, sums + begin * nr, k0 == 0);
-    };
-    if (threads > 1 && panels >= 8 * threads) {
-      pool->parallel_for(panels, 4, run);
-    } else {
-      run(0, panels);
     }
-  }
-  for (int64_t j = 0; j < n; ++j) {
-    float v = sums[j] + (accumulate ? c[j] : 0.0f) + (row_bias ? row_bias[0] : 0.0f);
-    if (clamp) v = std::min(std::max(v, clamp->lo), clamp->hi);
-    c[j] = v;
+    for (int64_t j = begin * nr, last = std::min(n, end * nr); j < last; ++j) {
+      float v = sums[j] + (accumulate ? c[j] : 0.0f) + (row_bias ? row_bias[0] : 0.0f);
+      if (clamp) v = std::min(std::max(v, clamp->lo), clamp->hi);
+      c[j] = v;
+    }
+  };
+  if (threads > 1 && panels >= 8 * threads) {
+    pool->parallel_for(panels, 4, run);
+  } else {
+    run(0, panels);
   }
 }
 
