@@ -113,6 +113,14 @@ struct RegionOptions {
 /// (RegionOptions::probe_input_dims): a batch of 256, 256 tokens, a 256-pixel side.
 inline constexpr int64_t kProbeDim = 256;
 
+/// A node inside a control-flow body, for placement reports (ExecutableRegion::node_inner_placement).
+struct InnerNodePlacement {
+  std::string path;     // below the node that holds the body: "then_branch/Conv_3"
+  std::string op_type;
+  std::string backend;  // where the body's compiled model runs it; "folded" when computed at compile time
+  std::string note;
+};
+
 class ExecutableRegion {
  public:
   virtual ~ExecutableRegion() = default;
@@ -148,6 +156,11 @@ class ExecutableRegion {
   /// with why, or "". Read by placement reports (the node's note); for a fused
   /// node it is the first member's.
   virtual std::string node_algorithm(size_t node) const { return ""; }
+  /// Where the nodes inside region node `node`'s control-flow bodies run (an If's branches, a Loop's or
+  /// Scan's body, compiled as models of their own), each named by its path below the node
+  /// ("then_branch/Conv_3", "body/If_2/else_branch/Add"); empty where the node has none or they are
+  /// interpreted. Read by placement reports.
+  virtual std::vector<InnerNodePlacement> node_inner_placement(size_t node) const { return {}; }
   /// Why this backend should not run region node `node` after all, found when
   /// compiling it, or "": e.g. its library has only a slow reference kernel
   /// for it in every layout tried. The core partitions again without the node

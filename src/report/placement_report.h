@@ -18,6 +18,15 @@ struct ReportValue {
   bool constant = false;
 };
 
+/// A node inside a control-flow body of a report node (an If's branch, a Loop's or Scan's body compiled
+/// as a model of its own).
+struct ReportInnerNode {
+  std::string path;     // below the report node: "then_branch/Conv_3", "body/If_2/else_branch/Add"
+  std::string op_type;
+  std::string backend;  // or "folded"
+  std::string note;
+};
+
 struct ReportNode {
   std::string name;
   std::string op_type;
@@ -33,6 +42,7 @@ struct ReportNode {
   double milliseconds = -1;      // from a profiled run, -1 when not profiled
   std::string precision;         // "bf16" where it computes in bfloat16 (--precision bf16), "" otherwise
   std::string precision_note;    // why a Conv/MatMul/Gemm stays float32 under --precision bf16
+  std::vector<ReportInnerNode> inner;  // the nodes of its compiled control-flow bodies, if any
 };
 
 struct ReportRegion {

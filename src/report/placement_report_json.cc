@@ -69,7 +69,13 @@ void write_nodes(const PlacementReport& report, std::ostream& out) {
     write_value_names(report, node.inputs, out);
     out << ", \"outputs\": ";
     write_value_names(report, node.outputs, out);
-    out << "}";
+    out << ",\n     \"inner\": [";
+    for (size_t k = 0; k < node.inner.size(); ++k) {
+      const ReportInnerNode& inner = node.inner[k];
+      out << (k ? ", " : "") << "{\"path\": " << json_string(inner.path) << ", \"op_type\": " << json_string(inner.op_type)
+          << ", \"backend\": " << json_string(inner.backend) << ", \"note\": " << json_string(inner.note) << "}";
+    }
+    out << "]}";
   }
   out << (report.nodes.empty() ? "],\n" : "\n  ],\n");
 }

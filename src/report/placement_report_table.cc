@@ -236,6 +236,30 @@ void write_tuning(const PlacementReport& report, std::ostream& out) {
   }
 }
 
+/// The nodes inside compiled control-flow bodies, per node that holds them: per backend, how many and
+/// which (by path below the node).
+void write_inner(const PlacementReport& report, std::ostream& out) {
+  bool any = false;
+  for (const ReportNode& node : report.nodes) {
+    if (node.inner.empty()) continue;
+    if (!any) out << "Nodes inside control flow (compiled bodies):\n";
+    any = true;
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<std::string>> by_backend;
+    for (const ReportInnerNode& inner : node.inner) {
+      if (!by_backend.count(inner.backend)) order.push_back(inner.backend);
+      by_backend[inner.backend].push_back(report_detail::printable(inner.path));
+    }
+    out << "  " << report_detail::printable(node.name) << " (" << report_detail::printable(node.op_type) << "): "
+        << node.inner.size() << (node.inner.size() == 1 ? " node\n" : " nodes\n");
+    for (const std::string& backend : order) {
+      const std::vector<std::string>& paths = by_backend[backend];
+      out << item_line("    " + report_detail::printable(backend) + " (" + std::to_string(paths.size()) + "): ", paths) << "\n";
+    }
+  }
+  if (any) out << "\n";
+}
+
 std::string render_report_table(const PlacementReport& report) {
   report_detail::check_report(report);
   std::ostringstream out;
@@ -251,6 +275,7 @@ std::string render_report_table(const PlacementReport& report) {
       << (report.regions.size() == 1 ? " region" : " regions") << ", " << folded << " folded at compile time.\n\n";
   write_regions(report, out);
   out << "\n";
+  write_inner(report, out);
   write_refusals(report, out);
   out << "\n";
   write_precision(report, out);

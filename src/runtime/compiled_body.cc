@@ -47,6 +47,19 @@ class ModelBody final : public native::CompiledBody {
     return str_cat(out, " in ", regions, regions == 1 ? " region" : " regions", measured_.empty() ? "" : " (", measured_,
                    measured_.empty() ? "" : ")");
   }
+  std::vector<InnerNodePlacement> inner_placement() const override {
+    std::vector<InnerNodePlacement> rows;
+    const std::vector<NodePlacement>& placement = model_->placement();
+    for (size_t i = 0; i < placement.size(); ++i) {
+      const NodePlacement& p = placement[i];
+      rows.push_back({p.node_name, p.op_type, p.backend, p.note});
+      for (InnerNodePlacement nested : model_->inner_placement(i)) {
+        nested.path = p.node_name + "/" + nested.path;
+        rows.push_back(std::move(nested));
+      }
+    }
+    return rows;
+  }
 
  private:
   std::unique_ptr<CompiledModel> model_;

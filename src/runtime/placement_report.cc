@@ -68,6 +68,7 @@ PlacementReport CompiledModel::placement_report(const std::string& model_name, c
       }
     }
     if (profile && i < profile->node_milliseconds.size() && p.region >= 0) node.milliseconds = profile->node_milliseconds[i];
+    for (const InnerNodePlacement& inner : inner_placement(i)) node.inner.push_back({inner.path, inner.op_type, inner.backend, inner.note});
     report.nodes.push_back(std::move(node));
   }
   for (size_t r = 0; r < regions_.size(); ++r) {

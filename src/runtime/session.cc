@@ -415,6 +415,11 @@ void CompiledModel::read_node_precisions() {
       if (const std::string algorithm = plan->executable->node_algorithm(i); !algorithm.empty()) {
         add_note(placement_[plan->region.global_nodes[i].front()], algorithm);
       }
+      if (std::vector<InnerNodePlacement> inner = plan->executable->node_inner_placement(i); !inner.empty()) {
+        const size_t row = plan->region.global_nodes[i].front();
+        if (inner_placement_.size() <= row) inner_placement_.resize(row + 1);
+        inner_placement_[row] = std::move(inner);
+      }
       const std::string precision = plan->executable->node_precision(i);
       if (precision.empty()) continue;
       for (size_t node : plan->region.global_nodes[i]) {
@@ -443,6 +448,11 @@ std::string thread_count_warning(int num_threads) {
   return "--threads " + std::to_string(num_threads) + " is more than the " + std::to_string(cpus) +
          " CPUs this process may use: the threads take turns on them and every parallel step waits for the "
          "slowest, so runs get slower, not faster; use at most " + std::to_string(cpus);
+}
+
+const std::vector<InnerNodePlacement>& CompiledModel::inner_placement(size_t row) const {
+  static const std::vector<InnerNodePlacement> kNone;
+  return row < inner_placement_.size() ? inner_placement_[row] : kNone;
 }
 
 void CompiledModel::finish() {

@@ -219,6 +219,9 @@ class CompiledModel {
   /// Every node of the model: executed nodes first (in graph order, as
   /// profiles use), then nodes folded away at compile time.
   const std::vector<NodePlacement>& placement() const { return placement_; }
+  /// The nodes inside placement row `row`'s compiled control-flow bodies (an If's branches, a Loop's
+  /// body), named by their path below it; empty for most rows.
+  const std::vector<InnerNodePlacement>& inner_placement(size_t row) const;
   const std::vector<RegionSummary>& regions() const { return region_summaries_; }
   /// Backend names in the partition's priority order.
   const std::vector<std::string>& backend_names() const { return partition_.backends; }
@@ -306,6 +309,7 @@ class CompiledModel {
   std::vector<RegionSummary> region_summaries_;
   MemoryPlan memory_plan_;
   std::vector<NodePlacement> placement_;
+  std::vector<std::vector<InnerNodePlacement>> inner_placement_;  // per placement row, where it has bodies
   std::shared_ptr<const void> artifact_mapping_;  // constants and payloads of a loaded artifact point into it
   int64_t copies_per_run_ = 0;
   int64_t copy_bytes_per_run_ = 0;

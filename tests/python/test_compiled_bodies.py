@@ -5,6 +5,7 @@ detector whose sample rate picks a branch at run time) and with numpy written fr
 (Loops of a run-time trip count: a carried state of fixed shape, and one that grows every trip); the placement
 notes say which bodies compiled and where their nodes run. TESSERA_COMPILE_BODIES=0 keeps the interpreter,
 which must give the same results."""
+import json
 import os
 import re
 import subprocess
@@ -312,3 +313,64 @@ def test_an_if_inside_a_loop_compiles_with_it(monkeypatch, compile_bodies, tmp_p
         h = np.tanh(h @ W + bias)
         h = np.maximum(h @ W, 0)
         np.testing.assert_allclose(h_n, h, rtol=1e-5, atol=1e-6)
+
+
+def all_paths(graph, prefix=""):
+    """Every node of every body below `graph`'s nodes, by path (attribute/node/...), from the ONNX file."""
+    paths = {}
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                for inner in attr.g.node:
+                    path = "%s%s/%s/%s" % (prefix, node.name, attr.name, inner.name)
+                    paths[path] = inner.op_type
+                paths.update(all_paths(attr.g, "%s%s/%s/" % (prefix, node.name, attr.name)))
+    return paths
+
+
+def inner_rows(session):
+    """{holder/path: (op_type, backend)} from the JSON placement report's nodes' inner rows."""
+    report = json.loads(session.report("json"))
+    rows = {}
+    for node in report["nodes"]:
+        for inner in node["inner"]:
+            rows[node["name"] + "/" + inner["path"]] = (inner["op_type"], inner["backend"])
+    return rows
+
+
+def test_the_report_lists_the_nodes_inside_bodies_by_path(vad, tmp_path):
+    # Nested: the Loop's body and, under it, both branches of the If it holds; each node of the file's bodies
+    # once, with its op type, on a backend that claims it. Loaded from an artifact the same.
+    model = nested_model()
+    expected = all_paths(model.graph)
+    assert len(expected) == 9 and "outer/body/by_parity/else_branch/tanh" in expected, expected
+    onnx.save(model, tmp_path / "nested.onnx")
+    run = subprocess.run([CLI, "compile", str(tmp_path / "nested.onnx"), "-o", str(tmp_path / "nested.tsr")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    for session in (tessera.InferenceSession(model.SerializeToString()), tessera.InferenceSession(str(tmp_path / "nested.tsr"))):
+        rows = inner_rows(session)
+        assert {path: op for path, (op, _) in rows.items()} == expected, rows
+        assert all(backend in ("native", "dnnl", "folded") for _, backend in rows.values()), rows
+        table = session.report()
+        # The table gives per backend a count and the first paths that fit its lines.
+        counts = {}
+        for _, backend in rows.values():
+            counts[backend] = counts.get(backend, 0) + 1
+        assert "Nodes inside control flow" in table and "outer (Loop): 9 nodes" in table, table
+        for backend, count in counts.items():
+            assert "    %s (%d): body/" % (backend, count) in table, table
+    # The voice-activity model's If: both branches, their convolutions on oneDNN as the If's note says.
+    path, _ = vad
+    session = tessera.InferenceSession(str(path))
+    rows = inner_rows(session)
+    expected = all_paths(onnx.load(str(path)).graph)
+    assert set(rows) == set(expected), sorted(set(rows) ^ set(expected))[:10]
+    convs = [backend for path, (op, backend) in rows.items() if op == "Conv"]
+    assert convs and all(backend == "dnnl" for backend in convs), rows
+    # Interpreted bodies have no rows (their nodes are not placed).
+    os.environ["TESSERA_COMPILE_BODIES"] = "0"
+    try:
+        assert inner_rows(tessera.InferenceSession(model.SerializeToString())) == {}
+    finally:
+        del os.environ["TESSERA_COMPILE_BODIES"]

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 
@@ -28,6 +29,8 @@ class CompiledBody {
   virtual const std::vector<TensorType>& output_types() const = 0;
   /// Where the body's nodes run, for the placement note: "dnnl 12 nodes, native 2 nodes in 3 regions".
   virtual std::string summary() const = 0;
+  /// Every node of the body as compiled, with where it runs (nested bodies' nodes under their node's path).
+  virtual std::vector<InnerNodePlacement> inner_placement() const = 0;
 };
 
 /// Compiles `body` with its inputs typed `input_types` (one per graph input); `constants[i]`, where

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/native/thread_pool.h"
@@ -14,6 +15,8 @@
 #include "ir/shape_util.h"
 
 namespace tessera::native {
+
+class CompiledBody;  // compiled_body.h
 
 class KernelContext {
  public:
@@ -103,6 +106,9 @@ struct KernelDef {
   /// What the prepared state chose, for the node's placement note ("" for nothing to say): e.g. an
   /// If's branches compiled across backends.
   std::string (*describe)(const void* state) = nullptr;
+  /// The control-flow bodies the prepared state compiled, by attribute name ("then_branch", "body"), for
+  /// placement reports; null or absent entries for bodies that are interpreted.
+  std::vector<std::pair<std::string, const CompiledBody*>> (*bodies)(const void* state) = nullptr;
 };
 
 class KernelRegistry {

@@ -9,6 +9,7 @@
 #include <deque>
 #include <mutex>
 
+#include "backends/native/compiled_body.h"
 #include "backends/native/kernel.h"
 #include "backends/native/native_declarations.h"
 #include "backends/native/node_runner.h"
@@ -57,6 +58,19 @@ class NativeRegion : public ExecutableRegion {
   std::string node_algorithm(size_t node) const override {
     if (node >= nodes_.size() || !nodes_[node].state || !nodes_[node].kernel->describe) return "";
     return nodes_[node].kernel->describe(nodes_[node].state.get());
+  }
+
+  std::vector<InnerNodePlacement> node_inner_placement(size_t node) const override {
+    std::vector<InnerNodePlacement> rows;
+    if (node >= nodes_.size() || !nodes_[node].state || !nodes_[node].kernel->bodies) return rows;
+    for (const auto& [attribute, body] : nodes_[node].kernel->bodies(nodes_[node].state.get())) {
+      if (!body) continue;
+      for (InnerNodePlacement row : body->inner_placement()) {
+        row.path = attribute + "/" + row.path;
+        rows.push_back(std::move(row));
+      }
+    }
+    return rows;
   }
 
   bool reads_strided(size_t input, const TensorView& view) const override {

@@ -59,6 +59,11 @@ std::string describe_if(const void* state) {
          body_note("else_branch", s->else_compiled.get(), s->else_why);
 }
 
+std::vector<std::pair<std::string, const CompiledBody*>> if_bodies(const void* state) {
+  const auto* s = static_cast<const IfState*>(state);
+  return {{"then_branch", s->then_compiled.get()}, {"else_branch", s->else_compiled.get()}};
+}
+
 /// Runs a compiled branch on the node's captures and writes its outputs to the node's, in place where
 /// the planned buffer has the compiled output's static type.
 void run_compiled_branch(const KernelContext& ctx, const CompiledBody& body, const char* branch_name) {
@@ -158,6 +163,10 @@ std::shared_ptr<void> prepare_loop(const Node& node, const std::vector<const Ten
     }
   }
   return state;
+}
+
+std::vector<std::pair<std::string, const CompiledBody*>> loop_bodies(const void* state) {
+  return {{"body", static_cast<const LoopState*>(state)->compiled.get()}};
 }
 
 std::string describe_loop(const void* state) {
@@ -273,8 +282,10 @@ void loop_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_controlflow_kernels(KernelRegistry& registry) {
-  registry.add({.op_type = "If", .run = if_kernel, .prepare = prepare_if, .allocates_outputs = true, .describe = describe_if});
-  registry.add({.op_type = "Loop", .run = loop_kernel, .prepare = prepare_loop, .allocates_outputs = true, .describe = describe_loop});
+  registry.add({.op_type = "If", .run = if_kernel, .prepare = prepare_if, .allocates_outputs = true, .describe = describe_if,
+                .bodies = if_bodies});
+  registry.add({.op_type = "Loop", .run = loop_kernel, .prepare = prepare_loop, .allocates_outputs = true,
+                .describe = describe_loop, .bodies = loop_bodies});
   register_scan_kernel(registry);
 }
 

@@ -177,6 +177,10 @@ std::shared_ptr<void> prepare_scan(const Node& node, const std::vector<const Ten
   return state;
 }
 
+std::vector<std::pair<std::string, const CompiledBody*>> scan_bodies(const void* state) {
+  return {{"body", static_cast<const ScanState*>(state)->compiled.get()}};
+}
+
 std::string describe_scan(const void* state) {
   const auto* s = static_cast<const ScanState*>(state);
   return describe_body(s->compiled.get(), s->why);
@@ -249,7 +253,8 @@ void scan_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_scan_kernel(KernelRegistry& registry) {
-  registry.add({.op_type = "Scan", .run = scan_kernel, .prepare = prepare_scan, .allocates_outputs = true, .describe = describe_scan});
+  registry.add({.op_type = "Scan", .run = scan_kernel, .prepare = prepare_scan, .allocates_outputs = true,
+                .describe = describe_scan, .bodies = scan_bodies});
 }
 
 }  // namespace tessera::native
