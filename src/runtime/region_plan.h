@@ -62,7 +62,16 @@ class RunStore {
   /// upper bounds of its dims, CompileOptions::dim_bounds), so every run asks the pool for the same sizes.
   RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison, BufferPool* pool = nullptr,
            const std::vector<size_t>* bounded_bytes = nullptr);
+  /// A store to be started with begin() for each run (CompiledModel keeps one per arena: a run of a small
+  /// model, a Loop's body trip, then allocates almost nothing to set up its values).
+  explicit RunStore(const Graph& graph);
   ~RunStore();
+  /// Starts a run: every value as the constructor above leaves it, reusing this store's memory.
+  void begin(const MemoryPlan& plan, Buffer& arena, bool poison, BufferPool* pool = nullptr,
+             const std::vector<size_t>* bounded_bytes = nullptr);
+  /// Ends a run: its pool buffers go back to the pool, its tensors are dropped (the caller has taken the
+  /// outputs). The destructor does this for a run not ended.
+  void end();
   RunStore(const RunStore&) = delete;
   RunStore& operator=(const RunStore&) = delete;
   const TensorView& get(ValueId id) { return views_[static_cast<size_t>(id)]; }
@@ -100,6 +109,7 @@ class RunStore {
   std::vector<int32_t> buffer_refs_;  // per slot: values viewing it (aliases included)
   size_t held_bytes_ = 0;             // borrowed now
   size_t peak_bytes_ = 0;             // most borrowed at once this run
+  bool running_ = false;              // between begin() and end()
 };
 
 /// Device-space values of one run that outlive the region that made them

@@ -13,21 +13,49 @@ namespace tessera {
 
 RunStore::RunStore(const Graph& graph, const MemoryPlan& plan, Buffer& arena, bool poison, BufferPool* pool,
                    const std::vector<size_t>* bounded_bytes)
-    : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()), poison_(poison),
-      is_output_(graph.values.size(), 0), arena_begin_(static_cast<const char*>(arena.data())),
-      arena_end_(arena_begin_ + arena.size()), pool_(pool), bounded_bytes_(bounded_bytes),
-      buffer_of_(graph.values.size(), -1) {
+    : RunStore(graph) {
+  begin(plan, arena, poison, pool, bounded_bytes);
+}
+
+RunStore::RunStore(const Graph& graph)
+    : graph_(graph), views_(graph.values.size()), owned_(graph.values.size()), poison_(false),
+      is_output_(graph.values.size(), 0), arena_begin_(nullptr), arena_end_(nullptr), pool_(nullptr),
+      bounded_bytes_(nullptr), buffer_of_(graph.values.size(), -1) {
   for (ValueId id : graph.outputs) is_output_[static_cast<size_t>(id)] = 1;
+}
+
+void RunStore::begin(const MemoryPlan& plan, Buffer& arena, bool poison, BufferPool* pool,
+                     const std::vector<size_t>* bounded_bytes) {
+  if (running_) end();
+  running_ = true;
+  poison_ = poison;
+  arena_begin_ = static_cast<const char*>(arena.data());
+  arena_end_ = arena_begin_ + arena.size();
+  pool_ = pool;
+  bounded_bytes_ = bounded_bytes;
+  counts = RunCounts{};
+  held_bytes_ = peak_bytes_ = 0;
   auto* base = static_cast<char*>(arena.data());
   if (poison) std::memset(base, 0xFF, arena.size());
-  for (size_t i = 0; i < graph.values.size(); ++i) {
-    const Value& v = graph.values[i];
+  // (Assignments keep each view's shape capacity: a store used again allocates nothing here.)
+  for (size_t i = 0; i < graph_.values.size(); ++i) {
+    const Value& v = graph_.values[i];
+    TensorView& view = views_[i];
     if (v.constant) {
-      views_[i] = v.constant->view();
-    } else if (v.type.is_static()) {
-      views_[i].dtype = v.type.dtype;
-      views_[i].shape = v.type.dims;
-      if (plan.offsets[i] != MemoryPlan::kNotPlanned) views_[i].data = base + plan.offsets[i];
+      const Tensor& c = *v.constant;
+      view.dtype = c.dtype();
+      view.shape = c.shape();
+      view.data = c.data();
+      view.strides.clear();
+    } else {
+      view.dtype = v.type.is_static() ? v.type.dtype : DType::kUndefined;
+      if (v.type.is_static()) {
+        view.shape = v.type.dims;
+      } else {
+        view.shape.clear();
+      }
+      view.strides.clear();
+      view.data = v.type.is_static() && plan.offsets[i] != MemoryPlan::kNotPlanned ? base + plan.offsets[i] : nullptr;
     }
   }
 }
@@ -39,7 +67,21 @@ TensorView& RunStore::output(ValueId id) {
 }
 
 RunStore::~RunStore() {
-  if (!pool_) return;
+  if (running_) end();
+}
+
+void RunStore::end() {
+  running_ = false;
+  for (Tensor& t : owned_) {
+    if (t.defined()) t = Tensor();
+  }
+  boxed_.clear();
+  std::fill(buffer_of_.begin(), buffer_of_.end(), -1);
+  buffer_refs_.clear();
+  if (!pool_) {
+    borrowed_.clear();
+    return;
+  }
   std::vector<std::unique_ptr<Buffer>>& free = pool_->buffers;
   size_t held = 0, count = 0;
   for (std::unique_ptr<Buffer>& b : borrowed_) {
@@ -47,6 +89,7 @@ RunStore::~RunStore() {
     free.push_back(std::move(b));
     ++count;
   }
+  borrowed_.clear();
   for (const std::unique_ptr<Buffer>& b : free) held += b->size();
   // Kept within twice the most any run held at once: buffers beyond, left over from other shapes, go
   // smallest first.
@@ -81,13 +124,17 @@ void RunStore::allocate(ValueId id) {
       buffer = std::make_unique<Buffer>(std::max<size_t>(bounded ? bytes : bytes + bytes / 4, 64), false);
       ++counts.allocations;
     }
-    owned_[static_cast<size_t>(id)] = Tensor::wrap(v.dtype, v.shape, buffer->data(), nullptr);
+    // (The view alone points at the pool's buffer: a value that is not a graph output is never taken.)
+    owned_[static_cast<size_t>(id)] = Tensor();
     release(id);  // (a value allocated again: its earlier buffer goes back)
     held_bytes_ += buffer->size();
     peak_bytes_ = std::max(peak_bytes_, held_bytes_);
     buffer_of_[static_cast<size_t>(id)] = static_cast<int32_t>(borrowed_.size());
     buffer_refs_.push_back(1);
+    v.data = buffer->data();
     borrowed_.push_back(std::move(buffer));
+    if (poison_ && v.dtype != DType::kString) std::memset(v.data, 0xFF, v.nbytes());
+    return;
   } else {
     // Not zero-filled: every kernel writes all of its outputs (TESSERA_POISON runs check that), and a
     // prompt's logits are megabytes.

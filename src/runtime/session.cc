@@ -128,23 +128,34 @@ class CompiledModel::ArenaLease {
         model.free_arenas_.pop_back();
         pool_ = std::move(model.free_pools_.back());  // given back together with its arena
         model.free_pools_.pop_back();
+        store_ = std::move(model.free_stores_.back());
+        model.free_stores_.pop_back();
       }
     }
     if (!buffer_) buffer_ = std::make_unique<Buffer>(static_cast<size_t>(model.memory_plan_.arena_bytes), false);
+    if (!store_) store_ = std::make_unique<RunStore>(model.graph_);
   }
   ~ArenaLease() {
+    store_->end();  // (its pool buffers go back to pool_ first)
     std::lock_guard<std::mutex> lock(model_.arena_mutex_);
     model_.free_arenas_.push_back(std::move(buffer_));
     model_.free_pools_.push_back(std::move(pool_));
+    model_.free_stores_.push_back(std::move(store_));
   }
   Buffer& buffer() { return *buffer_; }
   /// Memory for values of shapes known only at run time (RunStore's pool).
   BufferPool* pool() { return &pool_; }
+  /// The run's value store, started on this lease's arena and pool.
+  RunStore& start_store(bool poison, const std::vector<size_t>* bounded_bytes) {
+    store_->begin(model_.memory_plan_, *buffer_, poison, &pool_, bounded_bytes);
+    return *store_;
+  }
 
  private:
   const CompiledModel& model_;
   std::unique_ptr<Buffer> buffer_;
   BufferPool pool_;
+  std::unique_ptr<RunStore> store_;  // kept with the arena: its views' memory is reused run after run
 };
 
 std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const CompileOptions& given_options) {
@@ -687,8 +698,7 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
     throw_user_error("the model has ", outputs_.size(), " outputs but ", caller_outputs.size(), " output buffers were given");
   }
   ArenaLease arena(*this);
-  RunStore store(graph_, memory_plan_, arena.buffer(), poison_memory(), arena.pool(),
-                 bounded_bytes_.empty() ? nullptr : &bounded_bytes_);
+  RunStore& store = arena.start_store(poison_memory(), bounded_bytes_.empty() ? nullptr : &bounded_bytes_);
   if (profile) {
     profile->node_milliseconds.resize(placement_.size(), 0.0);
     profile->region_milliseconds.resize(regions_.size(), 0.0);

@@ -318,6 +318,7 @@ class CompiledModel {
   mutable std::vector<std::unique_ptr<Buffer>> free_arenas_;
   // With them (one per arena, same order), the buffers of values of shapes known only at run time (RunStore's pool).
   mutable std::vector<BufferPool> free_pools_;
+  mutable std::vector<std::unique_ptr<RunStore>> free_stores_;  // with free_arenas_, one each
   // Open input dims that share an ONNX name, as (input, dim) groups: one value per call (validate_inputs).
   std::vector<std::vector<std::pair<size_t, size_t>>> named_open_dims_;
   mutable std::mutex stats_mutex_;

@@ -111,13 +111,13 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
       }
     }
   }
-  KernelContext ctx(node, std::move(inputs), outputs, pool, cn.state.get(),
+  KernelContext ctx(node, std::move(inputs), std::move(outputs), pool, cn.state.get(),
                     [&](size_t i, TensorView&) { store.allocate(node.outputs[i]); }, std::move(boxed_inputs),
                     std::move(boxed_outputs));
   if (!cn.movable_inputs.empty()) ctx.set_movable_inputs(cn.movable_inputs);
   cn.kernel->run(ctx);
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (outputs[i] && !outputs[i]->data && outputs[i]->numel() != 0) {
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+    if (ctx.has_output(i) && !ctx.output(i).data && ctx.output(i).numel() != 0) {
       throw_internal_error(node.describe(), ": kernel left output ", i, " unallocated");
     }
   }

@@ -1,6 +1,7 @@
 // Kernels of the control-flow family: If and Loop (Scan is in controlflow_scan.cc). Subgraphs run through the
 // interpreter in controlflow_subgraph.cc; their captured outer values are the
 // node's inputs after `tessera_formal_inputs` (see src/ir/ops/controlflow.cc).
+#include <array>
 #include <limits>
 
 #include "backends/native/kernels/controlflow_internal.h"
@@ -204,6 +205,118 @@ void write_scan_output(const KernelContext& ctx, size_t out_index, size_t scan_i
   }
 }
 
+/// The Loop with its body compiled: the body's input views are made once (the iteration number and cond
+/// written in place each trip, the captures the same every trip, the carried values' views pointed at the
+/// latest trip's outputs), so a trip costs the body's run and little else.
+void run_compiled_loop(KernelContext& ctx, const CompiledBody& body, const Graph& graph, size_t formal, int64_t max_trips,
+                       bool cond) {
+  const size_t carried = formal - 2;
+  const size_t scans = ctx.num_outputs() - carried;
+  Tensor iteration(DType::kInt64, {});
+  Tensor cond_in(DType::kBool, {});
+  std::vector<TensorView> views;
+  views.reserve(ctx.num_inputs());
+  views.push_back(iteration.view());
+  views.push_back(cond_in.view());
+  for (size_t i = 2; i < ctx.num_inputs(); ++i) {
+    if (ctx.boxed_input(i)) ctx.fail("the body was compiled for tensors but got ", value_kind_phrase(ctx.boxed_input(i)->kind));
+    views.push_back(ctx.input(i));
+  }
+  // Where every output's type is static and each carried value keeps its type, the body writes its
+  // outputs into buffers of this kernel: the cond into one scalar, each carried value into the one of two
+  // buffers its input is not in, each scan output into its row of the stacked result (grown by doubling).
+  const std::vector<TensorType>& types = body.output_types();
+  bool in_place = types.size() == 1 + carried + scans;
+  for (size_t k = 0; in_place && k < types.size(); ++k) in_place = types[k].rank_known && types[k].is_static();
+  for (size_t k = 0; in_place && k < carried; ++k) {
+    in_place = views[2 + k].dtype == types[1 + k].dtype && views[2 + k].shape == types[1 + k].dims && views[2 + k].strides.empty();
+  }
+  if (in_place) {
+    Tensor cond_out(DType::kBool, {});
+    std::vector<TensorView> out_views(types.size());
+    std::vector<TensorView*> out_ptrs(types.size());
+    out_views[0] = cond_out.view();
+    std::vector<std::array<Tensor, 2>> carry(carried);
+    for (size_t k = 0; k < carried; ++k) {
+      for (Tensor& t : carry[k]) t = Tensor::uninitialized(types[1 + k].dtype, types[1 + k].dims);
+    }
+    std::vector<Tensor> stacked(scans);
+    std::vector<size_t> part_bytes(scans);
+    int64_t capacity = 0, trips = 0;
+    for (size_t k = 0; k < types.size(); ++k) out_ptrs[k] = &out_views[k];
+    for (int64_t trip = 0; trip < max_trips && cond; ++trip) {
+      *iteration.as<int64_t>() = trip;
+      *cond_in.as<uint8_t>() = cond ? 1 : 0;
+      for (size_t k = 0; k < carried; ++k) out_views[1 + k] = carry[k][trip % 2].view();
+      if (trip == capacity) {
+        // Room for twice the trips (within M): the rows so far move to the larger buffers.
+        const int64_t grown = std::min<int64_t>(max_trips, std::max<int64_t>(16, 2 * capacity));
+        for (size_t k = 0; k < scans; ++k) {
+          const TensorType& t = types[1 + carried + k];
+          Shape shape = {grown};
+          shape.insert(shape.end(), t.dims.begin(), t.dims.end());
+          check_tensor_size_lazy([&] { return ctx.node().describe() + ": scan output " + std::to_string(k); }, shape, t.dtype);
+          Tensor larger = Tensor::uninitialized(t.dtype, shape);
+          part_bytes[k] = static_cast<size_t>(shape_numel(t.dims)) * dtype_size(t.dtype);
+          if (trip > 0 && part_bytes[k]) std::memcpy(larger.data(), stacked[k].data(), part_bytes[k] * static_cast<size_t>(trip));
+          stacked[k] = std::move(larger);
+        }
+        capacity = grown;
+      }
+      for (size_t k = 0; k < scans; ++k) {
+        TensorView& row = out_views[1 + carried + k];
+        row.dtype = types[1 + carried + k].dtype;
+        row.shape = types[1 + carried + k].dims;
+        row.data = static_cast<char*>(stacked[k].data()) + part_bytes[k] * static_cast<size_t>(trip);
+      }
+      body.run(views, out_ptrs);
+      cond = *cond_out.as<uint8_t>() != 0;
+      for (size_t k = 0; k < carried; ++k) views[2 + k].data = out_views[1 + k].data;  // the next trip's input
+      trips = trip + 1;
+    }
+    for (size_t i = 0; i < carried; ++i) write_output(ctx, i, views[2 + i]);  // (the initial value where no trip ran)
+    for (size_t k = 0; k < scans; ++k) {
+      if (!ctx.has_output(carried + k)) continue;
+      if (ctx.boxed_output(carried + k)) ctx.fail("scan output ", k, " is a sequence or optional; scan outputs must be tensors");
+      const TensorType& t = types[1 + carried + k];
+      Shape shape = {trips};
+      shape.insert(shape.end(), t.dims.begin(), t.dims.end());
+      TensorView& out = ctx.allocate_output(carried + k, t.dtype, shape);
+      if (trips > 0 && part_bytes[k]) std::memcpy(out.data, stacked[k].data(), part_bytes[k] * static_cast<size_t>(trips));
+    }
+    return;
+  }
+  std::vector<Tensor> values(carried);  // the carried values after the latest trip (their views are in `views`)
+  std::vector<std::vector<Tensor>> scan_parts(scans);
+  Shape stacked;
+  for (int64_t trip = 0; trip < max_trips && cond; ++trip) {
+    *iteration.as<int64_t>() = trip;
+    *cond_in.as<uint8_t>() = cond ? 1 : 0;
+    std::vector<Tensor> made = body.run(views, {});
+    if (made.size() != 1 + carried + scans) ctx.fail("body has ", made.size(), " outputs; expected ", 1 + carried + scans);
+    cond = scalar_bool(ctx, made[0].view(), "the body's cond output");
+    for (size_t k = 0; k < carried; ++k) {
+      values[k] = std::move(made[1 + k]);
+      TensorView& view = views[2 + k];
+      view.dtype = values[k].dtype();
+      view.shape = values[k].shape();  // (same size: no allocation)
+      view.data = values[k].data();
+    }
+    for (size_t k = 0; k < scans; ++k) {
+      // The stacked scan output grows with every trip (M comes from a value): stop as soon as it would be too large.
+      Tensor& part = made[1 + carried + k];
+      stacked.assign(1, trip + 1);
+      stacked.insert(stacked.end(), part.shape().begin(), part.shape().end());
+      check_tensor_size_lazy([&] { return ctx.node().describe() + ": scan output " + std::to_string(k); }, stacked,
+                             part.dtype());
+      scan_parts[k].push_back(std::move(part));
+    }
+  }
+  // (Where no trip ran, the initial values.)
+  for (size_t i = 0; i < carried; ++i) write_output(ctx, i, values[i].defined() ? values[i].view() : views[2 + i]);
+  for (size_t k = 0; k < scans; ++k) write_scan_output(ctx, carried + k, k, scan_parts[k], graph, 1 + carried + k);
+}
+
 void loop_kernel(KernelContext& ctx) {
   const size_t formal = formal_inputs(ctx);
   const size_t carried = formal - 2;
@@ -221,6 +334,10 @@ void loop_kernel(KernelContext& ctx) {
   if (const LoopState* state = ctx.state<LoopState>()) {
     program = &state->body;
     compiled = state->compiled.get();
+    if (compiled) {
+      run_compiled_loop(ctx, *compiled, *program->graph, formal, max_trips, cond);
+      return;
+    }
   } else {
     local = compile_subgraph(graph_attr(ctx.node(), "body"), loop_body_types(run_time_input_types(ctx, 2)));
     program = &local;
