@@ -95,21 +95,26 @@ def test_threads_reach_the_bodies(vad, threads):
 
 # -- Loops of a run-time trip count -----------------------------------------------------------------------
 
-def rnn_loop_model():
-    """h_n, hs = Loop(n, h0): h = Tanh(h @ W + bias) each trip, stacking every h (W an outer weight the body
-    captures; bias an outer input, fed each run)."""
-    body = helper.make_graph(
+def rnn_body(cond_nodes, initializers=()):
+    """The Loop body h = Tanh(h_in @ w + bias), also scanned out, whose cond_out the given nodes make."""
+    return helper.make_graph(
         [helper.make_node("MatMul", ["h_in", "w"], ["hw"], name="mm"),
          helper.make_node("Add", ["hw", "bias"], ["pre"], name="add"),
-         helper.make_node("Tanh", ["pre"], ["h_out"], name="tanh"),
-         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
-         helper.make_node("Identity", ["h_out"], ["h_scan"], name="scan")],
+         helper.make_node("Tanh", ["pre"], ["h_out"], name="tanh")] + cond_nodes +
+        [helper.make_node("Identity", ["h_out"], ["h_scan"], name="scan")],
         "body",
         [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
          helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [2, 8])],
         [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
          helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [2, 8]),
-         helper.make_tensor_value_info("h_scan", TensorProto.FLOAT, [2, 8])])
+         helper.make_tensor_value_info("h_scan", TensorProto.FLOAT, [2, 8])],
+        list(initializers))
+
+
+def rnn_loop_model():
+    """h_n, hs = Loop(n, h0): h = Tanh(h @ W + bias) each trip, stacking every h (W an outer weight the body
+    captures; bias an outer input, fed each run)."""
+    body = rnn_body([helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going")])
     graph = helper.make_graph(
         [helper.make_node("Loop", ["n", "", "h0"], ["h_n", "hs"], name="rnn", body=body)], "rnn",
         [helper.make_tensor_value_info("n", TensorProto.INT64, []), helper.make_tensor_value_info("h0", TensorProto.FLOAT, [2, 8]),
@@ -382,20 +387,9 @@ def test_the_report_lists_the_nodes_inside_bodies_by_path(vad, tmp_path):
 def cond_loop_model():
     """h_n, hs = Loop(M absent, cond true, h0): h = Tanh(h @ W + bias) each trip, stacking every h, until
     i + 1 reaches `limit` (a run-time input): the trip count comes from the body's cond alone."""
-    body = helper.make_graph(
-        [helper.make_node("MatMul", ["h_in", "w"], ["hw"], name="mm"),
-         helper.make_node("Add", ["hw", "bias"], ["pre"], name="add"),
-         helper.make_node("Tanh", ["pre"], ["h_out"], name="tanh"),
-         helper.make_node("Add", ["i", "one"], ["next"], name="next"),
-         helper.make_node("Less", ["next", "limit"], ["cond_out"], name="more"),
-         helper.make_node("Identity", ["h_out"], ["h_scan"], name="scan")],
-        "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [2, 8])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [2, 8]),
-         helper.make_tensor_value_info("h_scan", TensorProto.FLOAT, [2, 8])],
-        [numpy_helper.from_array(np.array(1, np.int64), "one")])
+    body = rnn_body([helper.make_node("Add", ["i", "one"], ["next"], name="next"),
+                     helper.make_node("Less", ["next", "limit"], ["cond_out"], name="more")],
+                    [numpy_helper.from_array(np.array(1, np.int64), "one")])
     graph = helper.make_graph(
         [helper.make_node("Loop", ["", "go", "h0"], ["h_n", "hs"], name="rnn", body=body)], "rnn",
         [helper.make_tensor_value_info("go", TensorProto.BOOL, []), helper.make_tensor_value_info("h0", TensorProto.FLOAT, [2, 8]),
