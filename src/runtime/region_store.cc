@@ -124,8 +124,8 @@ void RunStore::allocate(ValueId id) {
       buffer = std::make_unique<Buffer>(std::max<size_t>(bounded ? bytes : bytes + bytes / 4, 64), false);
       ++counts.allocations;
     }
-    // (The view alone points at the pool's buffer: a value that is not a graph output is never taken.)
-    owned_[static_cast<size_t>(id)] = Tensor();
+    // (The view alone points at the pool's buffer, without a tensor: a value that is not a graph output
+    // is never taken.)
     release(id);  // (a value allocated again: its earlier buffer goes back)
     held_bytes_ += buffer->size();
     peak_bytes_ = std::max(peak_bytes_, held_bytes_);

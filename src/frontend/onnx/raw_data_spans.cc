@@ -81,15 +81,23 @@ class Lifter {
  public:
   explicit Lifter(LiftedRawData* out) : out_(out) {}
 
-  bool model(std::string_view bytes, std::string& stripped) {
+  bool model(std::string_view bytes, std::string& stripped) { return rewrite(bytes, kModelGraph, &Lifter::graph, stripped); }
+
+  size_t lifted() const { return lifted_; }
+
+ private:
+  using Rewriter = bool (Lifter::*)(std::string_view bytes, std::string& stripped);
+
+  /// Copies a message's fields to `stripped`, each length-delimited field `number` rewritten by `nested`.
+  bool rewrite(std::string_view bytes, uint32_t number, Rewriter nested, std::string& stripped) {
     const char *p = bytes.data(), *end = p + bytes.size();
     Field f;
     while (p < end) {
       if (!next_field(p, end, &f)) return false;
-      if (f.number == kModelGraph && f.wire == kLengthDelimited) {
-        std::string graph_bytes;
-        if (!graph(f.payload, graph_bytes)) return false;
-        write_length_delimited(stripped, kModelGraph, graph_bytes);
+      if (f.number == number && f.wire == kLengthDelimited) {
+        std::string rewritten;
+        if (!(this->*nested)(f.payload, rewritten)) return false;
+        write_length_delimited(stripped, number, rewritten);
       } else {
         stripped.append(f.whole);
       }
@@ -97,23 +105,8 @@ class Lifter {
     return true;
   }
 
-  size_t lifted() const { return lifted_; }
-
- private:
   bool graph(std::string_view bytes, std::string& stripped) {
-    const char *p = bytes.data(), *end = p + bytes.size();
-    Field f;
-    while (p < end) {
-      if (!next_field(p, end, &f)) return false;
-      if (f.number == kGraphInitializer && f.wire == kLengthDelimited) {
-        std::string tensor_bytes;
-        if (!tensor(f.payload, tensor_bytes)) return false;
-        write_length_delimited(stripped, kGraphInitializer, tensor_bytes);
-      } else {
-        stripped.append(f.whole);
-      }
-    }
-    return true;
+    return rewrite(bytes, kGraphInitializer, &Lifter::tensor, stripped);
   }
 
   bool tensor(std::string_view bytes, std::string& stripped) {

@@ -175,6 +175,13 @@ std::string describe_loop(const void* state) {
   return describe_body(s->compiled.get(), s->why);
 }
 
+/// A scan output's stacked shape: `rows` along a new leading axis before the shape of one trip's part.
+Shape stacked_shape(int64_t rows, const Shape& part) {
+  Shape shape = {rows};
+  shape.insert(shape.end(), part.begin(), part.end());
+  return shape;
+}
+
 /// Stacks per-iteration values of one scan output along a new leading axis.
 void write_scan_output(const KernelContext& ctx, size_t out_index, size_t scan_index,
                        const std::vector<Tensor>& parts, const Graph& body, size_t body_output) {
@@ -195,13 +202,71 @@ void write_scan_output(const KernelContext& ctx, size_t out_index, size_t scan_i
                "] in iteration ", k, "; scan outputs must keep one shape");
     }
   }
-  Shape shape = {static_cast<int64_t>(parts.size())};
-  shape.insert(shape.end(), first.shape().begin(), first.shape().end());
-  TensorView& out = ctx.allocate_output(out_index, first.dtype(), shape);
+  TensorView& out = ctx.allocate_output(out_index, first.dtype(), stacked_shape(static_cast<int64_t>(parts.size()), first.shape()));
   char* dst = static_cast<char*>(out.data);
   for (const Tensor& part : parts) {
     if (part.nbytes()) std::memcpy(dst, part.data(), part.nbytes());
     dst += part.nbytes();
+  }
+}
+
+/// A compiled Loop body whose output types are all static, each carried one that of its input's view,
+/// writes its outputs into buffers of the kernel: the cond into one scalar, each carried value into the
+/// one of two buffers its input is not in, each scan output into its row of the stacked result (grown by
+/// doubling). `views` are the body's inputs (run_compiled_loop); no tensor is made per trip.
+void run_loop_in_place(KernelContext& ctx, const CompiledBody& body, std::vector<TensorView>& views, size_t carried,
+                       int64_t max_trips, bool cond) {
+  const std::vector<TensorType>& types = body.output_types();
+  const size_t scans = types.size() - 1 - carried;
+  Tensor cond_out(DType::kBool, {});
+  std::vector<TensorView> out_views(types.size());
+  std::vector<TensorView*> out_ptrs(types.size());
+  for (size_t k = 0; k < types.size(); ++k) {
+    out_views[k].dtype = types[k].dtype;
+    out_views[k].shape = types[k].dims;
+    out_ptrs[k] = &out_views[k];
+  }
+  out_views[0].data = cond_out.data();
+  std::vector<std::array<Tensor, 2>> carry(carried);
+  for (size_t k = 0; k < carried; ++k) {
+    for (Tensor& t : carry[k]) t = Tensor::uninitialized(types[1 + k].dtype, types[1 + k].dims);
+  }
+  std::vector<Tensor> stacked(scans);
+  std::vector<size_t> part_bytes(scans);
+  for (size_t k = 0; k < scans; ++k) {
+    part_bytes[k] = static_cast<size_t>(shape_numel(types[1 + carried + k].dims)) * dtype_size(types[1 + carried + k].dtype);
+  }
+  int64_t capacity = 0, trips = 0;
+  for (; trips < max_trips && cond; ++trips) {
+    *views[0].as<int64_t>() = trips;
+    *views[1].as<uint8_t>() = 1;
+    for (size_t k = 0; k < carried; ++k) out_views[1 + k].data = carry[k][trips % 2].data();
+    if (trips == capacity) {
+      // Room for twice the trips (within M): the rows so far move to the larger buffers.
+      capacity = std::min<int64_t>(max_trips, std::max<int64_t>(16, 2 * capacity));
+      for (size_t k = 0; k < scans; ++k) {
+        const TensorType& t = types[1 + carried + k];
+        const Shape shape = stacked_shape(capacity, t.dims);
+        check_tensor_size_lazy([&] { return ctx.node().describe() + ": scan output " + std::to_string(k); }, shape, t.dtype);
+        Tensor larger = Tensor::uninitialized(t.dtype, shape);
+        if (trips > 0 && part_bytes[k]) std::memcpy(larger.data(), stacked[k].data(), part_bytes[k] * static_cast<size_t>(trips));
+        stacked[k] = std::move(larger);
+      }
+    }
+    for (size_t k = 0; k < scans; ++k) {
+      out_views[1 + carried + k].data = static_cast<char*>(stacked[k].data()) + part_bytes[k] * static_cast<size_t>(trips);
+    }
+    body.run(views, out_ptrs);
+    cond = *cond_out.as<uint8_t>() != 0;
+    for (size_t k = 0; k < carried; ++k) views[2 + k].data = out_views[1 + k].data;  // the next trip's input
+  }
+  for (size_t i = 0; i < carried; ++i) write_output(ctx, i, views[2 + i]);  // (the initial value where no trip ran)
+  for (size_t k = 0; k < scans; ++k) {
+    if (!ctx.has_output(carried + k)) continue;
+    if (ctx.boxed_output(carried + k)) ctx.fail("scan output ", k, " is a sequence or optional; scan outputs must be tensors");
+    const TensorType& t = types[1 + carried + k];
+    TensorView& out = ctx.allocate_output(carried + k, t.dtype, stacked_shape(trips, t.dims));
+    if (trips > 0 && part_bytes[k]) std::memcpy(out.data, stacked[k].data(), part_bytes[k] * static_cast<size_t>(trips));
   }
 }
 
@@ -222,76 +287,18 @@ void run_compiled_loop(KernelContext& ctx, const CompiledBody& body, const Graph
     if (ctx.boxed_input(i)) ctx.fail("the body was compiled for tensors but got ", value_kind_phrase(ctx.boxed_input(i)->kind));
     views.push_back(ctx.input(i));
   }
-  // Where every output's type is static and each carried value keeps its type, the body writes its
-  // outputs into buffers of this kernel: the cond into one scalar, each carried value into the one of two
-  // buffers its input is not in, each scan output into its row of the stacked result (grown by doubling).
   const std::vector<TensorType>& types = body.output_types();
   bool in_place = types.size() == 1 + carried + scans;
   for (size_t k = 0; in_place && k < types.size(); ++k) in_place = types[k].rank_known && types[k].is_static();
   for (size_t k = 0; in_place && k < carried; ++k) {
     in_place = views[2 + k].dtype == types[1 + k].dtype && views[2 + k].shape == types[1 + k].dims && views[2 + k].strides.empty();
   }
-  if (in_place) {
-    Tensor cond_out(DType::kBool, {});
-    std::vector<TensorView> out_views(types.size());
-    std::vector<TensorView*> out_ptrs(types.size());
-    out_views[0] = cond_out.view();
-    std::vector<std::array<Tensor, 2>> carry(carried);
-    for (size_t k = 0; k < carried; ++k) {
-      for (Tensor& t : carry[k]) t = Tensor::uninitialized(types[1 + k].dtype, types[1 + k].dims);
-    }
-    std::vector<Tensor> stacked(scans);
-    std::vector<size_t> part_bytes(scans);
-    int64_t capacity = 0, trips = 0;
-    for (size_t k = 0; k < types.size(); ++k) out_ptrs[k] = &out_views[k];
-    for (int64_t trip = 0; trip < max_trips && cond; ++trip) {
-      *iteration.as<int64_t>() = trip;
-      *cond_in.as<uint8_t>() = cond ? 1 : 0;
-      for (size_t k = 0; k < carried; ++k) out_views[1 + k] = carry[k][trip % 2].view();
-      if (trip == capacity) {
-        // Room for twice the trips (within M): the rows so far move to the larger buffers.
-        const int64_t grown = std::min<int64_t>(max_trips, std::max<int64_t>(16, 2 * capacity));
-        for (size_t k = 0; k < scans; ++k) {
-          const TensorType& t = types[1 + carried + k];
-          Shape shape = {grown};
-          shape.insert(shape.end(), t.dims.begin(), t.dims.end());
-          check_tensor_size_lazy([&] { return ctx.node().describe() + ": scan output " + std::to_string(k); }, shape, t.dtype);
-          Tensor larger = Tensor::uninitialized(t.dtype, shape);
-          part_bytes[k] = static_cast<size_t>(shape_numel(t.dims)) * dtype_size(t.dtype);
-          if (trip > 0 && part_bytes[k]) std::memcpy(larger.data(), stacked[k].data(), part_bytes[k] * static_cast<size_t>(trip));
-          stacked[k] = std::move(larger);
-        }
-        capacity = grown;
-      }
-      for (size_t k = 0; k < scans; ++k) {
-        TensorView& row = out_views[1 + carried + k];
-        row.dtype = types[1 + carried + k].dtype;
-        row.shape = types[1 + carried + k].dims;
-        row.data = static_cast<char*>(stacked[k].data()) + part_bytes[k] * static_cast<size_t>(trip);
-      }
-      body.run(views, out_ptrs);
-      cond = *cond_out.as<uint8_t>() != 0;
-      for (size_t k = 0; k < carried; ++k) views[2 + k].data = out_views[1 + k].data;  // the next trip's input
-      trips = trip + 1;
-    }
-    for (size_t i = 0; i < carried; ++i) write_output(ctx, i, views[2 + i]);  // (the initial value where no trip ran)
-    for (size_t k = 0; k < scans; ++k) {
-      if (!ctx.has_output(carried + k)) continue;
-      if (ctx.boxed_output(carried + k)) ctx.fail("scan output ", k, " is a sequence or optional; scan outputs must be tensors");
-      const TensorType& t = types[1 + carried + k];
-      Shape shape = {trips};
-      shape.insert(shape.end(), t.dims.begin(), t.dims.end());
-      TensorView& out = ctx.allocate_output(carried + k, t.dtype, shape);
-      if (trips > 0 && part_bytes[k]) std::memcpy(out.data, stacked[k].data(), part_bytes[k] * static_cast<size_t>(trips));
-    }
-    return;
-  }
+  if (in_place) return run_loop_in_place(ctx, body, views, carried, max_trips, cond);
   std::vector<Tensor> values(carried);  // the carried values after the latest trip (their views are in `views`)
   std::vector<std::vector<Tensor>> scan_parts(scans);
-  Shape stacked;
   for (int64_t trip = 0; trip < max_trips && cond; ++trip) {
     *iteration.as<int64_t>() = trip;
-    *cond_in.as<uint8_t>() = cond ? 1 : 0;
+    *cond_in.as<uint8_t>() = 1;
     std::vector<Tensor> made = body.run(views, {});
     if (made.size() != 1 + carried + scans) ctx.fail("body has ", made.size(), " outputs; expected ", 1 + carried + scans);
     cond = scalar_bool(ctx, made[0].view(), "the body's cond output");
@@ -305,10 +312,8 @@ void run_compiled_loop(KernelContext& ctx, const CompiledBody& body, const Graph
     for (size_t k = 0; k < scans; ++k) {
       // The stacked scan output grows with every trip (M comes from a value): stop as soon as it would be too large.
       Tensor& part = made[1 + carried + k];
-      stacked.assign(1, trip + 1);
-      stacked.insert(stacked.end(), part.shape().begin(), part.shape().end());
-      check_tensor_size_lazy([&] { return ctx.node().describe() + ": scan output " + std::to_string(k); }, stacked,
-                             part.dtype());
+      check_tensor_size_lazy([&] { return ctx.node().describe() + ": scan output " + std::to_string(k); },
+                             stacked_shape(trip + 1, part.shape()), part.dtype());
       scan_parts[k].push_back(std::move(part));
     }
   }
@@ -330,14 +335,9 @@ void loop_kernel(KernelContext& ctx) {
   bool cond = ctx.has_input(1) ? scalar_bool(ctx, ctx.input(1), "cond") : true;
   SubgraphProgram local;
   const SubgraphProgram* program = nullptr;
-  const CompiledBody* compiled = nullptr;
   if (const LoopState* state = ctx.state<LoopState>()) {
+    if (state->compiled) return run_compiled_loop(ctx, *state->compiled, *state->body.graph, formal, max_trips, cond);
     program = &state->body;
-    compiled = state->compiled.get();
-    if (compiled) {
-      run_compiled_loop(ctx, *compiled, *program->graph, formal, max_trips, cond);
-      return;
-    }
   } else {
     local = compile_subgraph(graph_attr(ctx.node(), "body"), loop_body_types(run_time_input_types(ctx, 2)));
     program = &local;
@@ -358,20 +358,7 @@ void loop_kernel(KernelContext& ctx) {
     inputs.insert(inputs.end(), std::make_move_iterator(values.begin()), std::make_move_iterator(values.end()));
     values.clear();
     inputs.insert(inputs.end(), captures.begin(), captures.end());
-    std::vector<SubgraphValue> results;
-    if (compiled) {
-      std::vector<TensorView> views;
-      views.reserve(inputs.size());
-      for (const SubgraphValue& v : inputs) {
-        if (v.boxed()) ctx.fail("the body was compiled for tensors but got ", value_kind_phrase(v.boxed_value().kind));
-        views.push_back(v.tensor.defined() ? v.tensor.view() : v.view);
-      }
-      std::vector<Tensor> made = compiled->run(views, {});
-      results.resize(made.size());
-      for (size_t k = 0; k < made.size(); ++k) results[k].tensor = std::move(made[k]);
-    } else {
-      results = run_subgraph(*program, std::move(inputs), ctx.pool());
-    }
+    std::vector<SubgraphValue> results = run_subgraph(*program, std::move(inputs), ctx.pool());
     if (results.size() != 1 + carried + scans) {
       ctx.fail("body has ", results.size(), " outputs; expected ", 1 + carried + scans);
     }
@@ -383,10 +370,8 @@ void loop_kernel(KernelContext& ctx) {
       // The stacked scan output grows with every trip (M comes from a value): stop as soon as it would be too large.
       if (results[1 + carried + k].boxed()) ctx.fail("scan output ", k, " is a sequence or optional; scan outputs must be tensors");
       const Tensor& part = results[1 + carried + k].tensor;
-      Shape stacked = part.shape();
-      stacked.insert(stacked.begin(), trip + 1);
-      check_tensor_size_lazy([&] { return ctx.node().describe() + ": scan output " + std::to_string(k); }, stacked,
-                             part.dtype());
+      check_tensor_size_lazy([&] { return ctx.node().describe() + ": scan output " + std::to_string(k); },
+                             stacked_shape(trip + 1, part.shape()), part.dtype());
       scan_parts[k].push_back(part);
     }
   }
