@@ -199,11 +199,12 @@ void print_region_profile(const tsr_model* model, const RunProfile& profile, int
     std::printf("caller buffers copied (not used in place): %lld times, %lld bytes\n",
                 static_cast<long long>(c.binding_copies), static_cast<long long>(c.binding_copy_bytes));
   }
-  if (c.shape_cache_hits + c.shape_cache_misses + c.shape_fallbacks > 0) {
+  if (c.shape_cache_hits + c.shape_cache_misses + c.shape_fallbacks + c.shape_deferrals > 0) {
     std::printf("open dims: %lld region runs found their shapes prepared, %lld prepared them (%.3f ms in all), %lld ran "
-                "on native at shapes their backend refused\n",
+                "on native at shapes their backend refused, %lld on native at shapes not worth preparing yet\n",
                 static_cast<long long>(c.shape_cache_hits), static_cast<long long>(c.shape_cache_misses),
-                c.shape_prepare_milliseconds, static_cast<long long>(c.shape_fallbacks));
+                c.shape_prepare_milliseconds, static_cast<long long>(c.shape_fallbacks),
+                static_cast<long long>(c.shape_deferrals));
   }
 }
 

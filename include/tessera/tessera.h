@@ -375,6 +375,11 @@ typedef struct tsr_run_profile {
    * absent from callers built before them). */
   int64_t binding_copies;
   int64_t binding_copy_bytes;
+  /* Regions compiled with open dims, at input shapes their backend had not
+   * prepared: runs that went to native instead, as preparing those shapes was
+   * measured to cost more than running them there once; a shape that comes
+   * back is prepared (added; absent from callers built before it). */
+  int64_t shape_deferrals;
 } tsr_run_profile;
 
 /* Counts over every run of a model since it was compiled or loaded, profiled
@@ -389,6 +394,7 @@ typedef struct tsr_model_stats_t {
   int64_t allocations;
   int64_t binding_copies; /* as tsr_run_profile's (absent from callers built before them) */
   int64_t binding_copy_bytes;
+  int64_t shape_deferrals; /* as tsr_run_profile's (absent from callers built before it) */
 } tsr_model_stats_t;
 TSR_API tsr_status* tsr_model_stats(const tsr_model* model, tsr_model_stats_t* out_stats);
 

@@ -108,6 +108,7 @@ class Model {
     s["shape_cache_misses"] = stats.shape_cache_misses;
     s["shape_prepare_ms"] = stats.shape_prepare_milliseconds;
     s["shape_fallbacks"] = stats.shape_fallbacks;
+    s["shape_deferrals"] = stats.shape_deferrals;
     s["allocations"] = stats.allocations;
     s["binding_copies"] = stats.binding_copies;
     s["binding_copy_bytes"] = stats.binding_copy_bytes;

@@ -385,7 +385,9 @@ class InferenceSession:
         compiled once, whatever shapes it ran at; 0 for a .tsr artifact, loaded), runs, shape_cache_hits
         and shape_cache_misses (regions with open dims that found what they prepare per input shape, e.g.
         oneDNN primitives, or had to prepare it: misses are new shapes), shape_prepare_ms (the time that
-        took), shape_fallbacks (region runs that went to native at shapes their backend refused) and
+        took), shape_fallbacks (region runs that went to native at shapes their backend refused),
+        shape_deferrals (region runs that went to native at shapes not yet prepared, where preparing them
+        was measured to cost more than that run; a shape that comes back is prepared) and
         allocations (memory a run allocated instead of reusing an earlier run's: 0 once warmed up), and
         binding_copies and binding_copy_bytes (io_binding buffers a run could not use in place and copied)."""
         s = dict(self._model("stats").stats())

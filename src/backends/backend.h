@@ -135,6 +135,12 @@ class ExecutableRegion {
     run(store);
     return true;
   }
+  /// For a region compiled with open dims: whether what it prepares per input
+  /// shape (oneDNN primitives) is ready for the shapes of this call's inputs,
+  /// or known to be refused there, without preparing anything. When it is not,
+  /// the runtime may run the region's nodes on native for this call instead
+  /// (runtime/shape_admission.cc). Regions that prepare nothing per shape: true.
+  virtual bool prepared_for(ValueStore& store) const { return true; }
   /// True when the region computes NaN and ±Inf as numpy and PyTorch do only
   /// while its inputs are finite: some step drops or invents them (a max that
   /// turns NaN into its other operand, an exp that turns NaN into +Inf, ...).

@@ -298,6 +298,7 @@ void add_profile_tail(tsr_run_profile& profile, const tessera::RunProfile& measu
     profile.binding_copies += measured.counts.binding_copies;
     profile.binding_copy_bytes += measured.counts.binding_copy_bytes;
   }
+  if (TSR_PROFILE_HAS(shape_deferrals)) profile.shape_deferrals += measured.counts.shape_deferrals;
 #undef TSR_PROFILE_HAS
   if (profile.struct_size >= offsetof(tsr_run_profile, allocations)) {
     profile.shape_cache_hits += measured.counts.shape_cache_hits;

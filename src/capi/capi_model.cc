@@ -207,6 +207,9 @@ tsr_status* tsr_model_stats(const tsr_model* model, tsr_model_stats_t* out_stats
       out_stats->binding_copies = s.counts.binding_copies;
       out_stats->binding_copy_bytes = s.counts.binding_copy_bytes;
     }
+    if (size >= offsetof(tsr_model_stats_t, shape_deferrals) + sizeof(int64_t)) {
+      out_stats->shape_deferrals = s.counts.shape_deferrals;
+    }
   });
 }
 

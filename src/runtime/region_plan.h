@@ -11,6 +11,7 @@
 #include "partition/partitioner.h"
 #include "runtime/memory_plan.h"
 #include "runtime/session.h"
+#include "runtime/shape_admission.h"
 
 namespace tessera {
 
@@ -46,6 +47,9 @@ struct RegionPlan {
   RegionGraph fallback_region;  // the region's nodes without composites (native fuses none of them)
   mutable std::once_flag fallback_compiled;
   mutable std::unique_ptr<ExecutableRegion> fallback;
+  /// open_shapes: at an input shape the executable has not prepared, whether to prepare it or run
+  /// on native this call (runtime/shape_admission.cc).
+  mutable ShapeAdmission admission;
 };
 
 /// Values of one run in host memory, by global value id: inputs point at the
@@ -90,6 +94,12 @@ class RunStore {
   Tensor take(ValueId id);
   /// A sequence or optional value of the run.
   BoxedValue& boxed(ValueId id) { return boxed_[static_cast<size_t>(id)]; }
+  /// Whether the run has a pool (buffers kept from one run to the next for values of open dims).
+  bool has_pool() const { return pool_ != nullptr; }
+  /// With a pool: at least `bytes` of working memory from it (`room_to_grow`: a new buffer a quarter
+  /// larger, for a larger shape next time), held until give_back or the run's end. Returns its slot.
+  int32_t borrow(size_t bytes, bool room_to_grow, void** data);
+  void give_back(int32_t slot);
   /// What this run did that profiles and ModelStats count.
   RunCounts counts;
 

@@ -108,32 +108,13 @@ void RunStore::allocate(ValueId id) {
     // At least the value's size at its dims' upper bounds, where bounds give one: every run then asks for
     // the same sizes, and the buffers of the first serve all later ones.
     const size_t bytes = std::max(v.nbytes(), bounded_bytes_ ? (*bounded_bytes_)[static_cast<size_t>(id)] : size_t{0});
-    // The smallest free buffer that is large enough, else a new one (its memory is kept for later runs).
-    std::vector<std::unique_ptr<Buffer>>& free = pool_->buffers;
-    size_t best = free.size();
-    for (size_t i = 0; i < free.size(); ++i) {
-      if (free[i]->size() >= bytes && (best == free.size() || free[i]->size() < free[best]->size())) best = i;
-    }
-    std::unique_ptr<Buffer> buffer;
-    if (best < free.size()) {
-      buffer = std::move(free[best]);
-      free.erase(free.begin() + static_cast<std::ptrdiff_t>(best));
-    } else {
-      // Room for a larger shape next time (none needed at the bounds' size).
-      const bool bounded = bounded_bytes_ && (*bounded_bytes_)[static_cast<size_t>(id)] >= bytes;
-      buffer = std::make_unique<Buffer>(std::max<size_t>(bounded ? bytes : bytes + bytes / 4, 64), false);
-      ++counts.allocations;
-    }
+    // Room for a larger shape next time (none needed at the bounds' size).
+    const bool bounded = bounded_bytes_ && (*bounded_bytes_)[static_cast<size_t>(id)] >= bytes;
     // (The view alone points at the pool's buffer, without a tensor: a value that is not a graph output
     // is never taken.)
     release(id);  // (a value allocated again: its earlier buffer goes back)
-    held_bytes_ += buffer->size();
-    peak_bytes_ = std::max(peak_bytes_, held_bytes_);
-    buffer_of_[static_cast<size_t>(id)] = static_cast<int32_t>(borrowed_.size());
-    buffer_refs_.push_back(1);
-    v.data = buffer->data();
-    borrowed_.push_back(std::move(buffer));
-    if (poison_ && v.dtype != DType::kString) std::memset(v.data, 0xFF, v.nbytes());
+    buffer_of_[static_cast<size_t>(id)] = borrow(bytes, !bounded, &v.data);
+    if (poison_) std::memset(v.data, 0xFF, v.nbytes());
     return;
   } else {
     // Not zero-filled: every kernel writes all of its outputs (TESSERA_POISON runs check that), and a
@@ -144,6 +125,37 @@ void RunStore::allocate(ValueId id) {
   }
   v.data = owned_[static_cast<size_t>(id)].data();
   if (poison_ && v.dtype != DType::kString) std::memset(v.data, 0xFF, owned_[static_cast<size_t>(id)].nbytes());
+}
+
+int32_t RunStore::borrow(size_t bytes, bool room_to_grow, void** data) {
+  // The smallest free buffer that is large enough, else a new one (its memory is kept for later runs).
+  std::vector<std::unique_ptr<Buffer>>& free = pool_->buffers;
+  size_t best = free.size();
+  for (size_t i = 0; i < free.size(); ++i) {
+    if (free[i]->size() >= bytes && (best == free.size() || free[i]->size() < free[best]->size())) best = i;
+  }
+  std::unique_ptr<Buffer> buffer;
+  if (best < free.size()) {
+    buffer = std::move(free[best]);
+    free.erase(free.begin() + static_cast<std::ptrdiff_t>(best));
+  } else {
+    buffer = std::make_unique<Buffer>(std::max<size_t>(room_to_grow ? bytes + bytes / 4 : bytes, 64), false);
+    ++counts.allocations;
+  }
+  held_bytes_ += buffer->size();
+  peak_bytes_ = std::max(peak_bytes_, held_bytes_);
+  buffer_refs_.push_back(1);
+  *data = buffer->data();
+  borrowed_.push_back(std::move(buffer));
+  return static_cast<int32_t>(borrowed_.size() - 1);
+}
+
+void RunStore::give_back(int32_t slot) {
+  if (--buffer_refs_[static_cast<size_t>(slot)] > 0) return;
+  std::unique_ptr<Buffer>& buffer = borrowed_[static_cast<size_t>(slot)];
+  held_bytes_ -= buffer->size();
+  if (poison_) std::memset(buffer->data(), 0xFF, buffer->size());  // a read after release shows
+  pool_->buffers.push_back(std::move(buffer));
 }
 
 bool RunStore::alias(ValueId output, ValueId input) {
@@ -167,11 +179,7 @@ void RunStore::release(ValueId id) {
   const int32_t slot = buffer_of_[static_cast<size_t>(id)];
   if (slot < 0) return;
   buffer_of_[static_cast<size_t>(id)] = -1;
-  if (--buffer_refs_[static_cast<size_t>(slot)] > 0) return;
-  std::unique_ptr<Buffer>& buffer = borrowed_[static_cast<size_t>(slot)];
-  held_bytes_ -= buffer->size();
-  if (poison_) std::memset(buffer->data(), 0xFF, buffer->size());  // a read after release shows
-  pool_->buffers.push_back(std::move(buffer));
+  give_back(slot);
 }
 
 Tensor RunStore::take(ValueId id) {
@@ -247,7 +255,10 @@ class HostRegionStore : public ValueStore {
   void shapes_prepared(bool created, double milliseconds) override {
     ++(created ? store_.counts.shape_cache_misses : store_.counts.shape_cache_hits);
     store_.counts.shape_prepare_milliseconds += milliseconds;
+    prepare_milliseconds_ += milliseconds;
   }
+  /// What shapes_prepared reported preparing during this store's run.
+  double prepare_milliseconds() const { return prepare_milliseconds_; }
   void allocated(size_t) override { ++store_.counts.allocations; }
   /// True when the region reported a NaN or ±Inf made inside it.
   bool needs_exact_rerun() const { return made_non_finite_; }
@@ -258,6 +269,7 @@ class HostRegionStore : public ValueStore {
   RunStore& store_;
   RunProfile* profile_;
   bool made_non_finite_ = false;
+  double prepare_milliseconds_ = 0;
 };
 
 /// A device region's values: inputs copied into its space (or found
@@ -379,8 +391,27 @@ class DeviceRegionStore : public ValueStore {
 class FallbackRegionStore : public DetachedRegionStore {
  public:
   FallbackRegionStore(const RegionPlan& plan, RunStore& store, RunProfile* profile)
-      : DetachedRegionStore(plan.fallback_region.graph), plan_(plan), store_(store), profile_(profile) {
+      : DetachedRegionStore(plan.fallback_region.graph), plan_(plan), store_(store), profile_(profile),
+        slots_(plan.fallback_region.graph.values.size(), -1) {
     for (ValueId local : graph_.inputs) bind(local, store.get(global(local)));
+  }
+  ~FallbackRegionStore() override {
+    for (int32_t slot : slots_) {
+      if (slot >= 0) store_.give_back(slot);
+    }
+  }
+  /// With the run's pool (open dims): values in its buffers, given back when the region's nodes release
+  /// them (a region run on native call after call at new shapes maps no fresh memory each time).
+  void allocate(ValueId id) override {
+    TensorView& v = views_[static_cast<size_t>(id)];
+    if (!store_.has_pool() || v.dtype == DType::kString) return DetachedRegionStore::allocate(id);
+    release(id);
+    slots_[static_cast<size_t>(id)] = store_.borrow(std::max<size_t>(v.nbytes(), 1), true, &v.data);
+  }
+  void release(ValueId id) override {
+    int32_t& slot = slots_[static_cast<size_t>(id)];
+    if (slot >= 0) store_.give_back(slot);
+    slot = -1;
   }
   bool profiling() const override { return profile_ != nullptr && profile_->time_nodes; }
   void node_finished(size_t node_index, double milliseconds) override {
@@ -414,6 +445,7 @@ class FallbackRegionStore : public DetachedRegionStore {
   const RegionPlan& plan_;
   RunStore& store_;
   RunProfile* profile_;
+  std::vector<int32_t> slots_;  // per local value: its buffer's slot in the run's pool, or -1
 };
 
 /// True when every floating-point input of the region is finite.
@@ -431,6 +463,34 @@ void run_on_native(const RegionPlan& plan, RunStore& store, RunProfile* profile)
   FallbackRegionStore region_store(plan, store, profile);
   plan.fallback->run(region_store);
   region_store.finish();
+}
+
+/// A region with open dims: at shapes its executable has prepared, try_run; at others, the admission
+/// chooses between preparing them (try_run) and native for this call, from what each measured before.
+/// False when the executable cannot run at these shapes (run_region then runs its nodes on native).
+bool run_open_region(const RegionPlan& plan, HostRegionStore& region_store, RunStore& store, RunProfile* profile) {
+  if (plan.executable->prepared_for(region_store)) return plan.executable->try_run(region_store);
+  std::vector<Shape> dims;
+  int64_t work = 0;
+  for (ValueId local : plan.region.graph.inputs) {
+    const TensorView& view = region_store.get(local);
+    dims.push_back(view.shape);
+    work += view.numel();
+  }
+  using Clock = std::chrono::steady_clock;
+  if (plan.admission.choose(dims, work) == ShapeAdmission::Choice::kNative) {
+    if (compile_fallback(plan)) ++store.counts.fallback_compiles;  // not in the time measured
+    const auto start = Clock::now();
+    run_on_native(plan, store, profile);
+    plan.admission.ran_native(work, std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    ++store.counts.shape_deferrals;
+    return true;
+  }
+  const auto start = Clock::now();
+  const bool ran = plan.executable->try_run(region_store);
+  const double total = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  if (ran) plan.admission.prepared(work, region_store.prepare_milliseconds(), total - region_store.prepare_milliseconds());
+  return ran;
 }
 
 }  // namespace
@@ -455,7 +515,7 @@ void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& residen
     HostRegionStore region_store(plan, store, profile);
     bool ran = true;
     if (plan.open_shapes) {
-      ran = plan.executable->try_run(region_store);
+      ran = run_open_region(plan, region_store, store, profile);
     } else {
       plan.executable->run(region_store);
     }

@@ -100,6 +100,9 @@ struct RunCounts {
   int64_t shape_cache_misses = 0;
   double shape_prepare_milliseconds = 0;
   int64_t shape_fallbacks = 0;
+  /// Region runs at shapes their backend had not prepared that ran on native instead, as cheaper by
+  /// measurement than preparing them (runtime/shape_admission.cc).
+  int64_t shape_deferrals = 0;
   /// Native fallback regions compiled during the run, at their first need (a region that expects to
   /// need one has it compiled with the model: ExecutableRegion::expects_fallback_shapes).
   int64_t fallback_compiles = 0;
@@ -118,6 +121,7 @@ struct RunCounts {
     shape_cache_misses += other.shape_cache_misses;
     shape_prepare_milliseconds += other.shape_prepare_milliseconds;
     shape_fallbacks += other.shape_fallbacks;
+    shape_deferrals += other.shape_deferrals;
     fallback_compiles += other.fallback_compiles;
     allocations += other.allocations;
     binding_copies += other.binding_copies;

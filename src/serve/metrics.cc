@@ -85,6 +85,9 @@ std::string render_metrics(ServerState& state) {
          [](const ModelStats& s) { return static_cast<int64_t>(s.runtime.shape_prepare_milliseconds * 1000); });
   family("tessera_shape_fallbacks", "counter", "Region runs that could not run at the call's shapes and ran on native",
          [](const ModelStats& s) { return s.runtime.shape_fallbacks; });
+  family("tessera_shape_deferrals", "counter",
+         "Region runs at shapes not yet prepared that ran on native, as cheaper than preparing them",
+         [](const ModelStats& s) { return s.runtime.shape_deferrals; });
   family("tessera_run_allocations", "counter", "Working-memory allocations made during runs (not reused)",
          [](const ModelStats& s) { return s.runtime.allocations; });
   out << "# HELP tessera_region_duration_us Cumulative time in each region of the plan (copies in and out included), "

@@ -2,7 +2,7 @@
 // open): shape specialisation of a graph (ir/specialize_shapes), oneDNN
 // regions lowered per input shape at run time (dnnl_open_region.cc) against a
 // convolution computed in double at many shapes, the per-shape cache's
-// counters and its bound, the native fallback at shapes oneDNN refuses, bad
+// counters and its bound, the native runs at unseen shapes (runtime/shape_admission.cc), the native fallback at shapes oneDNN refuses, bad
 // shapes as errors that leave the model usable, and the compile-time probe's
 // refusals where this CPU implies them.
 #include <gtest/gtest.h>
@@ -129,6 +129,7 @@ TEST(OpenDims, SpecializeShapesInfersEveryValueFromTheInputs) {
 }
 
 TEST(OpenDims, OneCompileRunsEveryShapeOnOneDnnAndCountsWhatItPrepares) {
+  ScopedEnv eager("TESSERA_SHAPE_ADMISSION", "eager");  // every unseen shape prepared (no native run instead)
   const ConvModel m;
   CompileOptions options;
   options.backends = {"dnnl", "native"};
@@ -173,7 +174,59 @@ TEST(OpenDims, OneCompileRunsEveryShapeOnOneDnnAndCountsWhatItPrepares) {
   expect_matches(model->run({again.view()})[0], m.reference(again));
 }
 
+TEST(OpenDims, AnUnseenShapeRunsOnNativeUntilPreparingItIsWorthItAndStaysPreparedAfter) {
+  const ConvModel m;
+  CompileOptions options;
+  options.backends = {"dnnl", "native"};
+  std::unique_ptr<CompiledModel> model = CompiledModel::compile(m.graph, options);
+  struct Counts {
+    int64_t misses, deferrals, hits;
+  };
+  uint32_t seed = 40;
+  auto run = [&](const Shape& shape) {
+    SCOPED_TRACE(shape_to_string(shape));
+    const Tensor x = random_uniform(shape, seed++, -1, 1);
+    RunProfile profile;
+    expect_matches(model->run({x.view()}, {}, &profile)[0], m.reference(x));  // whichever ran it
+    EXPECT_EQ(profile.counts.shape_fallbacks, 0);
+    return Counts{profile.counts.shape_cache_misses, profile.counts.shape_deferrals, profile.counts.shape_cache_hits};
+  };
+  auto expect = [](const Counts& c, int64_t misses, int64_t deferrals, int64_t hits) {
+    EXPECT_EQ(c.misses, misses);
+    EXPECT_EQ(c.deferrals, deferrals);
+    EXPECT_EQ(c.hits, hits);
+  };
+  // The first two unseen shapes are prepared (the first may do once what later preparations reuse; the
+  // second is what a shape costs), the next runs on native (what native costs is measured), and a
+  // prepared shape is found prepared.
+  expect(run({1, 8, 12, 12}), 1, 0, 0);
+  expect(run({1, 8, 11, 12}), 1, 0, 0);
+  expect(run({1, 8, 9, 13}), 0, 1, 0);
+  expect(run({1, 8, 12, 12}), 0, 0, 1);
+  // From here the choice is by the times measured (tests/unit/shape_admission_test.cc drives it with
+  // made-up times): a shape run again and again runs on native until it is prepared, if it is, and is
+  // found prepared after; whichever ran, the output is the reference's.
+  for (const Shape& shape : {Shape{1, 8, 9, 13}, Shape{2, 8, 5, 7}}) {
+    int64_t prepared = 0;
+    for (int call = 0; call < 12; ++call) {
+      const Counts c = run(shape);
+      EXPECT_EQ(c.misses + c.deferrals + c.hits, 1);
+      if (prepared) EXPECT_EQ(c.hits, 1) << call;
+      if (!prepared) EXPECT_EQ(c.hits, 0) << call;
+      prepared += c.misses;
+    }
+    EXPECT_LE(prepared, 1);
+  }
+  const ModelStats stats = model->stats();
+  EXPECT_EQ(stats.counts.shape_fallbacks, 0);
+  EXPECT_GE(stats.counts.shape_deferrals, 1);
+  // Eager: every unseen shape prepared at once.
+  ScopedEnv eager("TESSERA_SHAPE_ADMISSION", "eager");
+  expect(run({1, 8, 4, 21}), 1, 0, 0);
+}
+
 TEST(OpenDims, ShapeCacheStaysWithinItsBoundAndEvictsTheLeastRecentlyUsed) {
+  ScopedEnv eager("TESSERA_SHAPE_ADMISSION", "eager");
   const ConvModel m;
   CompileOptions options;
   options.backends = {"dnnl", "native"};

@@ -306,6 +306,14 @@ std::shared_ptr<const OpenDnnlRegion::Specialization> OpenDnnlRegion::specializa
   return spec;
 }
 
+bool OpenDnnlRegion::prepared_for(ValueStore& store) const {
+  std::vector<Shape> dims;
+  dims.reserve(region_.inputs.size());
+  for (ValueId id : region_.inputs) dims.push_back(store.get(id).shape);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cache_.count(dims) != 0;
+}
+
 bool OpenDnnlRegion::try_run(ValueStore& store) const {
   std::vector<Shape> dims;
   dims.reserve(region_.inputs.size());

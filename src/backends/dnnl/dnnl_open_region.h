@@ -44,6 +44,8 @@ class OpenDnnlRegion : public ExecutableRegion {
   /// As try_run; a shape oneDNN cannot run is an unsupported error here.
   void run(ValueStore& store) const override;
   bool try_run(ValueStore& store) const override;
+  /// True when this call's input shapes are in the cache (lowered, or refused).
+  bool prepared_for(ValueStore& store) const override;
   /// Whether a step needs finite inputs is known per shape: from the probe's
   /// lowering, and true for a region with a convolution (Winograd may be
   /// chosen at a shape) or one that was not probed.
