@@ -95,8 +95,11 @@ struct Outputs {
 struct RunProfile {
   explicit RunProfile(const tsr_model* model)
       : node_ms(tsr_model_node_count(model), 0.0), region_ms(tsr_model_region_count(model), 0.0),
-        region_fallbacks(region_ms.size(), 0) {
+        region_fallbacks(region_ms.size(), 0),
+        inner_ms(tsr_model_inner_node_count(model), 0.0) {
     c.struct_size = sizeof(c);
+    c.inner_node_milliseconds = inner_ms.empty() ? nullptr : inner_ms.data();
+    c.num_inner_nodes = inner_ms.size();
     c.node_milliseconds = node_ms.data();
     c.num_nodes = node_ms.size();
     c.region_milliseconds = region_ms.data();
@@ -105,6 +108,7 @@ struct RunProfile {
   }
   std::vector<double> node_ms, region_ms;
   std::vector<int64_t> region_fallbacks;
+  std::vector<double> inner_ms;  // per node inside compiled control-flow bodies (tsr_model_inner_node)
   tsr_run_profile c{};
 };
 
@@ -175,8 +179,9 @@ std::vector<std::string> output_file_names(const std::vector<std::string>& names
 
 void print_placement(const tsr_model* model);
 
-/// Prints where the time went: the slowest nodes and the total per op type.
-void print_profile(const tsr_model* model, const std::vector<double>& node_ms, int runs);
+/// Prints where the time went: the slowest nodes, the total per op type, and the slowest nodes inside
+/// compiled control-flow bodies.
+void print_profile(const tsr_model* model, const RunProfile& profile, int runs);
 
 tsr_region_info region_info(const tsr_model* model, size_t r);
 

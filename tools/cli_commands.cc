@@ -310,7 +310,7 @@ int command_bench(const Args& args) {
                                        &profile.c));
     }
     print_region_profile(handle.model, profile, args.iterations);
-    print_profile(handle.model, profile.node_ms, args.iterations);
+    print_profile(handle.model, profile, args.iterations);
   }
   std::sort(times.begin(), times.end());
   auto pct = [&](double p) {

@@ -135,7 +135,8 @@ void print_placement(const tsr_model* model) {
 }
 
 /// Prints where the time went: the slowest nodes and the total per op type.
-void print_profile(const tsr_model* model, const std::vector<double>& node_ms, int runs) {
+void print_profile(const tsr_model* model, const RunProfile& profile, int runs) {
+  const std::vector<double>& node_ms = profile.node_ms;
   struct Row {
     double ms;
     std::string name, op, backend;
@@ -166,6 +167,22 @@ void print_profile(const tsr_model* model, const std::vector<double>& node_ms, i
   std::printf("  slowest nodes:\n");
   for (size_t i = 0; i < rows.size() && i < 15; ++i) {
     std::printf("    %9.3f ms  %s (%s) on %s\n", rows[i].ms, rows[i].name.c_str(), rows[i].op.c_str(), rows[i].backend.c_str());
+  }
+  // Nodes inside compiled If / Loop / Scan bodies: part of their node's time above, so listed apart.
+  std::vector<Row> inner;
+  for (size_t k = 0; k < profile.inner_ms.size(); ++k) {
+    size_t row = 0;
+    const char *path, *op, *backend, *holder, *ignored;
+    check(tsr_model_inner_node(model, k, &row, &path, &op, &backend));
+    if (std::string(backend) == "folded") continue;
+    check(tsr_model_node_placement(model, row, &holder, &ignored, &ignored));
+    inner.push_back({profile.inner_ms[k] / runs, std::string(holder) + "/" + path, op, backend});
+  }
+  if (inner.empty()) return;
+  std::sort(inner.begin(), inner.end(), [](const Row& a, const Row& b) { return a.ms > b.ms; });
+  std::printf("  slowest nodes inside control flow (%zu; included in their If / Loop / Scan's time):\n", inner.size());
+  for (size_t i = 0; i < inner.size() && i < 15; ++i) {
+    std::printf("    %9.3f ms  %s (%s) on %s\n", inner[i].ms, inner[i].name.c_str(), inner[i].op.c_str(), inner[i].backend.c_str());
   }
 }
 

@@ -294,7 +294,7 @@ int command_run(const Args& args) {
   if (args.placement) print_placement(handle.model);
   if (args.profile) {
     print_region_profile(handle.model, profile, 1);
-    print_profile(handle.model, profile.node_ms, 1);
+    print_profile(handle.model, profile, 1);
   }
   if (!args.report_file.empty()) {
     write_text_file(args.report_file, report_text(handle.model, format_for(args.report_file), file_name(args.model),

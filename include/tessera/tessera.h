@@ -216,6 +216,14 @@ TSR_API tsr_status* tsr_model_node_note(const tsr_model* model, size_t index, co
  * in float32, why ("" otherwise). Strings live as long as the model. */
 TSR_API tsr_status* tsr_model_node_precision(const tsr_model* model, size_t index, const char** out_precision,
                                              const char** out_note);
+/* The nodes inside compiled control-flow bodies (If, Loop, Scan), over every
+ * node in order: each with the node that holds it (`out_row`, an index for
+ * tsr_model_node_placement), its path below that node ("then_branch/Conv_3",
+ * "body/If_2/else_branch/Add"), op type and backend. Strings live as long as
+ * the model. */
+TSR_API size_t tsr_model_inner_node_count(const tsr_model* model);
+TSR_API tsr_status* tsr_model_inner_node(const tsr_model* model, size_t index, size_t* out_row, const char** out_path,
+                                         const char** out_op_type, const char** out_backend);
 /* Compile-time warnings, one per line ("" when none); lives as long as the model. */
 TSR_API const char* tsr_model_warnings(const tsr_model* model);
 
@@ -380,6 +388,11 @@ typedef struct tsr_run_profile {
    * measured to cost more than running them there once; a shape that comes
    * back is prepared (added; absent from callers built before it). */
   int64_t shape_deferrals;
+  /* Per node inside compiled control-flow bodies (tsr_model_inner_node's
+   * order; num_inner_nodes of them; may be NULL; added): its time, which the
+   * If / Loop / Scan holding it includes in its own (a Loop's trips summed). */
+  double* inner_node_milliseconds;
+  size_t num_inner_nodes;
 } tsr_run_profile;
 
 /* Counts over every run of a model since it was compiled or loaded, profiled

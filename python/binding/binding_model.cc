@@ -202,10 +202,21 @@ class Model {
     profile.region_milliseconds = regions.data();
     profile.num_regions = regions.size();
     profile.region_fallbacks = fallbacks.data();
+    std::vector<double> inner(tsr_model_inner_node_count(model.get()), 0.0);
+    profile.inner_node_milliseconds = inner.empty() ? nullptr : inner.data();
+    profile.num_inner_nodes = inner.size();
     std::vector<SharedOutput> outputs;
     for (int r = 0; r < runs; ++r) outputs = run_raw(model, inputs, &profile);
+    // The nodes inside compiled control-flow bodies: (holder node index, path, op type, backend, ms).
+    py::list inner_rows;
+    for (size_t k = 0; k < inner.size(); ++k) {
+      size_t row = 0;
+      const char *path = nullptr, *op = nullptr, *backend = nullptr;
+      check(tsr_model_inner_node(model.get(), k, &row, &path, &op, &backend));
+      inner_rows.append(py::make_tuple(row, path, op, backend, inner[k]));
+    }
     return py::make_tuple(wrap_outputs(model, outputs, as_dlpack), nodes, regions, fallbacks, profile.copies,
-                          profile.copy_bytes);
+                          profile.copy_bytes, inner_rows);
   }
 
   /// The accuracy check (tsr_model_check): (table text, JSON text, HTML page, regions over tolerance).

@@ -515,19 +515,24 @@ class InferenceSession:
 
     def profile(self, input_feed, runs=10):
         """Runs ``runs`` times and returns what it measured (mean per run): total_ms, nodes (dicts of node,
-        op_type, backend, ms), regions (dicts of backend, ms, fallbacks to native for non-finite inputs),
+        op_type, backend, ms), inner_nodes (the nodes inside compiled If / Loop / Scan bodies: dicts of
+        node (the one holding it), path below it, op_type, backend, ms; their time is part of their node's,
+        a Loop's trips summed), regions (dicts of backend, ms, fallbacks to native for non-finite inputs),
         copies and copy_bytes per run, and the outputs of the last run."""
         self._check_open()
         inputs = self._ordered_inputs(input_feed)
         model = self._variant(inputs)
-        outputs, node_ms, region_ms, fallbacks, copies, copy_bytes = model.profile(inputs, int(runs))
+        outputs, node_ms, region_ms, fallbacks, copies, copy_bytes, inner = model.profile(inputs, int(runs))
         placement = model.placement()
         regions = model.regions()
         nodes = [{"node": p["node"], "op_type": p["op_type"], "backend": p["backend"], "ms": ms / runs}
                  for p, ms in zip(placement, node_ms)]
+        inner_nodes = [{"node": placement[row]["node"], "path": path, "op_type": op, "backend": backend,
+                        "ms": ms / runs} for row, path, op, backend, ms in inner]
         return {
             "total_ms": sum(region_ms) / runs,
             "nodes": nodes,
+            "inner_nodes": inner_nodes,
             "regions": [{"backend": r["backend"], "ms": ms / runs, "fallbacks": f}
                         for r, ms, f in zip(regions, region_ms, fallbacks)],
             "copies": copies / runs,

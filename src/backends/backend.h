@@ -78,6 +78,9 @@ class ValueStore {
   /// each node it ran through node_finished (index into the region graph's nodes).
   virtual bool profiling() const { return false; }
   virtual void node_finished(size_t node_index, double milliseconds) {}
+  /// With profiling: the times of the nodes inside node `node_index`'s compiled control-flow bodies, in
+  /// ExecutableRegion::node_inner_placement's order (included in its node_finished time).
+  virtual void inner_nodes_finished(size_t node_index, const std::vector<double>& milliseconds) {}
   /// Called by a region exact only for finite inputs that saw a NaN or ±Inf
   /// made inside it from finite inputs (an overflow, Inf - Inf, 0 * Inf): a
   /// later step may have dropped it. The runtime then runs the region again

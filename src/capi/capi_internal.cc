@@ -287,7 +287,7 @@ std::vector<tessera::TensorView> input_views(const tsr_model* model, const DLTen
   return views;
 }
 
-void add_profile_tail(tsr_run_profile& profile, const tessera::RunProfile& measured) {
+void add_profile_tail(tsr_run_profile& profile, const tessera::RunProfile& measured, const tsr_model* model) {
   if (profile.struct_size >= offsetof(tsr_run_profile, shape_cache_hits) && profile.region_fallbacks) {
     for (size_t i = 0; i < measured.region_fallbacks.size(); ++i) profile.region_fallbacks[i] += measured.region_fallbacks[i];
   }
@@ -299,6 +299,17 @@ void add_profile_tail(tsr_run_profile& profile, const tessera::RunProfile& measu
     profile.binding_copy_bytes += measured.counts.binding_copy_bytes;
   }
   if (TSR_PROFILE_HAS(shape_deferrals)) profile.shape_deferrals += measured.counts.shape_deferrals;
+  if (TSR_PROFILE_HAS(num_inner_nodes) && profile.inner_node_milliseconds) {
+    // Flattened in row order, as tsr_model_inner_node lists them (check_profile checked the count).
+    size_t k = 0;
+    for (size_t row = 0; row < model->compiled->placement().size(); ++row) {
+      const size_t count = model->compiled->inner_placement(row).size();
+      const bool ran = row < measured.inner_node_milliseconds.size();
+      for (size_t j = 0; j < count && k < profile.num_inner_nodes; ++j, ++k) {
+        if (ran && j < measured.inner_node_milliseconds[row].size()) profile.inner_node_milliseconds[k] += measured.inner_node_milliseconds[row][j];
+      }
+    }
+  }
 #undef TSR_PROFILE_HAS
   if (profile.struct_size >= offsetof(tsr_run_profile, allocations)) {
     profile.shape_cache_hits += measured.counts.shape_cache_hits;
@@ -315,6 +326,12 @@ void check_profile(const tsr_run_profile& profile, const tsr_model* model) {
   if (profile.node_milliseconds && profile.num_nodes != model->compiled->placement().size()) {
     tessera::throw_user_error("the model has ", model->compiled->placement().size(), " nodes but room for ",
                               profile.num_nodes, " times was given");
+  }
+  const bool inner = profile.struct_size >= offsetof(tsr_run_profile, num_inner_nodes) + sizeof(size_t) &&
+                     profile.inner_node_milliseconds;
+  if (inner && profile.num_inner_nodes != tsr_model_inner_node_count(model)) {
+    tessera::throw_user_error("the model has ", tsr_model_inner_node_count(model), " nodes inside control-flow bodies but room for ",
+                              profile.num_inner_nodes, " times was given");
   }
   const bool fallbacks = profile.struct_size >= offsetof(tsr_run_profile, shape_cache_hits) && profile.region_fallbacks;
   if ((profile.region_milliseconds || fallbacks) && profile.num_regions != model->compiled->regions().size()) {
@@ -348,7 +365,7 @@ tsr_status* run_alloc(const tsr_model* model, const DLTensor* inputs, size_t num
       }
       profile->copies += measured.copies;
       profile->copy_bytes += measured.copy_bytes;
-      add_profile_tail(*profile, measured);
+      add_profile_tail(*profile, measured, model);
     }
     // Built in full before any is handed out: on a failure the caller owns nothing.
     std::vector<std::unique_ptr<ManagedOutput>> holders;

@@ -170,6 +170,31 @@ tsr_status* tsr_model_node_placement(const tsr_model* model, size_t index, const
   return nullptr;
 }
 
+size_t tsr_model_inner_node_count(const tsr_model* model) {
+  if (!model) return 0;
+  size_t count = 0;
+  for (size_t row = 0; row < model->compiled->placement().size(); ++row) count += model->compiled->inner_placement(row).size();
+  return count;
+}
+
+tsr_status* tsr_model_inner_node(const tsr_model* model, size_t index, size_t* out_row, const char** out_path,
+                                 const char** out_op_type, const char** out_backend) {
+  if (!model) return null_argument("model");
+  for (size_t row = 0; row < model->compiled->placement().size(); ++row) {
+    const std::vector<tessera::InnerNodePlacement>& inner = model->compiled->inner_placement(row);
+    if (index >= inner.size()) {
+      index -= inner.size();
+      continue;
+    }
+    if (out_row) *out_row = row;
+    if (out_path) *out_path = inner[index].path.c_str();
+    if (out_op_type) *out_op_type = inner[index].op_type.c_str();
+    if (out_backend) *out_backend = inner[index].backend.c_str();
+    return nullptr;
+  }
+  return make_status(TSR_INVALID_ARGUMENT, "inner node index out of range");
+}
+
 tsr_status* tsr_model_node_note(const tsr_model* model, size_t index, const char** out_note) {
   if (!model) return null_argument("model");
   if (!out_note) return null_argument("out_note");

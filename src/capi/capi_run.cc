@@ -140,6 +140,17 @@ tsr_status* tsr_model_report(const tsr_model* model, const char* format, const c
       if (profile->region_milliseconds) {
         measured.region_milliseconds.assign(profile->region_milliseconds, profile->region_milliseconds + profile->num_regions);
       }
+      if (profile->struct_size >= offsetof(tsr_run_profile, num_inner_nodes) + sizeof(size_t) && profile->inner_node_milliseconds) {
+        // Flattened in row order (tsr_model_inner_node); check_profile checked the count.
+        size_t k = 0;
+        for (size_t row = 0; row < model->compiled->placement().size(); ++row) {
+          const size_t count = model->compiled->inner_placement(row).size();
+          if (count == 0) continue;
+          measured.inner_node_milliseconds.resize(row + 1);
+          measured.inner_node_milliseconds[row].assign(profile->inner_node_milliseconds + k, profile->inner_node_milliseconds + k + count);
+          k += count;
+        }
+      }
     }
     tessera::PlacementReport report = model->compiled->placement_report(model_name ? model_name : "", profile ? &measured : nullptr);
     const std::string f = format;

@@ -25,6 +25,7 @@ struct ReportInnerNode {
   std::string op_type;
   std::string backend;  // or "folded"
   std::string note;
+  double milliseconds = -1;  // from a profiled run (included in its node's), -1 when not profiled
 };
 
 struct ReportNode {

@@ -73,7 +73,8 @@ void write_nodes(const PlacementReport& report, std::ostream& out) {
     for (size_t k = 0; k < node.inner.size(); ++k) {
       const ReportInnerNode& inner = node.inner[k];
       out << (k ? ", " : "") << "{\"path\": " << json_string(inner.path) << ", \"op_type\": " << json_string(inner.op_type)
-          << ", \"backend\": " << json_string(inner.backend) << ", \"note\": " << json_string(inner.note) << "}";
+          << ", \"backend\": " << json_string(inner.backend) << ", \"note\": " << json_string(inner.note);
+      out << ", \"milliseconds\": " << json_milliseconds(inner.milliseconds) << "}";
     }
     out << "]}";
   }

@@ -3,6 +3,7 @@
 // backend refused (identical reasons grouped), then totals. Everything fits a
 // 100-column terminal; long lists end in "... and N more".
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -255,6 +256,18 @@ void write_inner(const PlacementReport& report, std::ostream& out) {
     for (const std::string& backend : order) {
       const std::vector<std::string>& paths = by_backend[backend];
       out << item_line("    " + report_detail::printable(backend) + " (" + std::to_string(paths.size()) + "): ", paths) << "\n";
+    }
+    // Profiled: the slowest of them (their times are part of the node's).
+    std::vector<const ReportInnerNode*> timed;
+    for (const ReportInnerNode& inner : node.inner) {
+      if (inner.milliseconds > 0) timed.push_back(&inner);
+    }
+    std::sort(timed.begin(), timed.end(), [](const ReportInnerNode* a, const ReportInnerNode* b) { return a->milliseconds > b->milliseconds; });
+    for (size_t k = 0; k < timed.size() && k < 5; ++k) {
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "%.3f ms", timed[k]->milliseconds);
+      out << "    " << ms << "  " << report_detail::printable(timed[k]->path) << " ("
+          << report_detail::printable(timed[k]->op_type) << ") on " << report_detail::printable(timed[k]->backend) << "\n";
     }
   }
   if (any) out << "\n";

@@ -23,14 +23,34 @@ class ModelBody final : public native::CompiledBody {
     }
   }
   std::vector<Tensor> run(const std::vector<TensorView>& inputs, const std::vector<TensorView*>& outputs) const override {
-    if (fed_.size() == inputs.size()) return model_->run(inputs, outputs);
+    native::BodyTimes* times = native::current_body_times();
+    if (!times && fed_.size() == inputs.size()) return model_->run(inputs, outputs);
     std::vector<TensorView> fed;
     fed.reserve(fed_.size());
     for (size_t i : fed_) {
       if (i >= inputs.size()) throw_internal_error("a compiled body got ", inputs.size(), " inputs; it reads input ", i);
       fed.push_back(inputs[i]);
     }
-    return model_->run(fed, outputs);
+    if (!times) return model_->run(fed, outputs);
+    // A profiled run: the body's nodes timed, added to its rows (inner_placement's order: each node, then
+    // the nodes of its own bodies).
+    RunProfile profile;
+    std::vector<Tensor> results = model_->run(fed_.size() == inputs.size() ? inputs : fed, outputs, &profile);
+    std::vector<double>& rows = times->of(this);
+    size_t k = 0;
+    auto add = [&](double ms) {
+      if (rows.size() <= k) rows.resize(k + 1, 0.0);
+      rows[k++] += ms;
+    };
+    for (size_t i = 0; i < model_->placement().size(); ++i) {
+      add(i < profile.node_milliseconds.size() ? profile.node_milliseconds[i] : 0.0);
+      const size_t nested = model_->inner_placement(i).size();
+      for (size_t j = 0; j < nested; ++j) {
+        const bool known = i < profile.inner_node_milliseconds.size() && j < profile.inner_node_milliseconds[i].size();
+        add(known ? profile.inner_node_milliseconds[i][j] : 0.0);
+      }
+    }
+    return results;
   }
   const std::vector<TensorType>& output_types() const override { return output_types_; }
   std::string summary() const override {

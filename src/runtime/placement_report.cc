@@ -68,7 +68,13 @@ PlacementReport CompiledModel::placement_report(const std::string& model_name, c
       }
     }
     if (profile && i < profile->node_milliseconds.size() && p.region >= 0) node.milliseconds = profile->node_milliseconds[i];
-    for (const InnerNodePlacement& inner : inner_placement(i)) node.inner.push_back({inner.path, inner.op_type, inner.backend, inner.note});
+    const std::vector<InnerNodePlacement>& inner = inner_placement(i);
+    for (size_t k = 0; k < inner.size(); ++k) {
+      node.inner.push_back({inner[k].path, inner[k].op_type, inner[k].backend, inner[k].note});
+      if (profile && i < profile->inner_node_milliseconds.size() && k < profile->inner_node_milliseconds[i].size()) {
+        node.inner.back().milliseconds = profile->inner_node_milliseconds[i][k];
+      }
+    }
     report.nodes.push_back(std::move(node));
   }
   for (size_t r = 0; r < regions_.size(); ++r) {

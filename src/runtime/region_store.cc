@@ -236,6 +236,15 @@ void add_node_time(RunProfile* profile, const RegionPlan& plan, size_t node_inde
   if (profile && node_index < plan.anchor_node.size()) profile->node_milliseconds[plan.anchor_node[node_index]] += milliseconds;
 }
 
+/// Adds the times of the nodes inside placement row `row`'s bodies.
+void add_inner_times(RunProfile* profile, size_t row, const std::vector<double>& milliseconds) {
+  if (!profile) return;
+  if (profile->inner_node_milliseconds.size() <= row) profile->inner_node_milliseconds.resize(row + 1);
+  std::vector<double>& times = profile->inner_node_milliseconds[row];
+  if (times.size() < milliseconds.size()) times.resize(milliseconds.size(), 0.0);
+  for (size_t k = 0; k < milliseconds.size(); ++k) times[k] += milliseconds[k];
+}
+
 /// A host region reads and writes the run's values in place.
 class HostRegionStore : public ValueStore {
  public:
@@ -250,6 +259,9 @@ class HostRegionStore : public ValueStore {
   bool profiling() const override { return profile_ != nullptr && profile_->time_nodes; }
   void node_finished(size_t node_index, double milliseconds) override {
     add_node_time(profile_, plan_, node_index, milliseconds);
+  }
+  void inner_nodes_finished(size_t node_index, const std::vector<double>& milliseconds) override {
+    if (node_index < plan_.anchor_node.size()) add_inner_times(profile_, plan_.anchor_node[node_index], milliseconds);
   }
   void made_non_finite() override { made_non_finite_ = true; }
   void shapes_prepared(bool created, double milliseconds) override {
@@ -335,6 +347,9 @@ class DeviceRegionStore : public ValueStore {
   void node_finished(size_t node_index, double milliseconds) override {
     add_node_time(profile_, plan_, node_index, milliseconds);
   }
+  void inner_nodes_finished(size_t node_index, const std::vector<double>& milliseconds) override {
+    if (node_index < plan_.anchor_node.size()) add_inner_times(profile_, plan_.anchor_node[node_index], milliseconds);
+  }
 
   /// Copies outputs to the host where needed and hands resident ones over.
   void finish() {
@@ -417,6 +432,11 @@ class FallbackRegionStore : public DetachedRegionStore {
   void node_finished(size_t node_index, double milliseconds) override {
     if (profile_ && node_index < graph_.nodes.size()) {
       profile_->node_milliseconds[plan_.fallback_region.global_nodes[node_index].front()] += milliseconds;
+    }
+  }
+  void inner_nodes_finished(size_t node_index, const std::vector<double>& milliseconds) override {
+    if (node_index < plan_.fallback_region.global_nodes.size() && !plan_.fallback_region.global_nodes[node_index].empty()) {
+      add_inner_times(profile_, plan_.fallback_region.global_nodes[node_index].front(), milliseconds);
     }
   }
   /// Copies the region's outputs into the run's values.

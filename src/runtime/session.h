@@ -136,6 +136,9 @@ struct RunProfile {
   /// timing (which makes a plug-in report every node, and oneDNN wait after every step).
   bool time_nodes = true;
   std::vector<double> node_milliseconds;    // per placement() row (folded nodes: 0)
+  /// Per placement() row, per node inside its compiled control-flow bodies (inner_placement(row)'s
+  /// order): their times, which the row's own time includes (empty where a row has none or none ran).
+  std::vector<std::vector<double>> inner_node_milliseconds;
   std::vector<double> region_milliseconds;  // per region, copies into and out of it included
   int64_t copies = 0;                       // tensor copies between memory spaces
   /// Per region: runs on native because an input or constant held NaN or ±Inf

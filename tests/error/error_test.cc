@@ -499,6 +499,24 @@ TEST_F(ErrorTest, ReportProfileArraysMustFitTheModel) {
   ASSERT_EQ(tsr_model_report(m, "json", "m", &profile, &text), nullptr);
   EXPECT_NE(std::string(text).find("1.5"), std::string::npos) << text;
   tsr_string_free(text);
+  // The nodes inside control-flow bodies: this model has none, so room for some is refused too, and an
+  // index past them is an error.
+  double inner_ms[3] = {};
+  profile.inner_node_milliseconds = inner_ms;
+  profile.num_inner_nodes = 3;
+  EXPECT_EQ(tsr_model_inner_node_count(m), 0u);
+  status = tsr_model_report(m, "json", "m", &profile, &text);
+  ASSERT_NE(status, nullptr);
+  EXPECT_NE(std::string(tsr_status_message(status)).find("0 nodes inside control-flow bodies but room for 3"), std::string::npos)
+      << tsr_status_message(status);
+  tsr_status_free(status);
+  const char* path = nullptr;
+  status = tsr_model_inner_node(m, 0, nullptr, &path, nullptr, nullptr);
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(tsr_status_code_of(status), TSR_INVALID_ARGUMENT) << tsr_status_message(status);
+  tsr_status_free(status);
+  EXPECT_EQ(path, nullptr);
+  EXPECT_EQ(tsr_model_inner_node_count(nullptr), 0u);
   tsr_model_free(m);
 }
 

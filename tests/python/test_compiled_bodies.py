@@ -384,6 +384,50 @@ def test_the_report_lists_the_nodes_inside_bodies_by_path(vad, tmp_path):
         del os.environ["TESSERA_COMPILE_BODIES"]
 
 
+def test_the_profile_times_the_nodes_inside_bodies(tmp_path):
+    # The nested model's Loop holds an If by parity: at one trip only the even branch runs, at two both.
+    model = nested_model()
+    session = tessera.InferenceSession(model.SerializeToString())
+    h0 = RNG.standard_normal((2, 8)).astype(np.float32)
+    bias = RNG.standard_normal(8).astype(np.float32)
+    paths = all_paths(model.graph)
+    even = {p for p in paths if "/then_branch/" in p}
+    odd = {p for p in paths if "/else_branch/" in p}
+    assert len(even) == 2 and len(odd) == 3, paths
+    for n, ran in ((1, even), (2, even | odd)):
+        profile = session.profile({"n": np.array(n, np.int64), "h0": h0, "bias": bias}, runs=3)
+        inner = {r["node"] + "/" + r["path"]: r for r in profile["inner_nodes"]}
+        assert set(inner) == set(paths), sorted(set(inner) ^ set(paths))
+        assert {p: r["op_type"] for p, r in inner.items()} == paths
+        for path in even | odd:
+            ms = inner[path]["ms"]
+            assert np.isfinite(ms) and ms >= 0, (path, ms)
+            assert (ms > 0) == (path in ran), (n, path, ms)
+        # A node's time includes the nodes inside it: the If's its branches', the Loop's its body's.
+        by_parity = inner["outer/body/by_parity"]["ms"]
+        assert by_parity > 0 and sum(inner[p]["ms"] for p in even | odd) <= by_parity, inner
+        loop = next(r["ms"] for r in profile["nodes"] if r["node"] == "outer")
+        direct = [p for p in paths if p.count("/") == 2]  # outer/body/X
+        assert sum(inner[p]["ms"] for p in direct) <= loop, (loop, inner)
+    # The CLI's profile lists them after the nodes, and the report of a profiled run carries their times.
+    onnx.save(model, tmp_path / "nested.onnx")
+    np.save(tmp_path / "n.npy", np.array(2, np.int64))
+    np.save(tmp_path / "h0.npy", h0)
+    np.save(tmp_path / "bias.npy", bias)
+    run = subprocess.run([CLI, "run", str(tmp_path / "nested.onnx"), "--profile", "--report", str(tmp_path / "r.json"),
+                          "--input", "n=%s" % (tmp_path / "n.npy"), "--input", "h0=%s" % (tmp_path / "h0.npy"),
+                          "--input", "bias=%s" % (tmp_path / "bias.npy"), "--output-dir", str(tmp_path / "out")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "slowest nodes inside control flow (9;" in run.stdout, run.stdout
+    assert re.search(r"\d+\.\d{3} ms  outer/body/by_parity/else_branch/mm_odd \(MatMul\) on \w+", run.stdout), run.stdout
+    report = json.loads((tmp_path / "r.json").read_text())
+    (outer,) = [node for node in report["nodes"] if node["name"] == "outer"]
+    times = {inner["path"]: inner["milliseconds"] for inner in outer["inner"]}
+    assert all(isinstance(ms, (int, float)) and ms >= 0 for ms in times.values()), times
+    assert times["body/by_parity/then_branch/mm_even"] > 0 and times["body/by_parity/else_branch/tanh"] > 0, times
+
+
 def cond_loop_model():
     """h_n, hs = Loop(M absent, cond true, h0): h = Tanh(h @ W + bias) each trip, stacking every h, until
     i + 1 reaches `limit` (a run-time input): the trip count comes from the body's cond alone."""

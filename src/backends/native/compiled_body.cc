@@ -7,7 +7,22 @@
 namespace tessera::native {
 namespace {
 thread_local const BodyCompiler* lent_compiler = nullptr;
+thread_local BodyTimes* collected_times = nullptr;
 }  // namespace
+
+std::vector<double>& BodyTimes::of(const CompiledBody* body) {
+  for (auto& [b, times] : bodies) {
+    if (b == body) return times;
+  }
+  bodies.emplace_back(body, std::vector<double>());
+  return bodies.back().second;
+}
+
+BodyTimes* current_body_times() { return collected_times; }
+
+ScopedBodyTimes::ScopedBodyTimes(BodyTimes* times) : previous_(collected_times) { collected_times = times; }
+
+ScopedBodyTimes::~ScopedBodyTimes() { collected_times = previous_; }
 
 const BodyCompiler* current_body_compiler() { return lent_compiler; }
 

@@ -33,6 +33,27 @@ class CompiledBody {
   virtual std::vector<InnerNodePlacement> inner_placement() const = 0;
 };
 
+/// The time each node inside compiled bodies took, for a profiled run: while a ScopedBodyTimes lives on a
+/// thread, every CompiledBody run on it adds its nodes' milliseconds (in its inner_placement() order,
+/// summed over runs: a Loop's trips) to its entry here.
+struct BodyTimes {
+  std::vector<std::pair<const CompiledBody*, std::vector<double>>> bodies;
+  /// `body`'s times (empty until it ran).
+  std::vector<double>& of(const CompiledBody* body);
+};
+/// The times being collected on this thread, or null.
+BodyTimes* current_body_times();
+class ScopedBodyTimes {
+ public:
+  explicit ScopedBodyTimes(BodyTimes* times);
+  ~ScopedBodyTimes();
+  ScopedBodyTimes(const ScopedBodyTimes&) = delete;
+  ScopedBodyTimes& operator=(const ScopedBodyTimes&) = delete;
+
+ private:
+  BodyTimes* previous_;
+};
+
 /// Compiles `body` with its inputs typed `input_types` (one per graph input); `constants[i]`, where
 /// given and non-null, is input i's value, the same on every run (an outer weight a body captures), which
 /// the body compiles in as a constant (run still takes every input and ignores those). Throws an Error

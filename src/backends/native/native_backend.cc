@@ -102,10 +102,29 @@ class NativeRegion : public ExecutableRegion {
       return;
     }
     for (size_t i = 0; i < nodes_.size(); ++i) {
+      const CompiledNode& node = nodes_[i];
+      const bool bodies = node.state && node.kernel->bodies;
+      native::BodyTimes times;
       auto start = std::chrono::steady_clock::now();
-      run_node(nodes_[i], store, *pool_);
+      if (bodies) {
+        native::ScopedBodyTimes collect(&times);
+        run_node(node, store, *pool_);
+      } else {
+        run_node(node, store, *pool_);
+      }
       std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
       store.node_finished(i, elapsed.count());
+      if (bodies) {
+        // In node_inner_placement's order: each compiled body's nodes after its attribute's name.
+        std::vector<double> inner;
+        for (const auto& [attribute, body] : node.kernel->bodies(node.state.get())) {
+          if (!body) continue;
+          std::vector<double> ran = times.of(body);
+          ran.resize(body->inner_placement().size(), 0.0);
+          inner.insert(inner.end(), ran.begin(), ran.end());
+        }
+        if (!inner.empty()) store.inner_nodes_finished(i, inner);
+      }
       for (ValueId id : release_after_[i]) store.release(id);
     }
   }
