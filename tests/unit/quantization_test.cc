@@ -421,6 +421,12 @@ const ConvCase kConvCases[] = {
     {{1, 3, 13}, {4, 3, 4}, 1, {3}, {2}, {2, 1}, false},                     // 1-D
     {{1, 2, 4, 5, 6}, {3, 2, 2, 3, 2}, 1, {1, 2, 1}, {1, 1, 2}, {1, 0, 1, 0, 1, 1}, true},  // 3-D
     {{1, 16, 12, 12}, {20, 16, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},  // many channel blocks
+    // Pixel tiles that start and end inside output rows, a tail panel, and images side by side.
+    {{2, 32, 23, 29}, {40, 32, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true},
+    {{1, 16, 17, 19}, {32, 8, 3, 3}, 2, {2, 1}, {1, 2}, {2, 1, 0, 2}, true},  // groups of 16 output channels
+    {{1, 3, 300, 7}, {9, 3, 5, 1}, 1, {1, 1}, {1, 1}, {2, 0, 2, 0}, false},   // a depth of 15 (no whole quad)
+    {{1, 8, 12, 14}, {16, 8, 3, 3}, 1, {1, 1}, {2, 2}, {2, 2, 2, 2}, true},  // dilated, output as large as X
+    {{1, 4, 3, 6, 5}, {16, 4, 3, 3, 3}, 1, {1, 1, 1}, {1, 1, 1}, {1, 1, 1, 1, 1, 1}, false},  // 3-D, as large as X
 };
 
 AttributeMap conv_attrs(const ConvCase& c) {
@@ -461,6 +467,21 @@ TEST(ConvInteger, MatchesReference) {
                              .attrs = conv_attrs(c)}, threads);
       expect_equal(fed[0], expected);
     }
+  }
+}
+
+TEST(ConvInteger, SignedInputAndUnsignedWeights) {
+  // int8 X and uint8 W (shifted the other way on the u8 x s8 GEMM), W constant and fed, 1 and 3 threads.
+  const ConvCase c{{2, 24, 15, 21}, {16, 24, 3, 3}, 1, {1, 1}, {1, 1}, {1, 1, 1, 1}, true};
+  const Tensor x = random_integers(DType::kInt8, c.x, 70), w = random_integers(DType::kUInt8, c.w, 71);
+  const Tensor x_zero_point = scalar_of(DType::kInt8, -9), w_zero_point = random_integers(DType::kUInt8, {c.w[0]}, 72);
+  const Tensor expected = native::reference_conv_integer(x, w, &x_zero_point, &w_zero_point, reference_geometry(c));
+  for (int threads : {1, 3}) {
+    auto fed = run_one_op({.op_type = "ConvInteger", .inputs = {x, w, x_zero_point, w_zero_point}, .attrs = conv_attrs(c)}, threads);
+    expect_equal(fed[0], expected);
+    auto prepared = run_one_op({.op_type = "ConvInteger", .inputs = {x, x_zero_point}, .constants = {{1, w}, {3, w_zero_point}},
+                                .attrs = conv_attrs(c)}, threads);
+    expect_equal(prepared[0], expected);
   }
 }
 

@@ -109,6 +109,8 @@ void integer_gemm_tiles_avx2(int64_t m, int64_t n, int64_t k, const int16_t* a, 
                              int32_t* c, int64_t ldc);
 void integer_gemm_tiles_avx512(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* packed_b,
                                int32_t* c, int64_t ldc);
+/// The widest ISA build of the microkernel this CPU runs (the one dispatch point).
+IntegerGemmTilesFn integer_gemm_tiles_for_cpu();
 
 // ------------------------------------------- u8 x s8 GEMM (AVX512_VNNI) ----
 // On CPUs with AVX512_VNNI, MatMulInteger and QLinearMatMul multiply the 8-bit
@@ -132,6 +134,10 @@ struct QuadPackedB {
   std::vector<int8_t> data;
   std::vector<int32_t> column_sums, column_zero_points;
 };
+/// Packs a dense k x n matrix of shifted values (row stride ldb) into quad
+/// panels (quad_panel_stride(k) bytes each, K zero-padded), adding each
+/// column's sum over K into column_sums[j] (n values, the caller initialises).
+void pack_quad_panels(int64_t k, int64_t n, const int8_t* b, int64_t ldb, int8_t* packed, int32_t* column_sums);
 /// Packs one k x n matrix of `b` (int8 or uint8) starting at element `offset`;
 /// `zero_point` per tensor, per column, or null.
 void pack_quad_b(const TensorView& b, const TensorView* zero_point, int64_t k, int64_t n, int64_t offset, QuadPackedB& out);

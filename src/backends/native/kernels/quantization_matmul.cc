@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "backends/native/cpu_features.h"
 #include "backends/native/kernels/quantization_internal.h"
@@ -24,12 +27,12 @@ IntegerGemmTilesFn best_integer_gemm_tiles() {
   return integer_gemm_tiles;
 }
 
+}  // namespace
+
 IntegerGemmTilesFn integer_gemm_tiles_for_cpu() {
   static const IntegerGemmTilesFn tiles = best_integer_gemm_tiles();
   return tiles;
 }
-
-}  // namespace
 
 void integer_gemm_tiles_portable(int64_t m, int64_t n, int64_t k, const int16_t* a, int64_t lda, const int16_t* packed_b,
                                  int32_t* c, int64_t ldc) {
@@ -47,6 +50,19 @@ void pack_integer_b(int64_t k, int64_t n, const int16_t* b, int64_t ldb, int16_t
     for (int64_t q = 0; q < pairs; ++q, packed += 2 * kIntegerGemmPanel) {
       const int16_t* row0 = b + 2 * q * ldb + j0;
       const int16_t* row1 = 2 * q + 1 < k ? row0 + ldb : nullptr;
+#if defined(__SSE2__)
+      if (cols == kIntegerGemmPanel) {
+        // Two rows of 16 interleaved: each column's pair side by side.
+        auto* o = reinterpret_cast<__m128i*>(packed);
+        for (int h = 0; h < 2; ++h) {
+          const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row0 + 8 * h));
+          const __m128i r1 = row1 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(row1 + 8 * h)) : _mm_setzero_si128();
+          _mm_storeu_si128(o + 2 * h, _mm_unpacklo_epi16(r0, r1));
+          _mm_storeu_si128(o + 2 * h + 1, _mm_unpackhi_epi16(r0, r1));
+        }
+        continue;
+      }
+#endif
       for (int64_t j = 0; j < cols; ++j) {
         packed[2 * j] = row0[j];
         packed[2 * j + 1] = row1 ? row1[j] : int16_t{0};

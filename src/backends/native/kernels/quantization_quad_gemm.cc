@@ -4,6 +4,9 @@
 // (quantization_gemm_avx512vnni.cc).
 #include <algorithm>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "backends/native/cpu_features.h"
 #include "backends/native/kernels/quantization_internal.h"
@@ -25,6 +28,75 @@ inline int32_t wrap(uint32_t v) { return static_cast<int32_t>(v); }
 
 }  // namespace
 
+namespace {
+
+#if defined(__SSE2__)
+/// Adds the int16 lanes of `sums16` (16 columns: low 8, high 8) into 16 int32 sums.
+inline void flush_column_sums(const __m128i sums16[2], int32_t* column_sums) {
+  auto* out = reinterpret_cast<__m128i*>(column_sums);
+  for (int h = 0; h < 2; ++h) {
+    const __m128i lo = _mm_srai_epi32(_mm_unpacklo_epi16(sums16[h], sums16[h]), 16);
+    const __m128i hi = _mm_srai_epi32(_mm_unpackhi_epi16(sums16[h], sums16[h]), 16);
+    _mm_storeu_si128(out + 2 * h, _mm_add_epi32(_mm_loadu_si128(out + 2 * h), lo));
+    _mm_storeu_si128(out + 2 * h + 1, _mm_add_epi32(_mm_loadu_si128(out + 2 * h + 1), hi));
+  }
+}
+
+/// One whole panel (16 columns): each 4 x 16 block of bytes transposed so the
+/// four values of a column sit side by side, the column sums kept in int16
+/// (exact over 128 rows of values in [-128, 127]) and flushed into int32.
+void pack_quad_panel_sse2(int64_t k, const int8_t* b, int64_t ldb, int8_t* out, int32_t* column_sums) {
+  __m128i sums16[2] = {_mm_setzero_si128(), _mm_setzero_si128()};
+  for (int64_t p = 0; p < k; p += 4, out += 4 * kQuadGemmPanel) {
+    const int64_t rows = std::min<int64_t>(4, k - p);
+    __m128i r[4];
+    for (int64_t q = 0; q < 4; ++q) {
+      r[q] = q < rows ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + (p + q) * ldb)) : _mm_setzero_si128();
+      sums16[0] = _mm_add_epi16(sums16[0], _mm_srai_epi16(_mm_unpacklo_epi8(r[q], r[q]), 8));
+      sums16[1] = _mm_add_epi16(sums16[1], _mm_srai_epi16(_mm_unpackhi_epi8(r[q], r[q]), 8));
+    }
+    const __m128i t0 = _mm_unpacklo_epi8(r[0], r[1]), t1 = _mm_unpackhi_epi8(r[0], r[1]);
+    const __m128i t2 = _mm_unpacklo_epi8(r[2], r[3]), t3 = _mm_unpackhi_epi8(r[2], r[3]);
+    auto* o = reinterpret_cast<__m128i*>(out);
+    _mm_storeu_si128(o + 0, _mm_unpacklo_epi16(t0, t2));
+    _mm_storeu_si128(o + 1, _mm_unpackhi_epi16(t0, t2));
+    _mm_storeu_si128(o + 2, _mm_unpacklo_epi16(t1, t3));
+    _mm_storeu_si128(o + 3, _mm_unpackhi_epi16(t1, t3));
+    if ((p / 4) % 32 == 31) {  // 128 rows
+      flush_column_sums(sums16, column_sums);
+      sums16[0] = sums16[1] = _mm_setzero_si128();
+    }
+  }
+  flush_column_sums(sums16, column_sums);
+}
+#endif
+
+}  // namespace
+
+void pack_quad_panels(int64_t k, int64_t n, const int8_t* b, int64_t ldb, int8_t* packed, int32_t* column_sums) {
+  const int64_t stride = quad_panel_stride(k);
+  for (int64_t j0 = 0; j0 < n; j0 += kQuadGemmPanel, packed += stride) {
+    const int64_t cols = std::min(kQuadGemmPanel, n - j0);
+#if defined(__SSE2__)
+    if (cols == kQuadGemmPanel) {
+      pack_quad_panel_sse2(k, b + j0, ldb, packed, column_sums + j0);
+      continue;
+    }
+#endif
+    for (int64_t p = 0; p < k; p += 4) {
+      int8_t* out = packed + p * kQuadGemmPanel;
+      std::memset(out, 0, 4 * kQuadGemmPanel);
+      for (int64_t q = 0; q < std::min<int64_t>(4, k - p); ++q) {
+        const int8_t* row = b + (p + q) * ldb + j0;
+        for (int64_t j = 0; j < cols; ++j) {
+          out[j * 4 + q] = row[j];
+          column_sums[j0 + j] += row[j];
+        }
+      }
+    }
+  }
+}
+
 void pack_quad_b(const TensorView& b, const TensorView* zero_point, int64_t k, int64_t n, int64_t offset, QuadPackedB& out) {
   if (b.dtype != DType::kInt8 && b.dtype != DType::kUInt8) {
     throw_unsupported("integer product of ", dtype_name(b.dtype), " (int8 and uint8 are supported)");
@@ -33,22 +105,14 @@ void pack_quad_b(const TensorView& b, const TensorView* zero_point, int64_t k, i
   const auto* bytes = static_cast<const uint8_t*>(b.data) + offset;
   out.k = k;
   out.n = n;
-  const int64_t panels = (n + kQuadGemmPanel - 1) / kQuadGemmPanel;
-  const int64_t stride = quad_panel_stride(k);
-  out.data.assign(static_cast<size_t>(panels * stride), int8_t{0});
-  out.column_sums.assign(static_cast<size_t>(n), 0);
-  out.column_zero_points.resize(static_cast<size_t>(n));
   // The shifted value b' = b - 128 for uint8 (as a byte: b ^ 0x80), b for int8.
   const uint8_t flip = unsigned_b ? 0x80 : 0x00;
-  for (int64_t p = 0; p < k; ++p) {
-    const uint8_t* row = bytes + p * n;
-    for (int64_t j = 0; j < n; ++j) {
-      const auto v = static_cast<int8_t>(row[j] ^ flip);
-      out.data[static_cast<size_t>((j / kQuadGemmPanel) * stride + (p / 4) * 4 * kQuadGemmPanel +
-                                   (j % kQuadGemmPanel) * 4 + p % 4)] = v;
-      out.column_sums[static_cast<size_t>(j)] += v;
-    }
-  }
+  std::vector<int8_t> shifted(static_cast<size_t>(k * n));
+  for (int64_t i = 0; i < k * n; ++i) shifted[static_cast<size_t>(i)] = static_cast<int8_t>(bytes[i] ^ flip);
+  out.data.resize(static_cast<size_t>(((n + kQuadGemmPanel - 1) / kQuadGemmPanel) * quad_panel_stride(k)));
+  out.column_sums.assign(static_cast<size_t>(n), 0);
+  pack_quad_panels(k, n, shifted.data(), n, out.data.data(), out.column_sums.data());
+  out.column_zero_points.resize(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) {
     out.column_zero_points[static_cast<size_t>(j)] = zero_point_at(zero_point, j) - (unsigned_b ? 128 : 0);
   }
