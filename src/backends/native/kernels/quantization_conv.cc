@@ -198,11 +198,12 @@ struct ConvInput {
   int32_t zero_point = 0;
 };
 
-/// Pixels a tile of the tiled path: its im2col matrix (depth x tile, `bytes`
-/// a value) near 64 KiB (L2-resident; measured faster than 32 KiB), in whole
-/// 32-column microkernel tiles, 32 to 256.
-int64_t pixel_tile(int64_t depth, int64_t bytes) {
-  const int64_t fit = (65536 / std::max<int64_t>(1, depth * bytes)) / 32 * 32;
+/// Pixels a tile of the tiled path: its im2col matrix (depth x tile) near 64K
+/// values (64 KiB on the u8 x s8 GEMM, 128 KiB in int16: L2-resident; measured
+/// faster than half or twice that on both), in whole 32-column microkernel
+/// tiles, 32 to 256.
+int64_t pixel_tile(int64_t depth) {
+  const int64_t fit = (65536 / std::max<int64_t>(1, depth)) / 32 * 32;
   return std::clamp<int64_t>(fit, 32, 256);
 }
 
@@ -216,7 +217,7 @@ void tiled_integer_conv(const KernelContext& ctx, const IntegerConvShape& s, con
                         Finish&& finish) {
   const int64_t depth = s.depth(), spatial = s.out_size(), rows = s.out_per_group();
   const bool quad = w.quad != nullptr;
-  const int64_t tile = pixel_tile(depth, quad ? 1 : 2);
+  const int64_t tile = pixel_tile(depth);
   const int64_t tiles = (spatial + tile - 1) / tile, pairs = s.batch * s.group;
   const int64_t group_stride = s.in_per_group() * s.in_size();
   const IntegerGemmTilesFn gemm_tiles = quad ? nullptr : integer_gemm_tiles_for_cpu();
