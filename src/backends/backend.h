@@ -94,6 +94,14 @@ class ValueStore {
   /// shape larger than any before, a first run's context), so that runs can
   /// show they allocate nothing once warmed up.
   virtual void allocated(size_t bytes) {}
+  /// Working memory for one call of a region (at least `bytes`, 64-byte
+  /// aligned) from the run's pool: shared with the regions that run before
+  /// and after it and kept from run to run, so a model of many regions maps
+  /// fresh memory once, not once per region. Null where the store has no
+  /// pool (the backend then keeps a workspace of its own). Held until
+  /// give_back_workspace(*slot) or the end of the run.
+  virtual void* borrow_workspace(size_t bytes, int32_t* slot) { return nullptr; }
+  virtual void give_back_workspace(int32_t slot) {}
 };
 
 struct RegionOptions {

@@ -272,6 +272,13 @@ class HostRegionStore : public ValueStore {
   /// What shapes_prepared reported preparing during this store's run.
   double prepare_milliseconds() const { return prepare_milliseconds_; }
   void allocated(size_t) override { ++store_.counts.allocations; }
+  void* borrow_workspace(size_t bytes, int32_t* slot) override {
+    if (!store_.has_pool()) return nullptr;
+    void* data = nullptr;
+    *slot = store_.borrow(bytes, /*room_to_grow=*/true, &data);
+    return data;
+  }
+  void give_back_workspace(int32_t slot) override { store_.give_back(slot); }
   /// True when the region reported a NaN or ±Inf made inside it.
   bool needs_exact_rerun() const { return made_non_finite_; }
 

@@ -67,6 +67,28 @@ def test_greedy_tokens_match_torch_on_one_compile(tmp_path):
     assert second["shape_cache_hits"] > first["shape_cache_hits"]
 
 
+def test_more_layers_map_no_more_working_memory_at_a_new_shape(tmp_path):
+    """The open oneDNN regions (a layer's products each) take their workspace from the run's pool, one
+    buffer for all of them: the first call at a shape allocates as often for 8 layers as for 2 (it allocated
+    once more per region, each a fresh mapping whose first touches cost page faults)."""
+    def first_call(layers):
+        model = decoder.make(layers=layers, d=64, heads=4, vocab=97, std=0.3)
+        path = tmp_path / ("decoder%d.onnx" % layers)
+        decoder.export(model, path)
+        session = tessera.InferenceSession(path)
+        feed = {"ids": np.arange(20, dtype=np.int64)[None] % 97}
+        for name in decoder.input_names(layers)[1:]:
+            feed[name] = np.zeros((1, 4, 0, 16), np.float32)
+        session.run(None, feed)
+        allocations = session.stats()["allocations"]
+        dnnl_regions = [r["backend"] for r in session.profile(feed, runs=1)["regions"]].count("dnnl")
+        return allocations, dnnl_regions
+
+    few, many = first_call(2), first_call(8)
+    assert many[1] >= few[1] + 4, (few, many)  # the larger model has more oneDNN regions to share with
+    assert many[0] == few[0], (few, many)
+
+
 def test_weight_only_int8_decoder_tracks_the_float_logits(tmp_path):
     """`tessera quantize --weights-only` (tessera.quantize(weights_only=True)): the file holds int8
     weights with a scale per output column behind DequantizeLinear; compiled, they stay 8-bit (the

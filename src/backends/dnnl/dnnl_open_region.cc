@@ -8,7 +8,9 @@
 // - constants in their chosen layouts (and Winograd's transformed weights) are
 //   shared by every shape (SharedConstants), so a new shape copies no weights;
 // - convolution algorithms are measured at the first shape only (AlgorithmMemo);
-// - one workspace (grown to the largest shape run) serves every shape;
+// - the workspace comes from the run's pool (ValueStore::borrow_workspace), which the
+//   model's other regions share, or, where the run has none, one of the region's own
+//   (grown to the largest shape run) serves every shape;
 // - specialisations are kept in one cache per region, bounded by bytes (their
 //   primitives' code) and by one bound for the whole process
 //   (TESSERA_SHAPE_CACHE_MB, default 32 MiB): a region that adds one past it
@@ -336,8 +338,15 @@ bool OpenDnnlRegion::try_run(ValueStore& store) const {
                        " at these input shapes, but the buffer bound to it is ", shape_to_string(out.shape));
     }
   }
-  // One workspace for every shape (grown to the largest), not one per cached shape.
   const size_t needed = static_cast<size_t>(std::max<int64_t>(spec->region->workspace_bytes(), 64));
+  // The run's pool where it has one: one buffer then serves this region and the others of the run.
+  int32_t slot = -1;
+  if (void* borrowed = store.borrow_workspace(needed, &slot)) {
+    spec->region->run_in(store, borrowed);
+    store.give_back_workspace(slot);
+    return true;
+  }
+  // Else one workspace of this region's for every shape (grown to the largest), not one per cached shape.
   std::unique_ptr<Buffer> workspace;
   {
     std::lock_guard<std::mutex> lock(mutex_);
