@@ -68,5 +68,19 @@ TEST(DnnlOpTables, AlphaDefaultsComeFromTheOpSchemas) {
   EXPECT_FLOAT_EQ(float_attribute(elu, "alpha"), 0.5f);
 }
 
+TEST(DnnlOpTables, OpenDimsRegionsNeverTryOneDnnsWinograd) {
+  // A region of open dims lowers again at every new shape; oneDNN's Winograd would transform its weights
+  // each time. Tessera's Winograd (weights shared across shapes) is tried first, then direct.
+  const auto ids = [](const std::vector<ConvolutionAlgorithm>& list) {
+    std::vector<int32_t> out;
+    for (const ConvolutionAlgorithm& a : list) out.push_back(static_cast<int32_t>(a.algorithm));
+    return out;
+  };
+  const int32_t direct = static_cast<int32_t>(dnnl::algorithm::convolution_direct);
+  const int32_t winograd = static_cast<int32_t>(dnnl::algorithm::convolution_winograd);
+  EXPECT_EQ(ids(convolution_candidates(true)), (std::vector<int32_t>{kTesseraWinograd, direct}));
+  EXPECT_EQ(ids(convolution_candidates(false)), (std::vector<int32_t>{direct, winograd, kTesseraWinograd}));
+}
+
 }  // namespace
 }  // namespace tessera::dnnl_backend

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 #include <string>
 
 #include "backends/dnnl/dnnl_internal.h"
@@ -95,6 +96,11 @@ struct ConvolutionAlgorithm {
 
 /// Direct first (the default), then oneDNN's Winograd, then Tessera's (kTesseraWinograd).
 std::span<const ConvolutionAlgorithm> convolution_algorithms();
+/// What choose_convolution_algorithm tries, in order: every algorithm above; or, for a region of open
+/// dims, Tessera's Winograd then the direct convolution. Not oneDNN's Winograd there: it lays its weights
+/// out for each shape's tiling, so every new shape would transform them again, where Tessera's kernel
+/// shares its transformed weights across shapes.
+std::vector<ConvolutionAlgorithm> convolution_candidates(bool open_dims);
 const ConvolutionAlgorithm* find_convolution_algorithm(int32_t algorithm);
 
 // --- every other op: one row each, with its check ---

@@ -80,6 +80,20 @@ std::string measured_algorithm_note(int32_t algorithm) {
   return "";
 }
 
+std::vector<ConvolutionAlgorithm> convolution_candidates(bool open_dims) {
+  std::vector<ConvolutionAlgorithm> candidates;
+  for (const ConvolutionAlgorithm& candidate : convolution_algorithms()) {
+    if (!open_dims) {
+      candidates.push_back(candidate);
+    } else if (static_cast<int32_t>(candidate.algorithm) == kTesseraWinograd) {
+      candidates.insert(candidates.begin(), candidate);
+    } else if (candidate.algorithm == dnnl::algorithm::convolution_direct) {
+      candidates.push_back(candidate);
+    }
+  }
+  return candidates;
+}
+
 int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const std::vector<memory::desc>& requests,
                                      const memory::desc& output_request, double* milliseconds) {
   if (milliseconds) *milliseconds = 0;
@@ -119,8 +133,15 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
   const memory::desc source_layout = image(full_source);
   double best_ms = 0;
   int32_t best = direct;
-  for (const ConvolutionAlgorithm& candidate : convolution_algorithms()) {
+  // In a region of open dims (the lowering has a memo) oneDNN's Winograd is not a candidate
+  // (convolution_candidates): a ResNet-18 trunk's second shape took 90-200 ms to prepare with it against
+  // 10-13 with direct convolutions (Zen 5), paid again at every new shape. Tessera's kernel is tried
+  // first; where it does not apply, the direct convolution is taken without timing it.
+  const bool open_dims = lowering.algorithm_memo() != nullptr;
+  const std::vector<ConvolutionAlgorithm> candidates = convolution_candidates(open_dims);
+  for (const ConvolutionAlgorithm& candidate : candidates) {
     const int32_t algorithm = static_cast<int32_t>(candidate.algorithm);
+    if (open_dims && algorithm == direct && best_ms == 0) return direct;  // nothing else applies
     step.algorithm = algorithm;
     std::vector<memory::desc> roles = requests;
     for (size_t i = 0; i < roles.size(); ++i) {
