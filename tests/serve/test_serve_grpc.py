@@ -241,16 +241,18 @@ def slow_request(tag, **extra):
 
 def test_cancel_deadline_timeout_and_full_queue(server):
     before = server.metrics()
-    # "run" runs (a few hundred ms: 26 GFLOP); at 15 ms three more wait, filling the queue
-    # (max_queue_size 3), one of them cancelled by the client at 60 ms. Meanwhile "full" comes at 35 ms
-    # and is turned away; "deadline" comes at 90 ms (a free place) with a 30 ms deadline; "timeout" at
-    # 140 ms with a 20 ms `timeout` parameter. All of this happens while "run" still runs. The channel
-    # is connected first (ServerLive), so that the delays count from a ready connection.
-    timeout_req = slow_request("timeout", delay_ms=140)
+    # "run" runs (over 150 ms: 26 GFLOP); at 50 ms, once it has surely left the queue (at 15 ms an ASan
+    # build had not always dequeued it, and the third of these was turned away), three more wait,
+    # filling the queue (max_queue_size 3), one of them cancelled by the client at 95 ms. Meanwhile
+    # "full" comes at 80 ms and is turned away; "deadline" comes at 130 ms (a free place) with a 30 ms
+    # deadline; "timeout" at 180 ms with a 20 ms `timeout` parameter. All of this happens while "run"
+    # or "wait-1" runs. The channel is connected first (ServerLive), so that the delays count from a
+    # ready connection.
+    timeout_req = slow_request("timeout", delay_ms=180)
     timeout_req["request"]["parameters"] = {"timeout": {"int64_param": "20000"}}
-    steps = [slow_request("run"), slow_request("wait-1", delay_ms=15), slow_request("wait-2", delay_ms=15),
-             slow_request("cancelled", delay_ms=15, cancel_after_ms=45), slow_request("full", delay_ms=35),
-             slow_request("deadline", delay_ms=90, deadline_ms=30), timeout_req]
+    steps = [slow_request("run"), slow_request("wait-1", delay_ms=50), slow_request("wait-2", delay_ms=50),
+             slow_request("cancelled", delay_ms=50, cancel_after_ms=45), slow_request("full", delay_ms=80),
+             slow_request("deadline", delay_ms=130, deadline_ms=30), timeout_req]
     r = run_steps(server, [{"rpc": "ServerLive"}, {"parallel": steps}])[1]
     by_id = {s["request"]["id"]: res for s, res in zip(steps, r)}
     for ok in ("run", "wait-1", "wait-2"):
