@@ -1,8 +1,10 @@
 // Native ConvInteger and QLinearConv: per (image, group),
 // Y[g] (Cout/g x spatial) = W'[g] (Cout/g x Cin/g*kernel) * im2col(X'[g]) on
-// the integer GEMM, where X' and W' are the zero-point-adjusted operands in
-// int16. Padding reads as the zero point (0 after adjustment), as in ONNX's
-// reference. Geometry comes from window_geometry, shared with Conv.
+// the integer GEMM, where X' and W' are the zero-point-adjusted operands: in
+// tasks of output pixels whose im2col columns are built, packed and multiplied
+// in cache (on vpdpbusd where the CPU has AVX512_VNNI, else in int16), or a
+// task per (image, group) for thin groups. Padding reads as the zero point, as
+// in ONNX's reference. Geometry comes from window_geometry, shared with Conv.
 #include <algorithm>
 #include <optional>
 
@@ -19,12 +21,6 @@ struct IntegerConvShape : WindowGeometry3 {
   int64_t in_per_group() const { return in_channels / group; }
   int64_t out_per_group() const { return out_channels / group; }
   int64_t depth() const { return in_per_group() * kernel_size(); }
-  bool pointwise() const {
-    for (int d = 0; d < 3; ++d) {
-      if (kernel[d] != 1 || stride[d] != 1 || pad[d] != 0) return false;
-    }
-    return true;
-  }
 };
 
 IntegerConvShape integer_conv_shape(const KernelContext& ctx, const Shape& x, const Shape& w) {
@@ -42,42 +38,6 @@ IntegerConvShape integer_conv_shape(const KernelContext& ctx, const Shape& x, co
   std::vector<int64_t> in(x.begin() + 2, x.end()), kernel(w.begin() + 2, w.end());
   static_cast<WindowGeometry3&>(s) = as_three_dims(window_geometry(ctx.node(), in, kernel, false));
   return s;
-}
-
-/// The im2col matrix (depth x out_size) of one image's group; x points at its
-/// first channel. Out-of-range taps are 0 (the adjusted zero point).
-void im2col(const IntegerConvShape& s, const int16_t* x, int16_t* col) {
-  const int64_t out_size = s.out_size();
-  int64_t row = 0;
-  for (int64_t c = 0; c < s.in_per_group(); ++c) {
-    const int16_t* xc = x + c * s.in_size();
-    for (int64_t kd = 0; kd < s.kernel[0]; ++kd) {
-      for (int64_t kh = 0; kh < s.kernel[1]; ++kh) {
-        for (int64_t kw = 0; kw < s.kernel[2]; ++kw, ++row) {
-          int16_t* dst = col + row * out_size;
-          const int64_t w_offset = kw * s.dilation[2] - s.pad[2];
-          const int64_t sw = s.stride[2];
-          // Output columns ow in [lo, hi) read inside the row: ow * sw + w_offset in [0, W).
-          const int64_t lo = std::min(s.out[2], w_offset >= 0 ? 0 : (-w_offset + sw - 1) / sw);
-          const int64_t hi = std::max(lo, std::min(s.out[2], s.in[2] - w_offset <= 0 ? 0 : (s.in[2] - w_offset + sw - 1) / sw));
-          for (int64_t od = 0; od < s.out[0]; ++od) {
-            const int64_t id = od * s.stride[0] - s.pad[0] + kd * s.dilation[0];
-            for (int64_t oh = 0; oh < s.out[1]; ++oh, dst += s.out[2]) {
-              const int64_t ih = oh * s.stride[1] - s.pad[1] + kh * s.dilation[1];
-              if (id < 0 || id >= s.in[0] || ih < 0 || ih >= s.in[1]) {
-                std::fill(dst, dst + s.out[2], int16_t{0});
-                continue;
-              }
-              const int16_t* xrow = xc + (id * s.in[1] + ih) * s.in[2] + w_offset;
-              std::fill(dst, dst + lo, int16_t{0});
-              for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = xrow[ow * sw];
-              std::fill(dst + hi, dst + s.out[2], int16_t{0});
-            }
-          }
-        }
-      }
-    }
-  }
 }
 
 /// A run of output pixels within one output row: what each row of a tile's
@@ -99,9 +59,6 @@ int64_t pixel_runs(const IntegerConvShape& s, int64_t j0, int64_t count, PixelRu
   return n;
 }
 
-/// The columns [j0, j0 + count) of the im2col matrix (depth x out_size) of
-/// one image's group, as a depth x count matrix: each tap read from x (the
-/// group's first channel) through `convert`, out-of-range taps `pad`.
 /// For each kernel column kw, the output columns [lo, hi) whose tap
 /// ow * stride + kw * dilation - pad falls inside X's row (2 values a kw).
 std::vector<int64_t> column_bounds(const IntegerConvShape& s) {
@@ -117,6 +74,10 @@ std::vector<int64_t> column_bounds(const IntegerConvShape& s) {
   return bounds;
 }
 
+/// The columns [j0, j0 + count) of the im2col matrix (depth x out_size) of
+/// one image's group, as a depth x count matrix (`runs`: pixel_runs of that
+/// range; `bounds`: column_bounds): each tap read from x (the group's first
+/// channel) through `convert`, out-of-range taps `pad`.
 template <typename T, typename S, typename Convert>
 void im2col_tile(const IntegerConvShape& s, const int64_t* bounds, const S* x, const PixelRun* runs, int64_t run_count,
                  int64_t count, T pad, Convert convert, T* col) {
@@ -198,6 +159,20 @@ struct ConvInput {
   int32_t zero_point = 0;
 };
 
+/// im2col_tile for the int16 GEMM: each tap X - zx, out-of-range taps 0. `x`
+/// points at the group's first channel of the raw 8-bit tensor.
+void im2col_int16(const IntegerConvShape& s, const int64_t* bounds, const ConvInput& x, const uint8_t* xg,
+                  const PixelRun* runs, int64_t run_count, int64_t count, int16_t* col) {
+  const int32_t z = x.zero_point;
+  if (x.is_signed) {
+    im2col_tile<int16_t>(s, bounds, reinterpret_cast<const int8_t*>(xg), runs, run_count, count, int16_t{0},
+                         [z](int8_t v) { return static_cast<int16_t>(v - z); }, col);
+  } else {
+    im2col_tile<int16_t>(s, bounds, xg, runs, run_count, count, int16_t{0},
+                         [z](uint8_t v) { return static_cast<int16_t>(v - z); }, col);
+  }
+}
+
 /// Pixels a tile of the tiled path: its im2col matrix (depth x tile) near 64K
 /// values (64 KiB on the u8 x s8 GEMM, 128 KiB in int16: L2-resident; measured
 /// faster than half or twice that on both), in whole 32-column microkernel
@@ -255,13 +230,7 @@ void tiled_integer_conv(const KernelContext& ctx, const IntegerConvShape& s, con
         quad_gemm_tiles_avx512vnni(t, 0, rows, 0, count);
       } else {
         auto* col = scratch<int16_t>(ScratchSlot::kTaskColumns, depth * tile);
-        const int32_t z = x.zero_point;
-        if (x.is_signed) {
-          im2col_tile<int16_t>(s, bounds.data(), reinterpret_cast<const int8_t*>(xg), runs, run_count, count, int16_t{0},
-                               [z](int8_t v) { return static_cast<int16_t>(v - z); }, col);
-        } else {
-          im2col_tile<int16_t>(s, bounds.data(), xg, runs, run_count, count, int16_t{0}, [z](uint8_t v) { return static_cast<int16_t>(v - z); }, col);
-        }
+        im2col_int16(s, bounds.data(), x, xg, runs, run_count, count, col);
         auto* packed = scratch<int16_t>(ScratchSlot::kTaskPacked, packed_integer_b_size(depth, count));
         pack_integer_b(depth, count, col, count, packed);
         gemm_tiles(rows, count, depth, w.widened + g * rows * depth, depth, packed, acc, count);
@@ -274,37 +243,27 @@ void tiled_integer_conv(const KernelContext& ctx, const IntegerConvShape& s, con
 /// Runs the convolution; calls finish(image, oc0, rows, j0, count, acc, ld)
 /// with blocks of rows x count accumulators (output channels oc0 .. oc0+rows,
 /// output pixels j0 .. j0+count), in parallel. Groups of fewer than 8 output
-/// channels (depthwise) that are many run a task per (image, group) on int16
-/// operands (x16: X - zx); the others the tiled path.
+/// channels (depthwise) that are many run a task per (image, group) on the
+/// int16 GEMM; the others the tiled path.
 template <typename Finish>
 void integer_conv(const KernelContext& ctx, const IntegerConvShape& s, const ConvInput& x, const ConvWeights& w,
                   Finish&& finish) {
   const int64_t depth = s.depth(), spatial = s.out_size(), rows = s.out_per_group();
   if (!integer_gemm_depth_ok(depth)) ctx.fail("C/group x kernel size ", depth, " is too large for exact int32 accumulation");
-  const ThreadPool& pool = ctx.pool();
   const int64_t pairs = s.batch * s.group;
   if (rows >= 8 || pairs == 1) return tiled_integer_conv(ctx, s, x, w, finish);
-  const int64_t count = s.batch * s.in_channels * s.in_size();
-  int16_t* x16 = scratch<int16_t>(ScratchSlot::kA, count);
-  const int32_t z = x.zero_point;
-  if (x.is_signed) {
-    const auto* v = reinterpret_cast<const int8_t*>(x.bytes);
-    for (int64_t i = 0; i < count; ++i) x16[i] = static_cast<int16_t>(v[i] - z);
-  } else {
-    for (int64_t i = 0; i < count; ++i) x16[i] = static_cast<int16_t>(x.bytes[i] - z);
-  }
-  pool.parallel_for(pairs, 1, [&](int64_t begin, int64_t end) {
+  // One task per (image, group), each over all of its output pixels.
+  std::vector<PixelRun> runs(static_cast<size_t>(spatial + 1));
+  const int64_t run_count = pixel_runs(s, 0, spatial, runs.data());
+  const std::vector<int64_t> bounds = column_bounds(s);
+  ctx.pool().parallel_for(pairs, 1, [&](int64_t begin, int64_t end) {
     int32_t* acc = scratch<int32_t>(ScratchSlot::kTaskAccumulators, rows * spatial);
     int16_t* col = scratch<int16_t>(ScratchSlot::kTaskColumns, depth * spatial);
     for (int64_t p = begin; p < end; ++p) {
       const int64_t n = p / s.group, g = p % s.group;
-      const int16_t* xg = x16 + (n * s.in_channels + g * s.in_per_group()) * s.in_size();
-      const int16_t* columns = xg;  // the im2col matrix of a 1x1 unpadded stride-1 conv is X itself
-      if (!s.pointwise()) {
-        im2col(s, xg, col);
-        columns = col;
-      }
-      integer_gemm(rows, spatial, depth, w.widened + g * rows * depth, columns, acc, spatial);
+      const uint8_t* xg = x.bytes + (n * s.in_channels + g * s.in_per_group()) * s.in_size();
+      im2col_int16(s, bounds.data(), x, xg, runs.data(), run_count, spatial, col);
+      integer_gemm(rows, spatial, depth, w.widened + g * rows * depth, col, acc, spatial);
       finish(n, g * rows, rows, 0, spatial, acc, spatial);
     }
   });

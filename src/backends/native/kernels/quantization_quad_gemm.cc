@@ -26,10 +26,6 @@ int32_t zero_point_at(const TensorView* zero_point, int64_t i) {
 /// Unsigned wrap-around arithmetic for the zero-point terms (exact modulo 2^32).
 inline int32_t wrap(uint32_t v) { return static_cast<int32_t>(v); }
 
-}  // namespace
-
-namespace {
-
 #if defined(__SSE2__)
 /// Adds the int16 lanes of `sums16` (16 columns: low 8, high 8) into 16 int32 sums.
 inline void flush_column_sums(const __m128i sums16[2], int32_t* column_sums) {
