@@ -97,6 +97,19 @@ bool is_heavy(const Node& node) {
                                              [&](const char* op) { return node.op_type == op; }) != std::end(kHeavy);
 }
 
+/// The rows (the first operand's elements over its last dim) of a few_row_product node of the
+/// specialised region `graph`, or -1 where they are not known from the region's values.
+int64_t product_rows(const Graph& graph, const Node& node) {
+  const auto [main, body] = main_node(graph, node);
+  const ValueId a = region_value(graph, node, *body, main->inputs[0]);
+  if (a == kNoValue) return -1;
+  const TensorType& type = graph.value(a).type;
+  if (!type.is_static() || type.dims.empty()) return -1;
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < type.dims.size(); ++d) rows *= type.dims[d];
+  return rows;
+}
+
 }  // namespace
 
 std::map<int32_t, std::string> shape_refusals(const Graph& region) {
@@ -237,6 +250,19 @@ OpenDnnlRegion::~OpenDnnlRegion() {
 std::shared_ptr<OpenDnnlRegion::Specialization> OpenDnnlRegion::specialize(const std::vector<Shape>& dims) const {
   auto spec = std::make_shared<Specialization>();
   spec->graph = specialize_shapes(region_, dims);  // dims that do not fit the graph: the user's error
+  // A product of one to three rows against large weights (a decoder's token step): the lowering
+  // would refuse it after creating every primitive of the region (slow_kernel_reason), about
+  // 0.7 ms a region for a GPT-2-small layer, which the first token step paid twelve times.
+  for (size_t i = 0; few_row_products_ && i < spec->graph.nodes.size(); ++i) {
+    if (!few_row_product(region_, region_.nodes[i])) continue;
+    const int64_t rows = product_rows(spec->graph, spec->graph.nodes[i]);
+    if (rows >= 0 && rows < kSlowBrgemmMaxRows) {
+      spec->refusal = spec->graph.nodes[i].describe() + ": a float32 product of " + std::to_string(rows) + " row" +
+                      (rows == 1 ? "" : "s") + " against large weights runs on native (its one-row kernel streams "
+                      "the weights about twice as fast as oneDNN's)";
+      return spec;
+    }
+  }
   for (const Node& node : spec->graph.nodes) {
     // An empty value: oneDNN 2.6 has no use for one (its AVX-512 matmul divides by the row count: a
     // SIGFPE at batch 0), and a composite's members are not checked one by one below.

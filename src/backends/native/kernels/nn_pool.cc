@@ -1,9 +1,16 @@
 // Native pooling kernels: MaxPool (with Indices), AveragePool, LpPool and the
-// Global forms. Windows are walked directly, one (N, C) plane per task.
+// Global forms. Windows are walked directly, one (N, C) plane per task; a
+// float32 2-D MaxPool pools its planes row by row with this CPU's vector
+// kernels (nn_pool_rows.h).
+#define TESSERA_POOL_ROWS_NAMESPACE baseline
+#include "backends/native/kernels/nn_pool_rows.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include "backends/native/cpu_features.h"
 #include "backends/native/dispatch.h"
 #include "backends/native/kernels/nn_internal.h"
 #include "ir/ops/nn_internal.h"
@@ -117,11 +124,53 @@ void max_pool_plane_2d(const PoolShape& s, const T* x, T* y) {
   }
 }
 
+using MaxPoolPlanes = void (*)(const MaxPoolPlane&, const float*, float*, int64_t, float*);
+
+void max_pool_planes_baseline(const MaxPoolPlane& s, const float* x, float* y, int64_t planes, float* row_scratch) {
+  for (int64_t p = 0; p < planes; ++p) {
+    baseline::max_pool_plane(s, x + p * s.height * s.width, y + p * s.out_height * s.out_width, row_scratch);
+  }
+}
+
+/// The float32 plane kernel for this CPU, chosen once: the one dispatch place.
+MaxPoolPlanes max_pool_planes() {
+  static const MaxPoolPlanes chosen = cpu_features().avx512     ? max_pool_planes_avx512
+                                      : cpu_features().avx2_fma ? max_pool_planes_avx2
+                                                                : max_pool_planes_baseline;
+  return chosen;
+}
+
 void max_pool_kernel(KernelContext& ctx) {
   const PoolShape s = pool_shape(ctx);
   const TensorView& x = ctx.input(0);
   const bool want_indices = ctx.has_output(1);
-  if (!want_indices && s.kernel[0] == 1 && s.in[0] == 1 && (x.dtype == DType::kFloat32 || x.dtype == DType::kFloat64)) {
+  if (!want_indices && s.kernel[0] == 1 && s.in[0] == 1 && x.dtype == DType::kFloat32) {
+    MaxPoolPlane plane;
+    plane.height = s.in[1];
+    plane.width = s.in[2];
+    plane.out_height = s.out[1];
+    plane.out_width = s.out[2];
+    plane.kernel_h = s.kernel[1];
+    plane.kernel_w = s.kernel[2];
+    plane.stride_h = s.stride[1];
+    plane.stride_w = s.stride[2];
+    plane.pad_h = s.pad[1];
+    plane.pad_w = s.pad[2];
+    plane.dilation_h = s.dilation[1];
+    plane.dilation_w = s.dilation[2];
+    const float* px = x.as<float>();
+    float* py = ctx.output(0).as<float>();
+    const MaxPoolPlanes pool_planes = max_pool_planes();
+    // A few planes a task when planes are small, so that a task is worth handing to a thread.
+    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, s.in_size()));
+    ctx.pool().parallel_for(s.planes, grain, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<float> row;
+      row.resize(static_cast<size_t>(2 * plane.width));
+      pool_planes(plane, px + begin * s.in_size(), py + begin * s.out_size(), end - begin, row.data());
+    });
+    return;
+  }
+  if (!want_indices && s.kernel[0] == 1 && s.in[0] == 1 && x.dtype == DType::kFloat64) {
     dispatch_float(x.dtype, [&](auto tag) {
       using T = decltype(tag);
       const T* px = x.as<T>();
