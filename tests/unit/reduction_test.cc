@@ -202,9 +202,8 @@ TEST(Softmax, PerAxisFromOpset13AndCoercedBefore) {
 }
 
 TEST(Softmax, EveryIsaMicrokernelMatchesReference) {
-  // The session picks one ISA; call each build this CPU can run directly.
-  Tensor x = random_float({5, 67}, 13);
-  for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] *= 20.0f;
+  // The session picks one ISA; call each build this CPU can run directly. Rows of 67 (two 32-wide steps
+  // and a tail), 50 (a 16-wide step too), 16, 7 (a tail only) and 1100 (LogSoftmax's 512-element blocks).
   struct Isa {
     const char* name;
     bool supported;
@@ -218,15 +217,22 @@ TEST(Softmax, EveryIsaMicrokernelMatchesReference) {
       {"avx512", static_cast<bool>(__builtin_cpu_supports("avx512f")), native::softmax_rows_avx512,
        native::log_softmax_rows_avx512, native::normalize_column_block_avx512},
   };
-  for (const Isa& isa : isas) {
-    if (!isa.supported) continue;
-    SCOPED_TRACE(isa.name);
-    for (bool log : {false, true}) {
-      Tensor y(DType::kFloat32, x.shape());
-      (log ? isa.log_rows : isa.rows)(x.as<float>(), y.as<float>(), 5, 67);
-      expect_close(y, reference_softmax(x, 5, 67, 1, log), 1e-5, 1e-5);
-      isa.columns(x.as<float>(), y.as<float>(), 5, 67, 67, log);  // softmax down the 5 rows
-      expect_close(y, reference_softmax(x, 1, 5, 67, log), 1e-5, 1e-5);
+  for (int64_t n : {67, 50, 16, 7, 1100}) {
+    const int64_t rows = n > 256 ? 2 : 5;
+    Tensor x = random_float({rows, n}, static_cast<uint32_t>(13 + n));
+    for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] *= 20.0f;
+    x.as<float>()[n - 1] = 60.0f;  // the first row's maximum in its tail
+    for (const Isa& isa : isas) {
+      if (!isa.supported) continue;
+      SCOPED_TRACE(std::string(isa.name) + ", rows of " + std::to_string(n));
+      for (bool log : {false, true}) {
+        Tensor y(DType::kFloat32, x.shape());
+        (log ? isa.log_rows : isa.rows)(x.as<float>(), y.as<float>(), rows, n);
+        expect_close(y, reference_softmax(x, rows, n, 1, log), 1e-5, 1e-5);
+        if (n > 256) continue;  // (the column kernel takes at most 256 columns)
+        isa.columns(x.as<float>(), y.as<float>(), rows, n, n, log);  // softmax down the rows
+        expect_close(y, reference_softmax(x, 1, rows, n, log), 1e-5, 1e-5);
+      }
     }
   }
 }

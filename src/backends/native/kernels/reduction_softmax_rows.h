@@ -19,49 +19,84 @@ inline float exp_vectorizable(float x) {
   return exp_of_clamped(low > 88.3f ? 88.3f : low);
 }
 
-inline float row_max(const float* x, int64_t n) {
-  float lanes[16];
-  for (int l = 0; l < 16; ++l) lanes[l] = -__builtin_inff();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int l = 0; l < 16; ++l) lanes[l] = lanes[l] < x[i + l] ? x[i + l] : lanes[l];
-  }
-  for (; i < n; ++i) lanes[0] = lanes[0] < x[i] ? x[i] : lanes[0];
-  float m = lanes[0];
-  for (int l = 1; l < 16; ++l) m = m < lanes[l] ? lanes[l] : m;
+/// Sixteen floats as one value (GCC/Clang vector extension): accumulators the compiler keeps in
+/// registers (one zmm, two ymm or four xmm, by the file's ISA), where a float[16] accumulator was
+/// stored and reloaded every iteration, a store-to-load dependency that held the loops to about a
+/// sixth of their speed (Zen 5: 0.7 ns an element of a 256-wide softmax row).
+typedef float Lanes __attribute__((vector_size(64)));
+
+inline Lanes load_lanes(const float* p) {
+  Lanes v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline float lanes_max(Lanes v) {
+  float m = v[0];
+  for (int l = 1; l < 16; ++l) m = m < v[l] ? v[l] : m;
   return m;
+}
+
+inline float lanes_sum(Lanes v) {
+  float s = 0;
+  for (int l = 0; l < 16; ++l) s += v[l];
+  return s;
+}
+
+/// The largest element (a NaN is skipped here; the sum of exponentials then carries it to every output).
+inline float row_max(const float* x, int64_t n) {
+  Lanes a = {}, b = {};
+  a -= __builtin_inff();
+  b -= __builtin_inff();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const Lanes u = load_lanes(x + i), v = load_lanes(x + i + 16);
+    a = a < u ? u : a;
+    b = b < v ? v : b;
+  }
+  if (i + 16 <= n) {
+    const Lanes u = load_lanes(x + i);
+    a = a < u ? u : a;
+    i += 16;
+  }
+  a = a < b ? b : a;
+  float m = lanes_max(a);
+  for (; i < n; ++i) m = m < x[i] ? x[i] : m;
+  return m;
+}
+
+/// The sum of y[0, n), two accumulators apart.
+inline float row_sum(const float* y, int64_t n) {
+  Lanes a = {}, b = {};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a += load_lanes(y + i);
+    b += load_lanes(y + i + 16);
+  }
+  if (i + 16 <= n) {
+    a += load_lanes(y + i);
+    i += 16;
+  }
+  float s = lanes_sum(a + b);
+  for (; i < n; ++i) s += y[i];
+  return s;
 }
 
 /// y[i] = exp(x[i] - shift); returns the sum of y.
 inline float exp_shifted_and_sum(const float* x, float* y, int64_t n, float shift) {
-  float lanes[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int l = 0; l < 16; ++l) {
-      const float e = exp_vectorizable(x[i + l] - shift);
-      y[i + l] = e;
-      lanes[l] += e;
-    }
-  }
-  for (; i < n; ++i) {
-    y[i] = exp_vectorizable(x[i] - shift);
-    lanes[0] += y[i];
-  }
-  float s = 0;
-  for (int l = 0; l < 16; ++l) s += lanes[l];
-  return s;
+  for (int64_t i = 0; i < n; ++i) y[i] = exp_vectorizable(x[i] - shift);  // (a plain loop: vectorised)
+  return row_sum(y, n);
 }
 
-/// Sum of exp(x[i] - shift), without storing the exponentials.
+/// Sum of exp(x[i] - shift), without storing the exponentials (in blocks through a buffer on the stack).
 inline float sum_exp_shifted(const float* x, int64_t n, float shift) {
-  float lanes[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int l = 0; l < 16; ++l) lanes[l] += exp_vectorizable(x[i + l] - shift);
-  }
-  for (; i < n; ++i) lanes[0] += exp_vectorizable(x[i] - shift);
+  constexpr int64_t kBlock = 512;
+  float block[kBlock];
   float s = 0;
-  for (int l = 0; l < 16; ++l) s += lanes[l];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t len = n - i0 < kBlock ? n - i0 : kBlock;
+    s += exp_shifted_and_sum(x + i0, block, len, shift);
+  }
   return s;
 }
 
