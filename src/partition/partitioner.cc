@@ -476,4 +476,43 @@ void check_partition(const Graph& graph, const PartitionResult& result) {
   }
 }
 
+std::vector<Composite> match_composites(const Graph& graph, const std::vector<size_t>& nodes,
+                                        const Declarations& declarations) {
+  const size_t n = graph.nodes.size();
+  std::vector<char> excluded(n, 1);
+  std::vector<int64_t> position(n, -1);  // in `nodes`
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    excluded[nodes[i]] = 0;
+    position[nodes[i]] = static_cast<int64_t>(i);
+  }
+  const GraphUses uses(graph);
+  std::vector<Composite> composites;
+  for (const DeclaredPattern& pattern : declarations.patterns()) {
+    for (size_t i = nodes.size(); i-- > 0;) {
+      const size_t root = nodes[i];
+      if (excluded[root]) continue;
+      std::optional<PatternMatch> match = match_pattern(pattern.root, graph, uses, root, excluded);
+      if (!match) continue;
+      int64_t first = static_cast<int64_t>(nodes.size());
+      for (size_t member : match->nodes) first = std::min(first, position[member]);
+      bool ready = true;
+      for (size_t member : match->nodes) {
+        for (ValueId in : graph.nodes[member].inputs) {
+          if (in == kNoValue) continue;
+          const int32_t producer = uses.producer[static_cast<size_t>(in)];
+          if (producer < 0 || std::find(match->nodes.begin(), match->nodes.end(), static_cast<size_t>(producer)) !=
+                                  match->nodes.end()) {
+            continue;
+          }
+          ready &= position[static_cast<size_t>(producer)] < first;  // (outside `nodes`: -1, made before)
+        }
+      }
+      if (!ready) continue;
+      for (size_t member : match->nodes) excluded[member] = 1;
+      composites.push_back({pattern.name, match->nodes});
+    }
+  }
+  return composites;
+}
+
 }  // namespace tessera

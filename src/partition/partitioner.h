@@ -130,6 +130,17 @@ struct RegionGraph {
 /// composite node's inputs, constants included, in the same order).
 RegionGraph extract_region(const Graph& graph, const Region& region);
 
+class Declarations;
+
+/// The composites of `declarations`' patterns among `nodes` (global indices in execution order, as a
+/// Region holds them), matched as the partitioner matches one backend's: patterns in declaration order,
+/// roots from the last node back, a node in one composite at most. A match is kept only where every value
+/// its members read from outside it is made before its first member runs (extract_region emits a
+/// composite there). For a region whose nodes run on another backend than the one that claimed them
+/// (native's fallback of another backend's region), so that they fuse as that backend's own would.
+std::vector<Composite> match_composites(const Graph& graph, const std::vector<size_t>& nodes,
+                                        const Declarations& declarations);
+
 /// Reorders graph.nodes into region order (regions contiguous) and renumbers
 /// the result's node indices to match. Keeps a topological order.
 void order_nodes_by_region(Graph& graph, PartitionResult& result);

@@ -78,6 +78,35 @@ bool region_graph_has_cycle(const Graph& g, const PartitionResult& p) {
   return false;
 }
 
+TEST(Partitioner, MatchCompositesFusesWithinTheNodesGivenOnlyWhereInputsAreReady) {
+  // x -> Exp (0) -> Relu (1) -> Neg (2) -> Add(Relu, Neg) (3) -> Relu (4) -> y
+  GraphBuilder b;
+  const ValueId x = b.input("x");
+  const ValueId e = b.node("Exp", {x});
+  const ValueId r = b.node("Relu", {e});
+  const ValueId n = b.node("Neg", {r});
+  const ValueId a = b.node("Add", {r, n});
+  b.output(b.node("Relu", {a}));
+  Graph g = b.graph;
+  Declarations d;
+  d.pattern("ExpRelu", op("Relu", {op("Exp")}));
+  d.pattern("AddRelu", op("Relu", {op("Add", {any(), any()})}));
+  auto patterns = [](const std::vector<Composite>& list) {
+    std::vector<std::pair<std::string, std::vector<size_t>>> out;
+    for (const Composite& c : list) out.emplace_back(c.pattern, c.nodes);
+    return out;
+  };
+  using Found = std::vector<std::pair<std::string, std::vector<size_t>>>;
+  EXPECT_EQ(patterns(match_composites(g, {0, 1, 2, 3, 4}, d)),
+            (Found{{"ExpRelu", {0, 1}}, {"AddRelu", {3, 4}}}));
+  // Only among the nodes given: Exp outside, so no ExpRelu.
+  EXPECT_EQ(patterns(match_composites(g, {1, 2, 3, 4}, d)), (Found{{"AddRelu", {3, 4}}}));
+  // An execution order in which the Add (first member of AddRelu) would run before Neg, which it reads:
+  // the composite, emitted at its first member, would read Neg's output before it is made.
+  Graph reordered = g;
+  EXPECT_EQ(patterns(match_composites(reordered, {0, 1, 3, 2, 4}, d)), (Found{{"ExpRelu", {0, 1}}}));
+}
+
 TEST(Partitioner, PriorityOrderDecidesAndAdjacentNodesMerge) {
   Graph g = chain();
   Declarations a = claims({"Relu", "Exp", "Add"});

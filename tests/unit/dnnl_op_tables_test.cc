@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backends/dnnl/dnnl_declarations.h"
+#include "backends/dnnl/dnnl_internal.h"
 #include "backends/dnnl/dnnl_op_tables.h"
 
 namespace tessera::dnnl_backend {
@@ -78,8 +79,34 @@ TEST(DnnlOpTables, OpenDimsRegionsNeverTryOneDnnsWinograd) {
   };
   const int32_t direct = static_cast<int32_t>(dnnl::algorithm::convolution_direct);
   const int32_t winograd = static_cast<int32_t>(dnnl::algorithm::convolution_winograd);
+  // kDirectJit, the form of direct that an open region's quick lowering takes, is never measured.
   EXPECT_EQ(ids(convolution_candidates(true)), (std::vector<int32_t>{kTesseraWinograd, direct}));
   EXPECT_EQ(ids(convolution_candidates(false)), (std::vector<int32_t>{direct, winograd, kTesseraWinograd}));
+}
+
+TEST(DnnlOpTables, DirectJitConvolutionIsNeitherBrgemmNorReference) {
+  // A 3x3 convolution of a recogniser's shape, layouts left to oneDNN: as kDirectJit its implementation is
+  // never brgemm-based (oneDNN 2.6 puts brgconv first with AVX-512, and generates its kernels at every new
+  // shape) nor the reference kernel; as a plain direct convolution oneDNN's own first choice stays.
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  const std::vector<int64_t> dims[] = {{1, 32, 16, 264}, {64, 32, 3, 3}, {64}, {1, 64, 16, 264}};
+  std::vector<memory::desc> roles;
+  for (const auto& d : dims) roles.emplace_back(memory::dims(d.begin(), d.end()), memory::data_type::f32, memory::format_tag::any);
+  roles[2] = memory::desc({64}, memory::data_type::f32, memory::format_tag::a);
+  Step step;
+  step.kind = StepKind::kConvolution;
+  step.inputs = {0, 1, 2};
+  step.output = 3;
+  step.ints = {1, 1, 0, 0, 1, 1, 1, 1};  // strides, dilations (from 0), begin pads, end pads
+  step.algorithm = kDirectJit;
+  const std::string jit = make_primitive_desc(step, roles, roles, engine).impl_info_str();
+  EXPECT_NE(jit.rfind("brg", 0), 0u) << jit;
+  EXPECT_NE(jit.rfind("ref", 0), 0u) << jit;
+  step.algorithm = static_cast<int32_t>(dnnl::algorithm::convolution_direct);
+  const std::string first = make_primitive_desc(step, roles, roles, engine).impl_info_str();
+  EXPECT_NE(first.rfind("ref", 0), 0u) << first;
+  // Where oneDNN's first choice is not brgemm-based (below AVX-512), kDirectJit is that same kernel.
+  if (first.rfind("brg", 0) != 0) EXPECT_EQ(jit, first);
 }
 
 }  // namespace

@@ -174,6 +174,36 @@ TEST(OpenDims, OneCompileRunsEveryShapeOnOneDnnAndCountsWhatItPrepares) {
   expect_matches(model->run({again.view()})[0], m.reference(again));
 }
 
+TEST(OpenDims, AShapeRunAgainAndAgainIsLoweredInFullOnceAndStaysRight) {
+  // A shape after the first is lowered quickly (direct convolutions on oneDNN's JIT kernels that are not
+  // brgemm-based, cheap to create); the call that brings it to OpenDnnlRegion::kTierUpCalls hits lowers
+  // it again in full, once: a cache hit that reports preparation time. Every output matches the double
+  // reference, before and after.
+  ScopedEnv eager("TESSERA_SHAPE_ADMISSION", "eager");
+  ScopedEnv direct("TESSERA_DNNL_TUNE", "0");  // direct convolutions everywhere, whatever the timing says
+  const ConvModel m;
+  CompileOptions options;
+  options.backends = {"dnnl", "native"};
+  std::unique_ptr<CompiledModel> model = CompiledModel::compile(m.graph, options);
+  const Tensor first = random_uniform({1, 8, 12, 12}, 50, -1, 1);
+  expect_matches(model->run({first.view()})[0], m.reference(first));
+  const Tensor x = random_uniform({2, 8, 9, 11}, 51, -1, 1);
+  const std::vector<double> expected = m.reference(x);
+  int prepared_hits = 0, prepared_at = -1;
+  for (int call = 0; call < 8; ++call) {
+    SCOPED_TRACE("call " + std::to_string(call));
+    RunProfile profile;
+    expect_matches(model->run({x.view()}, {}, &profile)[0], expected);
+    EXPECT_EQ(profile.counts.shape_cache_misses, call == 0 ? 1 : 0);
+    if (call > 0 && profile.counts.shape_prepare_milliseconds > 0) {
+      ++prepared_hits;
+      prepared_at = call;
+    }
+  }
+  EXPECT_EQ(prepared_hits, 1);
+  EXPECT_EQ(prepared_at, 4);  // the fourth hit (kTierUpCalls)
+}
+
 TEST(OpenDims, AnUnseenShapeRunsOnNativeUntilPreparingItIsWorthItAndStaysPreparedAfter) {
   const ConvModel m;
   CompileOptions options;

@@ -317,6 +317,12 @@ void run_swish(int64_t floats, const float* src, float* dst);
 /// primitive is still created as a direct convolution: it fixes the layouts,
 /// and runs instead wherever the kernel cannot (another CPU, a capped ISA).
 constexpr int32_t kTesseraWinograd = 0x7e01;
+/// Step::algorithm of a float32 direct convolution in a region of open dims: oneDNN's JIT kernel that is
+/// not brgemm-based (`jit:avx512_core`, `jit:avx2`) where it offers one before its reference kernel. Such
+/// a region creates its primitives again for every new input shape, and oneDNN 2.6's brgemm convolution
+/// generates its kernels for each: 2-4.5 ms a convolution against 0.15-0.45 (a text recogniser's four
+/// 3x3 convolutions at a new width, Zen 5), while it ran them no faster there.
+constexpr int32_t kDirectJit = 0x7e02;
 /// The placement note for a convolution step's algorithm chosen by measurement
 /// ("Winograd F(4x4, 3x3), Tessera's kernel: measured faster than the direct
 /// convolution", or oneDNN's Winograd), or "" for the direct one.

@@ -61,15 +61,24 @@ class OpenDnnlRegion : public ExecutableRegion {
 
  private:
   /// The region lowered for one set of input shapes, or why it cannot be.
+  /// A shape's lowering. Quick (tier 0): its direct convolutions on oneDNN's JIT kernels that are not
+  /// brgemm-based (kDirectJit), cheap to create; full (tier 1): the algorithms measured at the first
+  /// shape as they were measured, brgemm included. A shape's first call takes the quick one; one run
+  /// kTierUpCalls times is lowered again in full.
   struct Specialization {
     Graph graph;
     std::unique_ptr<DnnlRegion> region;  // null: runs on native (refusal says why)
     std::string refusal;
     int64_t bytes = 0;
     std::list<std::vector<Shape>>::iterator recency;
+    bool quick = false;  // tier 0, with a direct convolution that the full lowering would create otherwise
+    int64_t calls = 0;   // cache hits so far (under mutex_)
   };
-  std::shared_ptr<const Specialization> specialization(const std::vector<Shape>& dims, bool* created) const;
-  std::shared_ptr<Specialization> specialize(const std::vector<Shape>& dims) const;
+  static constexpr int64_t kTierUpCalls = 4;
+  /// The cached lowering for `dims`, made (`*created`) or lowered again in full (`*tiered`) on the way.
+  std::shared_ptr<const Specialization> specialization(const std::vector<Shape>& dims, bool* created,
+                                                       bool* tiered = nullptr) const;
+  std::shared_ptr<Specialization> specialize(const std::vector<Shape>& dims, bool full) const;
 
   const Graph& region_;
   dnnl::engine engine_;

@@ -137,6 +137,16 @@ dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vecto
         while (avoid_brdgmm && is_brdgmm(pd)) {
           if (!pd.next_impl()) break;
         }
+        if (step.algorithm == kDirectJit && std::string(pd.impl_info_str()).rfind("brg", 0) == 0) {
+          // The first implementation that is neither brgemm-based nor the reference kernel, else the one
+          // oneDNN put first.
+          dnnl::convolution_forward::primitive_desc other = pd;
+          while (other.next_impl()) {
+            const std::string impl = other.impl_info_str();
+            if (impl.rfind("ref", 0) == 0) break;
+            if (impl.rfind("brg", 0) != 0) return other;
+          }
+        }
         return pd;
       }
       auto desc = bias ? dnnl::deconvolution_forward::desc(prop_kind::forward_inference, algorithm::deconvolution_direct,
