@@ -414,18 +414,35 @@ class FallbackRegionStore : public DetachedRegionStore {
  public:
   FallbackRegionStore(const RegionPlan& plan, RunStore& store, RunProfile* profile)
       : DetachedRegionStore(plan.fallback_region.graph), plan_(plan), store_(store), profile_(profile),
-        slots_(plan.fallback_region.graph.values.size(), -1) {
+        slots_(plan.fallback_region.graph.values.size(), -1), is_output_(plan.fallback_region.graph.values.size(), 0) {
     for (ValueId local : graph_.inputs) bind(local, store.get(global(local)));
+    for (ValueId local : graph_.outputs) is_output_[static_cast<size_t>(local)] = 1;
+    // (A region input that is also an output keeps its input view: finish() copies it.)
+    for (ValueId local : graph_.inputs) is_output_[static_cast<size_t>(local)] = 0;
   }
   ~FallbackRegionStore() override {
     for (int32_t slot : slots_) {
       if (slot >= 0) store_.give_back(slot);
     }
   }
-  /// With the run's pool (open dims): values in its buffers, given back when the region's nodes release
-  /// them (a region run on native call after call at new shapes maps no fresh memory each time).
+  /// A region output: straight in the run's value where that is a plain buffer of its shape (nothing to
+  /// copy after; a BERT-sized encoder's deferred calls copied 4-5 region outputs of 100-400 KB each).
+  /// With the run's pool (open dims): other values in its buffers, given back when the region's nodes
+  /// release them (a region run on native call after call at new shapes maps no fresh memory each time).
   void allocate(ValueId id) override {
     TensorView& v = views_[static_cast<size_t>(id)];
+    if (is_output_[static_cast<size_t>(id)] && v.dtype != DType::kString) {
+      TensorView& target = store_.output(global(id));
+      if (!target.data) {
+        target.dtype = v.dtype;
+        target.shape = v.shape;
+        store_.allocate(global(id));
+      }
+      if (target.data && !target.strided() && target.dtype == v.dtype && target.shape == v.shape) {
+        v.data = target.data;
+        return;
+      }
+    }
     if (!store_.has_pool() || v.dtype == DType::kString) return DetachedRegionStore::allocate(id);
     release(id);
     slots_[static_cast<size_t>(id)] = store_.borrow(std::max<size_t>(v.nbytes(), 1), true, &v.data);
@@ -463,6 +480,7 @@ class FallbackRegionStore : public DetachedRegionStore {
         throw_user_error("output '", graph_.value(local).name, "' is ", shape_to_string(made.shape),
                          " at these input shapes, but the buffer bound to it is ", shape_to_string(target.shape));
       }
+      if (made.data == target.data && !made.strided()) continue;  // written in place (allocate)
       copy_view_data(target, made);
     }
   }
@@ -473,6 +491,7 @@ class FallbackRegionStore : public DetachedRegionStore {
   RunStore& store_;
   RunProfile* profile_;
   std::vector<int32_t> slots_;  // per local value: its buffer's slot in the run's pool, or -1
+  std::vector<char> is_output_;  // per local value: a region output made inside the region
 };
 
 /// True when every floating-point input of the region is finite.
