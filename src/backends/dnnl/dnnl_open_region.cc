@@ -12,8 +12,8 @@
 //   direct convolutions on oneDNN's JIT kernels that are not brgemm-based
 //   (kDirectJit: 0.15-0.45 ms to create against brgemm's 2-4.5 ms, a text
 //   recogniser's four 3x3 convolutions at a new width on Zen 5), and in full
-//   once it has run kTierUpCalls times (brgemm ran a ResNet-18 at one size
-//   12-20% faster there);
+//   once it has been hit kTierUpCalls times (brgemm ran a ResNet-18 at one
+//   size 12-20% faster there);
 // - the workspace comes from the run's pool (ValueStore::borrow_workspace), which the
 //   model's other regions share, or, where the run has none, one of the region's own
 //   (grown to the largest shape run) serves every shape;

@@ -74,7 +74,7 @@ class OpenDnnlRegion : public ExecutableRegion {
     bool quick = false;  // tier 0, with a direct convolution that the full lowering would create otherwise
     int64_t calls = 0;   // cache hits so far (under mutex_)
   };
-  static constexpr int64_t kTierUpCalls = 4;
+  static constexpr int64_t kTierUpCalls = 8;
   /// The cached lowering for `dims`, made (`*created`) or lowered again in full (`*tiered`) on the way.
   std::shared_ptr<const Specialization> specialization(const std::vector<Shape>& dims, bool* created,
                                                        bool* tiered = nullptr) const;
