@@ -1,16 +1,38 @@
 // Native normalisation kernels: BatchNormalization (inference, and training
 // mode from opset 14), InstanceNormalization, LayerNormalization,
-// MeanVarianceNormalization and LRN. Statistics accumulate in double.
+// MeanVarianceNormalization and LRN. Statistics accumulate in double. A
+// float32 LayerNormalization row runs this CPU's build of nn_norm_rows.h.
+#define TESSERA_NORM_ROWS_NAMESPACE baseline
+#include "backends/native/kernels/nn_norm_rows.h"
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
+#include "backends/native/cpu_features.h"
 #include "backends/native/dispatch.h"
 #include "backends/native/kernels/nn_internal.h"
 #include "ir/shape_util.h"
 
 namespace tessera::native {
+
+// Defined in nn_norm_avx512.cc and nn_norm_avx2.cc.
+void layer_norm_row_avx512(const float* p, float* q, int64_t n, double epsilon, const float* gamma, const float* beta,
+                           float* mean, float* inv_std);
+void layer_norm_row_avx2(const float* p, float* q, int64_t n, double epsilon, const float* gamma, const float* beta,
+                         float* mean, float* inv_std);
+
 namespace {
+
+using LayerNormRow = void (*)(const float*, float*, int64_t, double, const float*, const float*, float*, float*);
+
+/// The float32 LayerNormalization row kernel for this CPU, chosen once: the one dispatch place.
+LayerNormRow layer_norm_row_kernel() {
+  static const LayerNormRow chosen = cpu_features().avx512     ? layer_norm_row_avx512
+                                     : cpu_features().avx2_fma ? layer_norm_row_avx2
+                                                               : baseline::layer_norm_row;
+  return chosen;
+}
 
 struct Moments {
   double mean;
@@ -195,6 +217,18 @@ void layer_norm_kernel(KernelContext& ctx) {
     T* py = ctx.output(0).as<T>();
     T* mean_out = ctx.has_output(1) ? ctx.output(1).as<T>() : nullptr;
     T* inv_std_out = ctx.has_output(2) ? ctx.output(2).as<T>() : nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      const LayerNormRow row_kernel = layer_norm_row_kernel();
+      ctx.pool().parallel_for(rows, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          float m = 0, s = 0;
+          row_kernel(px + r * cols, py + r * cols, cols, epsilon, gamma.data(), beta.data(), &m, &s);
+          if (mean_out) mean_out[r] = m;
+          if (inv_std_out) inv_std_out[r] = s;
+        }
+      });
+      return;
+    }
     ctx.pool().parallel_for(rows, 1, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
         const T* p = px + r * cols;
