@@ -476,7 +476,7 @@ void check_partition(const Graph& graph, const PartitionResult& result) {
   }
 }
 
-std::vector<Composite> match_composites(const Graph& graph, const std::vector<size_t>& nodes,
+std::vector<Composite> match_composites(const Graph& graph, const GraphUses& uses, const std::vector<size_t>& nodes,
                                         const Declarations& declarations) {
   const size_t n = graph.nodes.size();
   std::vector<char> excluded(n, 1);
@@ -485,7 +485,6 @@ std::vector<Composite> match_composites(const Graph& graph, const std::vector<si
     excluded[nodes[i]] = 0;
     position[nodes[i]] = static_cast<int64_t>(i);
   }
-  const GraphUses uses(graph);
   std::vector<Composite> composites;
   for (const DeclaredPattern& pattern : declarations.patterns()) {
     for (size_t i = nodes.size(); i-- > 0;) {

@@ -34,6 +34,7 @@
 namespace tessera {
 
 class Declarations;
+struct GraphUses;
 
 struct PartitionBackend {
   std::string name;
@@ -138,7 +139,8 @@ class Declarations;
 /// its members read from outside it is made before its first member runs (extract_region emits a
 /// composite there). For a region whose nodes run on another backend than the one that claimed them
 /// (native's fallback of another backend's region), so that they fuse as that backend's own would.
-std::vector<Composite> match_composites(const Graph& graph, const std::vector<size_t>& nodes,
+/// `uses`: the graph's (GraphUses, partition/pattern.h), built once for every region matched.
+std::vector<Composite> match_composites(const Graph& graph, const GraphUses& uses, const std::vector<size_t>& nodes,
                                         const Declarations& declarations);
 
 /// Reorders graph.nodes into region order (regions contiguous) and renumbers

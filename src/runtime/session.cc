@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "ir/specialize_shapes.h"
 #include "ir/verifier.h"
 #include "partition/declarations.h"
+#include "partition/pattern.h"
 #include "passes/bind_input_shapes.h"
 #include "passes/bind_input_values.h"
 #include "passes/float16_compute.h"
@@ -612,15 +614,17 @@ void CompiledModel::finish() {
   }
   memory_plan_ = plan_memory(g, on_host, node_step, live_until);
 
+  std::optional<GraphUses> uses;  // for the fallbacks' composites, built at the first
   for (size_t r = 0; r < regions_.size(); ++r) {
     RegionPlan& plan = *regions_[r];
     if (!plan.guarded && !plan.open_shapes) continue;
+    if (!uses) uses.emplace(g);
     if (!fallback_backend_) fallback_backend_ = fallback_backend().make(plan.fallback_options);
     plan.fallback_backend = fallback_backend_.get();
     // The region's nodes with native's own patterns (a Conv -> Relu fused as native fuses it: the deferred
     // calls of a text recogniser's oneDNN region ran their Relus as passes of their own, 0.18 ms a call).
     Region plain = partition_.regions[r];
-    plain.composites = match_composites(g, plain.nodes, fallback_backend_->declarations());
+    plain.composites = match_composites(g, *uses, plain.nodes, fallback_backend_->declarations());
     plan.fallback_region = extract_region(g, plain);
     plan.constants_not_finite = false;
     for (const Value& v : plan.region.graph.values) {

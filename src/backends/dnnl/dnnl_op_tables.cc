@@ -79,7 +79,6 @@ const ConvolutionAlgorithm kConvolutionAlgorithms[] = {
     {algorithm::convolution_direct, "direct", nullptr},
     {algorithm::convolution_winograd, "winograd", kWinograd},
     {static_cast<algorithm>(kTesseraWinograd), "tessera winograd F(4x4,3x3)", kWinograd},
-    {static_cast<algorithm>(kDirectJit), "direct (not brgemm)", nullptr},
 };
 
 const StructuredOp kStructuredOps[] = {

@@ -60,10 +60,10 @@ class OpenDnnlRegion : public ExecutableRegion {
   bool writes_into(size_t output, const TensorView& view) const override { return is_contiguous(view); }
 
  private:
-  /// The region lowered for one set of input shapes, or why it cannot be.
-  /// A shape's lowering. Quick (tier 0): its direct convolutions on oneDNN's JIT kernels that are not
-  /// brgemm-based (kDirectJit), cheap to create; full (tier 1): the algorithms measured at the first
-  /// shape as they were measured, brgemm included. A shape's first call takes the quick one; one run
+  /// The region lowered for one set of input shapes, or why it cannot be. Quick (tier 0): its direct
+  /// convolutions on oneDNN's JIT kernels that are not brgemm-based (kDirectJit), cheap to create; full
+  /// (tier 1): the algorithms measured at the first shape as they were measured, brgemm included. A
+  /// shape's first call takes the quick one (the first shape of all, the full one); a shape hit
   /// kTierUpCalls times is lowered again in full.
   struct Specialization {
     Graph graph;

@@ -83,9 +83,7 @@ std::string measured_algorithm_note(int32_t algorithm) {
 std::vector<ConvolutionAlgorithm> convolution_candidates(bool open_dims) {
   std::vector<ConvolutionAlgorithm> candidates;
   for (const ConvolutionAlgorithm& candidate : convolution_algorithms()) {
-    if (static_cast<int32_t>(candidate.algorithm) == kDirectJit) {
-      continue;  // (a form of direct that open regions' early shapes take: OpenDnnlRegion, not measured)
-    } else if (!open_dims) {
+    if (!open_dims) {
       candidates.push_back(candidate);
     } else if (static_cast<int32_t>(candidate.algorithm) == kTesseraWinograd) {
       candidates.insert(candidates.begin(), candidate);

@@ -15,13 +15,7 @@
 
 namespace tessera::native::TESSERA_NORM_ROWS_NAMESPACE {
 
-typedef float NormLanes __attribute__((vector_size(64)));
-
-inline NormLanes load_norm_lanes(const float* p) {
-  NormLanes v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
+#include "backends/native/kernels/float_lanes.inc"
 
 /// Sum over p[0, n) of (p[i] - c), or of (p[i] - c)^2 when `square`: 16-float lanes, two chains, blocks of
 /// 512 values (at most 16 terms a lane a block) added in double.
@@ -31,10 +25,10 @@ inline double blocked_deviation_sum(const float* p, int64_t n, float c) {
   double sum = 0;
   int64_t i = 0;
   while (i + 32 <= n) {
-    NormLanes a = {}, b = {};
+    Lanes a = {}, b = {};
     const int64_t end = i + kBlock < n - n % 32 ? i + kBlock : n - n % 32;
     for (; i < end; i += 32) {
-      const NormLanes u = load_norm_lanes(p + i) - c, v = load_norm_lanes(p + i + 16) - c;
+      const Lanes u = load_lanes(p + i) - c, v = load_lanes(p + i + 16) - c;
       if constexpr (square) {
         a += u * u;
         b += v * v;
@@ -43,7 +37,7 @@ inline double blocked_deviation_sum(const float* p, int64_t n, float c) {
         b += v;
       }
     }
-    const NormLanes t = a + b;
+    const Lanes t = a + b;
     for (int l = 0; l < 16; ++l) sum += t[l];
   }
   for (; i < n; ++i) {

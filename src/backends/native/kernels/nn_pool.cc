@@ -89,12 +89,12 @@ void dispatch_pool(DType dtype, Fn&& fn) {
   }
 }
 
-/// Max pooling of one 2-D plane, row by row: for each window row and column
-/// offset, a running max over the output row (a strided, vectorisable loop)
-/// instead of walking every window. Same result as the window walk: a NaN
+/// Max pooling of one float64 2-D plane (float32 takes nn_pool_rows.h), row by
+/// row: for each window row and column offset, a running max over the output
+/// row (a strided loop) instead of walking every window. Same result as the window walk: a NaN
 /// anywhere in a window gives NaN (as numpy's max and PyTorch do).
-template <typename T>
-void max_pool_plane_2d(const PoolShape& s, const T* x, T* y) {
+void max_pool_plane_2d(const PoolShape& s, const double* x, double* y) {
+  using T = double;
   const int64_t H = s.in[1], W = s.in[2], OH = s.out[1], OW = s.out[2];
   const int64_t sw = s.stride[2];
   for (int64_t oh = 0; oh < OH; ++oh) {
@@ -126,17 +126,11 @@ void max_pool_plane_2d(const PoolShape& s, const T* x, T* y) {
 
 using MaxPoolPlanes = void (*)(const MaxPoolPlane&, const float*, float*, int64_t, float*);
 
-void max_pool_planes_baseline(const MaxPoolPlane& s, const float* x, float* y, int64_t planes, float* row_scratch) {
-  for (int64_t p = 0; p < planes; ++p) {
-    baseline::max_pool_plane(s, x + p * s.height * s.width, y + p * s.out_height * s.out_width, row_scratch);
-  }
-}
-
 /// The float32 plane kernel for this CPU, chosen once: the one dispatch place.
 MaxPoolPlanes max_pool_planes() {
   static const MaxPoolPlanes chosen = cpu_features().avx512     ? max_pool_planes_avx512
                                       : cpu_features().avx2_fma ? max_pool_planes_avx2
-                                                                : max_pool_planes_baseline;
+                                                                : baseline::max_pool_planes;
   return chosen;
 }
 
@@ -171,15 +165,12 @@ void max_pool_kernel(KernelContext& ctx) {
     return;
   }
   if (!want_indices && s.kernel[0] == 1 && s.in[0] == 1 && x.dtype == DType::kFloat64) {
-    dispatch_float(x.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      const T* px = x.as<T>();
-      T* py = ctx.output(0).as<T>();
-      ctx.pool().parallel_for(s.planes, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t plane = begin; plane < end; ++plane) {
-          max_pool_plane_2d(s, px + plane * s.in_size(), py + plane * s.out_size());
-        }
-      });
+    const double* px = x.as<double>();
+    double* py = ctx.output(0).as<double>();
+    ctx.pool().parallel_for(s.planes, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        max_pool_plane_2d(s, px + plane * s.in_size(), py + plane * s.out_size());
+      }
     });
     return;
   }

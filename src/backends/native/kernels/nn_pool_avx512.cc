@@ -5,10 +5,8 @@
 
 namespace tessera::native {
 
-void max_pool_planes_avx512(const MaxPoolPlane& s, const float* x, float* y, int64_t planes, float* row_scratch) {
-  for (int64_t p = 0; p < planes; ++p) {
-    avx512::max_pool_plane(s, x + p * s.height * s.width, y + p * s.out_height * s.out_width, row_scratch);
-  }
+void max_pool_planes_avx512(const MaxPoolPlane& s, const float* x, float* y, int64_t planes, float* scratch) {
+  avx512::max_pool_planes(s, x, y, planes, scratch);
 }
 
 }  // namespace tessera::native

@@ -12,8 +12,9 @@ struct MaxPoolPlane {
   int64_t pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
 };
 
-/// Pools `planes` consecutive planes of x into y; `scratch` holds 2 * width floats.
-void max_pool_planes_avx512(const MaxPoolPlane& s, const float* x, float* y, int64_t planes, float* row_scratch);
-void max_pool_planes_avx2(const MaxPoolPlane& s, const float* x, float* y, int64_t planes, float* row_scratch);
+/// Pools `planes` consecutive planes of x into y (nn_pool_rows.h's max_pool_planes); `scratch` holds
+/// 2 * width floats.
+void max_pool_planes_avx512(const MaxPoolPlane& s, const float* x, float* y, int64_t planes, float* scratch);
+void max_pool_planes_avx2(const MaxPoolPlane& s, const float* x, float* y, int64_t planes, float* scratch);
 
 }  // namespace tessera::native

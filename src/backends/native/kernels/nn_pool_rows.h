@@ -88,4 +88,11 @@ inline void max_pool_plane(const MaxPoolPlane& s, const float* x, float* y, floa
   }
 }
 
+/// `planes` consecutive planes of x into y.
+inline void max_pool_planes(const MaxPoolPlane& s, const float* x, float* y, int64_t planes, float* scratch) {
+  for (int64_t p = 0; p < planes; ++p) {
+    max_pool_plane(s, x + p * s.height * s.width, y + p * s.out_height * s.out_width, scratch);
+  }
+}
+
 }  // namespace tessera::native::TESSERA_POOL_ROWS_NAMESPACE

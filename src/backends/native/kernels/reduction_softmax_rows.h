@@ -19,17 +19,7 @@ inline float exp_vectorizable(float x) {
   return exp_of_clamped(low > 88.3f ? 88.3f : low);
 }
 
-/// Sixteen floats as one value (GCC/Clang vector extension): accumulators the compiler keeps in
-/// registers (one zmm, two ymm or four xmm, by the file's ISA), where a float[16] accumulator was
-/// stored and reloaded every iteration, a store-to-load dependency that held the loops to about a
-/// sixth of their speed (Zen 5: 0.7 ns an element of a 256-wide softmax row).
-typedef float Lanes __attribute__((vector_size(64)));
-
-inline Lanes load_lanes(const float* p) {
-  Lanes v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
+#include "backends/native/kernels/float_lanes.inc"
 
 inline float lanes_max(Lanes v) {
   float m = v[0];
