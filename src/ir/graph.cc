@@ -122,12 +122,12 @@ Attribute Attribute::of_tensor(Tensor v) {
   return a;
 }
 
-const Attribute* AttributeMap::find(const std::string& name) const {
+const Attribute* AttributeMap::find(std::string_view name) const {
   auto it = map_.find(name);
   return it == map_.end() ? nullptr : &it->second;
 }
 
-const Attribute& AttributeMap::get_checked(const std::string& name, Attribute::Kind kind) const {
+const Attribute& AttributeMap::get_checked(std::string_view name, Attribute::Kind kind) const {
   const Attribute* a = find(name);
   if (!a) throw_user_error("missing required attribute '", name, "'");
   if (a->kind != kind) {
@@ -137,24 +137,24 @@ const Attribute& AttributeMap::get_checked(const std::string& name, Attribute::K
   return *a;
 }
 
-int64_t AttributeMap::get_int(const std::string& name) const { return get_checked(name, Attribute::Kind::kInt).i; }
-int64_t AttributeMap::get_int_or(const std::string& name, int64_t fallback) const {
+int64_t AttributeMap::get_int(std::string_view name) const { return get_checked(name, Attribute::Kind::kInt).i; }
+int64_t AttributeMap::get_int_or(std::string_view name, int64_t fallback) const {
   return has(name) ? get_int(name) : fallback;
 }
-float AttributeMap::get_float(const std::string& name) const { return get_checked(name, Attribute::Kind::kFloat).f; }
-float AttributeMap::get_float_or(const std::string& name, float fallback) const {
+float AttributeMap::get_float(std::string_view name) const { return get_checked(name, Attribute::Kind::kFloat).f; }
+float AttributeMap::get_float_or(std::string_view name, float fallback) const {
   return has(name) ? get_float(name) : fallback;
 }
-std::string AttributeMap::get_string_or(const std::string& name, const std::string& fallback) const {
+std::string AttributeMap::get_string_or(std::string_view name, const std::string& fallback) const {
   return has(name) ? get_checked(name, Attribute::Kind::kString).s : fallback;
 }
-std::vector<int64_t> AttributeMap::get_ints_or(const std::string& name, std::vector<int64_t> fallback) const {
+std::vector<int64_t> AttributeMap::get_ints_or(std::string_view name, std::vector<int64_t> fallback) const {
   return has(name) ? get_checked(name, Attribute::Kind::kInts).ints : fallback;
 }
-std::vector<float> AttributeMap::get_floats_or(const std::string& name, std::vector<float> fallback) const {
+std::vector<float> AttributeMap::get_floats_or(std::string_view name, std::vector<float> fallback) const {
   return has(name) ? get_checked(name, Attribute::Kind::kFloats).floats : fallback;
 }
-std::vector<std::string> AttributeMap::get_strings_or(const std::string& name,
+std::vector<std::string> AttributeMap::get_strings_or(std::string_view name,
                                                       std::vector<std::string> fallback) const {
   return has(name) ? get_checked(name, Attribute::Kind::kStrings).strings : fallback;
 }

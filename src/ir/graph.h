@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -80,26 +81,31 @@ const char* attribute_kind_name(Attribute::Kind kind);
 
 class AttributeMap {
  public:
-  bool has(const std::string& name) const { return map_.count(name) != 0; }
-  const Attribute* find(const std::string& name) const;
+  /// Names compare without a std::string (std::less<>): a kernel's lookup of a long name
+  /// ("tessera_transpose_b") at every run allocated one.
+  using Map = std::map<std::string, Attribute, std::less<>>;
+  bool has(std::string_view name) const { return map_.find(name) != map_.end(); }
+  const Attribute* find(std::string_view name) const;
   void set(const std::string& name, Attribute value) { map_[name] = std::move(value); }
-  void erase(const std::string& name) { map_.erase(name); }
-  const std::map<std::string, Attribute>& all() const { return map_; }
+  void erase(std::string_view name) {
+    if (auto it = map_.find(name); it != map_.end()) map_.erase(it);
+  }
+  const Map& all() const { return map_; }
 
   // Typed getters. The *_or forms return the fallback when absent; the others
   // throw a user error naming the attribute when absent or of the wrong kind.
-  int64_t get_int(const std::string& name) const;
-  int64_t get_int_or(const std::string& name, int64_t fallback) const;
-  float get_float(const std::string& name) const;
-  float get_float_or(const std::string& name, float fallback) const;
-  std::string get_string_or(const std::string& name, const std::string& fallback) const;
-  std::vector<int64_t> get_ints_or(const std::string& name, std::vector<int64_t> fallback) const;
-  std::vector<float> get_floats_or(const std::string& name, std::vector<float> fallback) const;
-  std::vector<std::string> get_strings_or(const std::string& name, std::vector<std::string> fallback) const;
+  int64_t get_int(std::string_view name) const;
+  int64_t get_int_or(std::string_view name, int64_t fallback) const;
+  float get_float(std::string_view name) const;
+  float get_float_or(std::string_view name, float fallback) const;
+  std::string get_string_or(std::string_view name, const std::string& fallback) const;
+  std::vector<int64_t> get_ints_or(std::string_view name, std::vector<int64_t> fallback) const;
+  std::vector<float> get_floats_or(std::string_view name, std::vector<float> fallback) const;
+  std::vector<std::string> get_strings_or(std::string_view name, std::vector<std::string> fallback) const;
 
  private:
-  const Attribute& get_checked(const std::string& name, Attribute::Kind kind) const;
-  std::map<std::string, Attribute> map_;
+  const Attribute& get_checked(std::string_view name, Attribute::Kind kind) const;
+  Map map_;
 };
 
 /// A node that a fusion pass folded into another one (kept for placement and profiles).

@@ -59,7 +59,7 @@ int convert_values(Graph& graph, const std::set<ValueId>& keep) {
 
 int convert_node_attributes(Node& node) {
   int changed = 0;
-  const std::map<std::string, Attribute> attrs = node.attrs.all();
+  const AttributeMap::Map attrs = node.attrs.all();
   for (const auto& [name, attr] : attrs) {
     if (attr.kind == Attribute::Kind::kInt && (name == "to" || name == "dtype") && attr.i == kOnnxFloat16) {
       node.attrs.set(name, Attribute::of_int(kOnnxFloat));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <deque>
 #include <map>
 
 #include "ir/op_schema.h"
@@ -25,12 +26,24 @@ class ModelBody final : public native::CompiledBody {
   std::vector<Tensor> run(const std::vector<TensorView>& inputs, const std::vector<TensorView*>& outputs) const override {
     native::BodyTimes* times = native::current_body_times();
     if (!times && fed_.size() == inputs.size()) return model_->run(inputs, outputs);
-    std::vector<TensorView> fed;
-    fed.reserve(fed_.size());
-    for (size_t i : fed_) {
+    // The inputs the body reads, in views kept by this thread from one trip to the next (one per
+    // nesting depth: a body's node may run another body): assigning the same shapes again allocates
+    // nothing, where a fresh vector of copied views made three allocations a Loop trip.
+    thread_local std::deque<std::vector<TensorView>> fed_by_depth;  // (growing keeps references)
+    thread_local size_t depth = 0;
+    if (fed_by_depth.size() <= depth) fed_by_depth.resize(depth + 1);
+    std::vector<TensorView>& fed = fed_by_depth[depth];
+    fed.resize(fed_.size());
+    for (size_t k = 0; k < fed_.size(); ++k) {
+      const size_t i = fed_[k];
       if (i >= inputs.size()) throw_internal_error("a compiled body got ", inputs.size(), " inputs; it reads input ", i);
-      fed.push_back(inputs[i]);
+      fed[k] = inputs[i];
     }
+    struct Nested {
+      size_t& depth;
+      explicit Nested(size_t& d) : depth(d) { ++depth; }
+      ~Nested() { --depth; }
+    } nested(depth);
     if (!times) return model_->run(fed, outputs);
     // A profiled run: the body's nodes timed, added to its rows (inner_placement's order: each node, then
     // the nodes of its own bodies).

@@ -90,6 +90,15 @@ class RunStore {
   /// goes back to the pool for later values once no alias of it is left.
   void release(ValueId id);
   void bind(ValueId id, const TensorView& view) { views_[static_cast<size_t>(id)] = view; }
+  /// bind, without the view's strides (they lay it out contiguously): into the slot's own vectors, so a
+  /// run that binds the same shapes as the last allocates nothing.
+  void bind_contiguous(ValueId id, const TensorView& view) {
+    TensorView& slot = views_[static_cast<size_t>(id)];
+    slot.dtype = view.dtype;
+    slot.shape = view.shape;
+    slot.data = view.data;
+    slot.strides.clear();
+  }
   /// The owned tensor holding a value, or a copy when the value lives elsewhere.
   Tensor take(ValueId id);
   /// A sequence or optional value of the run.

@@ -720,7 +720,7 @@ std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, co
     }
   }
   // Outputs computed by a node are written straight into the caller's buffer where the region can.
-  const std::vector<char> written_in_place = bind_outputs(caller_outputs, store);
+  const SmallVector<char, 16> written_in_place = bind_outputs(caller_outputs, store);
   {
     ResidentValues resident;
     for (size_t r = 0; r < regions_.size(); ++r) {

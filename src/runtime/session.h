@@ -13,6 +13,7 @@
 
 #include "backends/backend.h"
 #include "ir/graph.h"
+#include "ir/small_vector.h"
 #include "partition/partitioner.h"
 #include "passes/precision.h"
 #include "report/check_report.h"
@@ -287,9 +288,9 @@ class CompiledModel {
   void bind_inputs(const std::vector<TensorView>& inputs, RunStore& store, std::vector<Tensor>& gathered) const;
   /// Checks the caller's output buffers and binds those the regions write in
   /// place; returns 1 per output bound so.
-  std::vector<char> bind_outputs(const std::vector<TensorView*>& caller_outputs, RunStore& store) const;
+  SmallVector<char, 16> bind_outputs(const std::vector<TensorView*>& caller_outputs, RunStore& store) const;
   /// After the run: each caller buffer not written in place gets its output, checked in shape.
-  void fill_caller_outputs(const std::vector<TensorView*>& caller_outputs, const std::vector<char>& in_place,
+  void fill_caller_outputs(const std::vector<TensorView*>& caller_outputs, const SmallVector<char, 16>& in_place,
                            RunStore& store) const;
   void find_cache_pairs();
   /// Checks options.dim_bounds against the model's open dims and sizes values at the upper bounds.

@@ -248,21 +248,19 @@ void CompiledModel::validate_inputs(const std::vector<TensorView>& inputs, const
 }
 
 void CompiledModel::bind_inputs(const std::vector<TensorView>& inputs, RunStore& store, std::vector<Tensor>& gathered) const {
-  gathered.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs_[i].kind != ValueKind::kTensor) continue;
     const ValueId id = graph_.inputs[i];
     const TensorView& given = inputs[i];
     if (is_contiguous(given)) {
-      TensorView view = given;
-      view.strides.clear();
-      store.bind(id, view);
+      store.bind_contiguous(id, given);
       continue;
     }
     if (is_padded_row_major(given.shape, given.strides) && every_region_reads(regions_, id, given)) {
       store.bind(id, given);
       continue;
     }
+    if (gathered.empty()) gathered.reserve(inputs.size());  // (only where an input is copied)
     Tensor& copy = gathered.emplace_back(given.dtype, given.shape);
     copy_strided(copy.view(), given);
     store.bind(id, copy.view());
@@ -271,11 +269,11 @@ void CompiledModel::bind_inputs(const std::vector<TensorView>& inputs, RunStore&
   }
 }
 
-std::vector<char> CompiledModel::bind_outputs(const std::vector<TensorView*>& caller_outputs, RunStore& store) const {
+SmallVector<char, 16> CompiledModel::bind_outputs(const std::vector<TensorView*>& caller_outputs, RunStore& store) const {
   if (!caller_outputs.empty() && caller_outputs.size() != outputs_.size()) {
     throw_user_error("the model has ", outputs_.size(), " outputs but ", caller_outputs.size(), " output buffers were given");
   }
-  std::vector<char> in_place(outputs_.size(), 0);
+  SmallVector<char, 16> in_place(outputs_.size(), 0);
   for (size_t i = 0; i < caller_outputs.size(); ++i) {
     TensorView* dest = caller_outputs[i];
     if (!dest) continue;
@@ -314,15 +312,17 @@ std::vector<char> CompiledModel::bind_outputs(const std::vector<TensorView*>& ca
       if (bind && !contiguous) bind = every_region_reads(regions_, id, *dest);
     }
     if (!bind) continue;
-    TensorView view = *dest;
-    if (contiguous) view.strides.clear();
-    store.bind(id, view);
+    if (contiguous) {
+      store.bind_contiguous(id, *dest);
+    } else {
+      store.bind(id, *dest);
+    }
     in_place[i] = 1;
   }
   return in_place;
 }
 
-void CompiledModel::fill_caller_outputs(const std::vector<TensorView*>& caller_outputs, const std::vector<char>& in_place,
+void CompiledModel::fill_caller_outputs(const std::vector<TensorView*>& caller_outputs, const SmallVector<char, 16>& in_place,
                                         RunStore& store) const {
   for (size_t i = 0; i < caller_outputs.size(); ++i) {
     TensorView* dest = caller_outputs[i];

@@ -7,31 +7,15 @@
 #include "expect_error.h"
 #include "frontend/onnx/onnx_importer.h"
 #include "ir/error.h"
+#include "onnx_proto_builder.h"
 #include "runtime/session.h"
 
 namespace tessera {
 namespace {
 
 using onnx::TensorProto;
-
-void add_value_info(google::protobuf::RepeatedPtrField<onnx::ValueInfoProto>* list, const std::string& name,
-                    int elem_type, std::vector<int64_t> dims) {
-  auto* v = list->Add();
-  v->set_name(name);
-  auto* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(elem_type);
-  auto* shape = t->mutable_shape();
-  for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
-}
-
-onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> inputs,
-                          std::vector<std::string> outputs) {
-  auto* n = g->add_node();
-  n->set_op_type(op);
-  for (auto& i : inputs) n->add_input(i);
-  for (auto& o : outputs) n->add_output(o);
-  return n;
-}
+using testing::add_node;
+using testing::add_value_info;
 
 void add_graph_attr(onnx::NodeProto* n, const std::string& name, const onnx::GraphProto& g) {
   auto* a = n->add_attribute();

@@ -78,9 +78,12 @@ TEST(ElementwiseBroadcast, MergesDimsWithTheSameBroadcastPattern) {
   // NCHW + per-channel bias: rows of H*W with the bias fixed per row.
   ew::BroadcastPlan plan = ew::plan_broadcast({{2, 8, 5, 5}, {8, 1, 1}}, {2, 8, 5, 5});
   EXPECT_EQ(plan.inner, 25);
-  EXPECT_EQ(plan.inner_steps, (std::vector<int64_t>{1, 0}));
-  EXPECT_EQ(plan.outer_dims, (Shape{2, 8}));
-  EXPECT_EQ(plan.outer_strides[1], (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(plan.inner_steps.to_vector(), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(plan.outer_dims.to_vector(), (Shape{2, 8}));
+  EXPECT_EQ(plan.outer_stride(1, 0), 0);
+  EXPECT_EQ(plan.outer_stride(1, 1), 1);
+  EXPECT_EQ(plan.outer_stride(0, 0), 200);
+  EXPECT_EQ(plan.outer_stride(0, 1), 25);
 }
 
 // --- Vectorised float32 math -------------------------------------------------

@@ -18,38 +18,47 @@ namespace tessera::native {
 
 class CompiledBody;  // compiled_body.h
 
+/// Pointers the caller keeps alive while a KernelContext lives (run_node's stack: a node's run
+/// allocates nothing for them).
+template <typename T>
+struct PointerSpan {
+  T* const* data = nullptr;
+  size_t size = 0;
+  T* operator[](size_t i) const { return data[i]; }
+};
+
 class KernelContext {
  public:
   using Allocator = std::function<void(size_t index, TensorView& view)>;
-  KernelContext(const Node& node, std::vector<const TensorView*> inputs, std::vector<TensorView*> outputs,
-                ThreadPool& pool, const void* state, Allocator allocator,
-                std::vector<BoxedValue*> boxed_inputs = {}, std::vector<BoxedValue*> boxed_outputs = {})
-      : node_(node), inputs_(std::move(inputs)), outputs_(std::move(outputs)), pool_(pool), state_(state),
-        allocator_(std::move(allocator)), boxed_inputs_(std::move(boxed_inputs)),
-        boxed_outputs_(std::move(boxed_outputs)) {}
+  KernelContext(const Node& node, PointerSpan<const TensorView> inputs, PointerSpan<TensorView> outputs, ThreadPool& pool,
+                const void* state, Allocator allocator, PointerSpan<BoxedValue> boxed_inputs = {},
+                PointerSpan<BoxedValue> boxed_outputs = {})
+      : node_(node), inputs_(inputs), outputs_(outputs), pool_(pool), state_(state), allocator_(std::move(allocator)),
+        boxed_inputs_(boxed_inputs), boxed_outputs_(boxed_outputs) {}
 
   const Node& node() const { return node_; }
   const AttributeMap& attrs() const { return node_.attrs; }
   int opset() const { return node_.opset; }
-  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_inputs() const { return inputs_.size; }
   /// True for a tensor input that is present (a sequence or optional input is boxed_input).
-  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  bool has_input(size_t i) const { return i < inputs_.size && inputs_[i] != nullptr; }
   /// Input i when it is a sequence or an optional (ValueKind), else null.
-  const BoxedValue* boxed_input(size_t i) const { return i < boxed_inputs_.size() ? boxed_inputs_[i] : nullptr; }
+  const BoxedValue* boxed_input(size_t i) const { return i < boxed_inputs_.size ? boxed_inputs_[i] : nullptr; }
   /// Input i's box for the kernel to take over (its contents may be moved away) when this node is
   /// its last reader, else null: the kernel then copies from boxed_input(i).
   BoxedValue* take_boxed_input(size_t i) const {
-    return i < movable_inputs_.size() && movable_inputs_[i] ? boxed_inputs_[i] : nullptr;
+    return movable_inputs_ && i < movable_inputs_->size() && (*movable_inputs_)[i] ? boxed_inputs_[i] : nullptr;
   }
-  void set_movable_inputs(const std::vector<char>& movable) { movable_inputs_ = movable; }
+  /// `movable` outlives the context (the compiled node's).
+  void set_movable_inputs(const std::vector<char>& movable) { movable_inputs_ = &movable; }
   /// Output i when it is a sequence or an optional, else null; the kernel fills it in.
-  BoxedValue* boxed_output(size_t i) const { return i < boxed_outputs_.size() ? boxed_outputs_[i] : nullptr; }
+  BoxedValue* boxed_output(size_t i) const { return i < boxed_outputs_.size ? boxed_outputs_[i] : nullptr; }
   const TensorView& input(size_t i) const {
     if (!has_input(i)) fail("input ", i, " is required but missing");
     return *inputs_[i];
   }
-  size_t num_outputs() const { return outputs_.size(); }
-  bool has_output(size_t i) const { return i < outputs_.size() && outputs_[i] != nullptr; }
+  size_t num_outputs() const { return outputs_.size; }
+  bool has_output(size_t i) const { return i < outputs_.size && outputs_[i] != nullptr; }
   /// The preallocated output i (data may be null for data-dependent outputs).
   TensorView& output(size_t i) const { return *outputs_[i]; }
   /// Allocates output i with the given dtype and shape (for data-dependent shapes).
@@ -74,14 +83,14 @@ class KernelContext {
 
  private:
   const Node& node_;
-  std::vector<const TensorView*> inputs_;
-  std::vector<TensorView*> outputs_;
+  PointerSpan<const TensorView> inputs_;
+  PointerSpan<TensorView> outputs_;
   ThreadPool& pool_;
   const void* state_;
   Allocator allocator_;
-  std::vector<BoxedValue*> boxed_inputs_;
-  std::vector<BoxedValue*> boxed_outputs_;
-  std::vector<char> movable_inputs_;
+  PointerSpan<BoxedValue> boxed_inputs_;
+  PointerSpan<BoxedValue> boxed_outputs_;
+  const std::vector<char>* movable_inputs_ = nullptr;
 };
 
 using KernelFn = void (*)(KernelContext& ctx);

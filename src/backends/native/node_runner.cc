@@ -1,5 +1,8 @@
 #include "backends/native/node_runner.h"
 
+#include <algorithm>
+#include <array>
+
 #include "ir/error.h"
 
 namespace tessera::native {
@@ -47,11 +50,36 @@ std::vector<TensorType> infer_outputs(const CompiledNode& cn, const std::vector<
 
 }  // namespace
 
+/// A node's input or output pointers: in place for up to kInline of them (every run of a node
+/// allocated four small vectors for these, most of a small Loop trip's allocations), else on the heap.
+template <typename T>
+class NodePointers {
+ public:
+  NodePointers(const NodePointers&) = delete;
+  NodePointers& operator=(const NodePointers&) = delete;
+  explicit NodePointers(size_t n) : size_(n) {
+    if (n > kInline) heap_.resize(n);
+    data_ = n > kInline ? heap_.data() : inline_.data();
+    std::fill(data_, data_ + n, nullptr);
+  }
+  T*& operator[](size_t i) { return data_[i]; }
+  size_t size() const { return size_; }
+  PointerSpan<T> view() const { return {data_, size_}; }
+  std::vector<T*> to_vector() const { return std::vector<T*>(data_, data_ + size_); }
+
+ private:
+  static constexpr size_t kInline = 8;
+  std::array<T*, kInline> inline_;
+  std::vector<T*> heap_;
+  T** data_;
+  size_t size_;
+};
+
 void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
   const Node& node = *cn.node;
   const bool boxed = !cn.boxed_inputs.empty() || !cn.boxed_outputs.empty();
-  std::vector<const TensorView*> inputs(node.inputs.size(), nullptr);
-  std::vector<BoxedValue*> boxed_inputs(boxed ? node.inputs.size() : 0, nullptr);
+  NodePointers<const TensorView> inputs(node.inputs.size());
+  NodePointers<BoxedValue> boxed_inputs(boxed ? node.inputs.size() : 0);
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     if (node.inputs[i] == kNoValue) continue;
     if (boxed && cn.boxed_inputs[i]) {
@@ -60,8 +88,8 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
       inputs[i] = &store.get(node.inputs[i]);
     }
   }
-  std::vector<TensorView*> outputs(node.outputs.size(), nullptr);
-  std::vector<BoxedValue*> boxed_outputs(boxed ? node.outputs.size() : 0, nullptr);
+  NodePointers<TensorView> outputs(node.outputs.size());
+  NodePointers<BoxedValue> boxed_outputs(boxed ? node.outputs.size() : 0);
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (node.outputs[i] == kNoValue) continue;
     if (boxed && cn.boxed_outputs[i]) {
@@ -74,11 +102,13 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
   // A node with sequence or optional values has its kernel allocate its tensor
   // outputs (their shapes follow the boxed values' contents).
   if (cn.check_static_outputs && !boxed) {
-    const std::vector<TensorType> output_types = infer_outputs(cn, inputs);
+    const std::vector<TensorType> output_types = infer_outputs(cn, inputs.to_vector());
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (!outputs[i] || !output_types[i].is_static() || output_types[i].dims == outputs[i]->shape) continue;
       std::string shapes;
-      for (const TensorView* in : inputs) shapes += (shapes.empty() ? "" : ", ") + (in ? shape_to_string(in->shape) : "-");
+      for (size_t k = 0; k < inputs.size(); ++k) {
+        shapes += (shapes.empty() ? "" : ", ") + (inputs[k] ? shape_to_string(inputs[k]->shape) : "-");
+      }
       throw_user_error(node.describe(), ": at input shapes (", shapes, ") output '", cn.output_names[i], "' is ",
                        shape_to_string(output_types[i].dims), ", but the model fixes it at ",
                        shape_to_string(outputs[i]->shape),
@@ -87,7 +117,7 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
     }
   }
   if (!cn.outputs_static && !boxed && !cn.kernel->allocates_outputs) {
-    const std::vector<TensorType> output_types = infer_outputs(cn, inputs);
+    const std::vector<TensorType> output_types = infer_outputs(cn, inputs.to_vector());
     for (size_t i = 0; i < outputs.size(); ++i) {
       if (!outputs[i]) continue;
       const TensorType& t = output_types[i];
@@ -111,9 +141,9 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
       }
     }
   }
-  KernelContext ctx(node, std::move(inputs), std::move(outputs), pool, cn.state.get(),
-                    [&](size_t i, TensorView&) { store.allocate(node.outputs[i]); }, std::move(boxed_inputs),
-                    std::move(boxed_outputs));
+  KernelContext ctx(node, inputs.view(), outputs.view(), pool, cn.state.get(),
+                    [&](size_t i, TensorView&) { store.allocate(node.outputs[i]); }, boxed_inputs.view(),
+                    boxed_outputs.view());
   if (!cn.movable_inputs.empty()) ctx.set_movable_inputs(cn.movable_inputs);
   cn.kernel->run(ctx);
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {

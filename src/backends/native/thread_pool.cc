@@ -11,7 +11,7 @@ namespace tessera::native {
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {}
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) const {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t max_chunks = (n + grain - 1) / grain;

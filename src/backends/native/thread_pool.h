@@ -8,9 +8,33 @@
 // caller leads its own team), and the calling thread always takes part.
 #pragma once
 #include <cstdint>
-#include <functional>
+#include <type_traits>
+#include <utility>
 
 namespace tessera::native {
+
+/// A non-owning reference to a callable, valid while the callable lives (a
+/// parallel_for call): unlike std::function, building one from a lambda of
+/// several captures allocates nothing (each parallel_for of a small op in a
+/// Loop trip made a heap allocation for its std::function).
+template <typename Signature>
+class FunctionRef;
+
+template <typename R, typename... Args>
+class FunctionRef<R(Args...)> {
+ public:
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, FunctionRef>>>
+  FunctionRef(F&& f)  // NOLINT(google-explicit-constructor): passed a lambda at every call
+      : object_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* object, Args... args) -> R {
+          return (*static_cast<std::remove_reference_t<F>*>(object))(std::forward<Args>(args)...);
+        }) {}
+  R operator()(Args... args) const { return call_(object_, std::forward<Args>(args)...); }
+
+ private:
+  void* object_;
+  R (*call_)(void*, Args...);
+};
 
 class ThreadPool {
  public:
@@ -25,7 +49,7 @@ class ThreadPool {
   /// gets no core does not hold up the others). Returns when all chunks are
   /// done; rethrows the first exception. Inside another parallel_for (or any
   /// OpenMP parallel region) it runs on the calling thread alone.
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) const;
+  void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) const;
 
  private:
   int num_threads_;

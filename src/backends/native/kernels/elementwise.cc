@@ -15,20 +15,19 @@
 namespace tessera::native {
 namespace elementwise {
 
-BroadcastPlan plan_broadcast(const std::vector<Shape>& inputs, const Shape& output) {
-  const size_t count = inputs.size();
+BroadcastPlan plan_broadcast(const Shape* const* inputs, size_t count, const Shape& output) {
   if (count > 64) throw_internal_error("plan_broadcast: ", count, " inputs, at most 64");
   const size_t rank = output.size();
   struct Dim {
     int64_t size;
     uint64_t broadcast_mask;  // bit i: input i repeats along this dim
   };
-  std::vector<Dim> dims;
+  SmallVector<Dim, 8> dims;
   for (size_t d = 0; d < rank; ++d) {
     if (output[d] == 1) continue;  // size-1 dims do not move any offset
     uint64_t mask = 0;
     for (size_t i = 0; i < count; ++i) {
-      const Shape& s = inputs[i];
+      const Shape& s = *inputs[i];
       const size_t pad = rank - s.size();
       if (s.size() > rank) throw_internal_error("plan_broadcast: input rank ", s.size(), " above output rank ", rank);
       int64_t size = d >= pad ? s[d - pad] : 1;
@@ -49,9 +48,9 @@ BroadcastPlan plan_broadcast(const std::vector<Shape>& inputs, const Shape& outp
   BroadcastPlan plan;
   plan.numel = shape_numel(output);
   plan.inner = dims.back().size;
-  plan.outer_dims.reserve(dims.size() - 1);
   for (size_t d = 0; d + 1 < dims.size(); ++d) plan.outer_dims.push_back(dims[d].size);
-  plan.outer_strides.assign(count, std::vector<int64_t>(plan.outer_dims.size(), 0));
+  const size_t outer = plan.outer_dims.size();
+  plan.outer_strides.assign(count * outer, 0);
   plan.inner_steps.assign(count, 0);
   for (size_t i = 0; i < count; ++i) {
     int64_t running = 1;
@@ -62,7 +61,7 @@ BroadcastPlan plan_broadcast(const std::vector<Shape>& inputs, const Shape& outp
       if (d + 1 == dims.size()) {
         plan.inner_steps[i] = stride;
       } else {
-        plan.outer_strides[i][d] = stride;
+        plan.outer_strides[i * outer + d] = stride;
       }
     }
   }
@@ -75,7 +74,7 @@ void BroadcastPlan::row_offsets(int64_t row, int64_t* offsets) const {
   for (size_t d = outer_dims.size(); d-- > 0;) {
     const int64_t index = row % outer_dims[d];
     row /= outer_dims[d];
-    for (size_t i = 0; i < count; ++i) offsets[i] += index * outer_strides[i][d];
+    for (size_t i = 0; i < count; ++i) offsets[i] += index * outer_stride(i, d);
   }
 }
 

@@ -6,6 +6,7 @@
 //    paths for same-shape, scalar and trailing-dimension broadcasts.
 #pragma once
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -14,6 +15,7 @@
 
 #include "backends/native/dispatch.h"
 #include "backends/native/kernel.h"
+#include "ir/small_vector.h"
 #include "ir/dtype.h"
 #include "ir/error.h"
 #include "ir/tensor.h"
@@ -142,19 +144,26 @@ void numeric_unary(KernelContext& ctx, Op op) {
 /// advances (step 1) or repeats one element (step 0). Adjacent dims with the
 /// same broadcast pattern are merged first, so a per-channel bias over NCHW
 /// becomes rows of H*W with the bias fixed per row.
+/// In place up to a few dims and inputs: planning a small op allocates nothing.
 struct BroadcastPlan {
-  std::vector<int64_t> outer_dims;
-  std::vector<std::vector<int64_t>> outer_strides;  // [input][outer dim]
-  std::vector<int64_t> inner_steps;                 // [input], 0 or 1
+  SmallVector<int64_t, 8> outer_dims;
+  SmallVector<int64_t, 16> outer_strides;  // [input * outer_dims.size() + outer dim]
+  SmallVector<int64_t, 8> inner_steps;     // [input], 0 or 1
   int64_t inner = 1;
   int64_t numel = 0;
 
+  int64_t outer_stride(size_t input, size_t dim) const { return outer_strides[input * outer_dims.size() + dim]; }
   /// Element offset of each input at the start of row `row`.
   void row_offsets(int64_t row, int64_t* offsets) const;
 };
 
-/// Plans reading each of `inputs` broadcast to `output`.
-BroadcastPlan plan_broadcast(const std::vector<Shape>& inputs, const Shape& output);
+/// Plans reading each of the `count` shapes at `inputs` broadcast to `output`.
+BroadcastPlan plan_broadcast(const Shape* const* inputs, size_t count, const Shape& output);
+inline BroadcastPlan plan_broadcast(const std::vector<Shape>& inputs, const Shape& output) {
+  std::vector<const Shape*> pointers;
+  for (const Shape& s : inputs) pointers.push_back(&s);
+  return plan_broadcast(pointers.data(), pointers.size(), output);
+}
 
 /// Calls fn(offsets, count, out_offset) over [0, numel) in parallel, one call
 /// per contiguous run of at most one row.
@@ -162,15 +171,17 @@ template <typename Fn>
 void for_each_run(ThreadPool& pool, const BroadcastPlan& plan, Fn fn) {
   const size_t k = plan.inner_steps.size();
   pool.parallel_for(plan.numel, kGrain, [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> offsets(k);
+    std::array<int64_t, 8> inline_offsets;
+    std::vector<int64_t> heap_offsets(k > inline_offsets.size() ? k : 0);
+    int64_t* offsets = k > inline_offsets.size() ? heap_offsets.data() : inline_offsets.data();
     int64_t pos = begin;
     while (pos < end) {
       int64_t row = pos / plan.inner;
       int64_t col = pos % plan.inner;
-      plan.row_offsets(row, offsets.data());
+      plan.row_offsets(row, offsets);
       for (size_t i = 0; i < k; ++i) offsets[i] += col * plan.inner_steps[i];
       int64_t count = std::min(plan.inner - col, end - pos);
-      fn(offsets.data(), count, pos);
+      fn(offsets, count, pos);
       pos += count;
     }
   });
@@ -183,15 +194,9 @@ void broadcast_binary(ThreadPool& pool, const TensorView& a, const TensorView& b
   const A* pa = a.as<A>();
   const B* pb = b.as<B>();
   R* py = y.as<R>();
-  BroadcastPlan plan = plan_broadcast({a.shape, b.shape}, y.shape);
-  const int64_t step_a = plan.inner_steps[0];
-  const int64_t step_b = plan.inner_steps[1];
   // The four step combinations get their own loops so that the common ones
   // (both advance; one is fixed) compile to plain vectorisable loops.
-  for_each_run(pool, plan, [&](const int64_t* offsets, int64_t count, int64_t out_pos) {
-    const A* ra = pa + offsets[0];
-    const B* rb = pb + offsets[1];
-    R* ry = py + out_pos;
+  auto run = [&op](const A* ra, const B* rb, R* ry, int64_t count, bool step_a, bool step_b) {
     if (step_a && step_b) {
       for (int64_t i = 0; i < count; ++i) ry[i] = store<R>(op(load(ra[i]), load(rb[i])));
     } else if (step_a) {
@@ -204,6 +209,24 @@ void broadcast_binary(ThreadPool& pool, const TensorView& a, const TensorView& b
       const R v = store<R>(op(load(ra[0]), load(rb[0])));
       for (int64_t i = 0; i < count; ++i) ry[i] = v;
     }
+  };
+  // Each operand whole (as many elements as y: broadcasting repeats none of them, so it is y's
+  // order) or one element: no plan, nothing allocated (a small Loop trip's adds made ten
+  // allocations each planning).
+  const int64_t n = y.numel();
+  const bool a_whole = a.numel() == n, b_whole = b.numel() == n;
+  if ((a_whole || a.numel() == 1) && (b_whole || b.numel() == 1)) {
+    pool.parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+      run(pa + (a_whole ? begin : 0), pb + (b_whole ? begin : 0), py + begin, end - begin, a_whole, b_whole);
+    });
+    return;
+  }
+  const Shape* shapes[] = {&a.shape, &b.shape};
+  BroadcastPlan plan = plan_broadcast(shapes, 2, y.shape);
+  const int64_t step_a = plan.inner_steps[0];
+  const int64_t step_b = plan.inner_steps[1];
+  for_each_run(pool, plan, [&](const int64_t* offsets, int64_t count, int64_t out_pos) {
+    run(pa + offsets[0], pb + offsets[1], py + out_pos, count, step_a != 0, step_b != 0);
   });
 }
 

@@ -66,7 +66,8 @@ void where_kernel(KernelContext& ctx) {
   const TensorView& out = ctx.output(0);
   if (condition.dtype != DType::kBool) ctx.fail("condition must be bool, is ", dtype_name(condition.dtype));
   if (x.dtype != y.dtype) ctx.fail("X and Y have different dtypes ", dtype_name(x.dtype), " and ", dtype_name(y.dtype));
-  BroadcastPlan plan = plan_broadcast({condition.shape, x.shape, y.shape}, out.shape);
+  const Shape* shapes[] = {&condition.shape, &x.shape, &y.shape};
+  BroadcastPlan plan = plan_broadcast(shapes, 3, out.shape);
   const int64_t step_c = plan.inner_steps[0], step_x = plan.inner_steps[1], step_y = plan.inner_steps[2];
   const bool* pc = condition.as<bool>();
   // Where only moves elements, so the element size is all that matters.

@@ -269,8 +269,12 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
     return;
   }
 
-  std::vector<float> b_shared;
-  std::vector<float> a_local;
+  // The calling thread's buffers, kept between calls (a small product in a Loop trip packed its B
+  // into a fresh vector every trip). Named through references: inside the lambdas below, which the
+  // team's threads run, the thread_local's own name would be each thread's own (empty) buffer.
+  thread_local std::vector<float> caller_b_shared, caller_a_local;
+  std::vector<float>& b_shared = caller_b_shared;
+  std::vector<float>& a_local = caller_a_local;
   for (int64_t n0 = 0; n0 < n; n0 += nc_max) {
     const int64_t nlen = std::min(nc_max, n - n0);
     const int64_t n_panels = (nlen + nr - 1) / nr;

@@ -11,6 +11,7 @@
 #include "backends/native/dispatch.h"
 #include "backends/native/kernels/nn_int8_weights.h"
 #include "backends/native/kernels/nn_internal.h"
+#include "ir/small_vector.h"
 #include "ir/shape_util.h"
 
 namespace tessera::native {
@@ -192,24 +193,24 @@ void matmul_kernel(KernelContext& ctx) {
   const TensorView& a = ctx.input(0);
   const TensorView& b = ctx.input(1);
   const TensorView& y = ctx.output(0);
-  Shape da = a.shape, db = b.shape;
   // Native's MatMulTransposedB: B as stored is [..., N, K], read transposed.
   const bool transpose_b = ctx.attrs().get_int_or("tessera_transpose_b", 0) != 0;
-  if (transpose_b) {
-    if (db.size() < 2) ctx.fail("a transposed B needs rank >= 2, got ", shape_to_string(db));
-    std::swap(db[db.size() - 1], db[db.size() - 2]);
-  }
-  if (da.size() == 1) da.insert(da.begin(), 1);
-  if (db.size() == 1) db.push_back(1);
-  const int64_t m = da[da.size() - 2], k = da.back(), n = db.back();
-  const Shape batch_a(da.begin(), da.end() - 2), batch_b(db.begin(), db.end() - 2);
+  if (transpose_b && b.shape.size() < 2) ctx.fail("a transposed B needs rank >= 2, got ", shape_to_string(b.shape));
+  // A of rank 1 is one row and B of rank 1 one column; the dims before the last two are batch dims.
+  // Read in place: no copy of either shape (a small product runs without allocating).
+  const size_t ra = a.shape.size(), rb = b.shape.size();
+  const int64_t m = ra == 1 ? 1 : a.shape[ra - 2], k = a.shape[ra - 1];
+  const int64_t n = rb == 1 ? 1 : b.shape[transpose_b ? rb - 2 : rb - 1];
+  const size_t batch_rank_a = ra > 2 ? ra - 2 : 0, batch_rank_b = rb > 2 ? rb - 2 : 0;
+  const Shape batch_a(a.shape.begin(), a.shape.begin() + static_cast<std::ptrdiff_t>(batch_rank_a));
+  const Shape batch_b(b.shape.begin(), b.shape.begin() + static_cast<std::ptrdiff_t>(batch_rank_b));
   const Shape batch = broadcast_shapes(batch_a, batch_b);
   const int64_t batches = shape_numel(batch);
   if (y.numel() == 0) return;
   const bool b_shared = shape_numel(batch_b) == 1;  // B the same for every batch: fold batches into M
   // Per-batch element offsets into A and B. A strided B (a caller's key/value cache, read in place:
   // native::reads_strided_input) has its matrices at its own batch strides, each one contiguous.
-  std::vector<int64_t> a_offsets(static_cast<size_t>(batches)), b_offsets(static_cast<size_t>(batches));
+  SmallVector<int64_t, 16> a_offsets(static_cast<size_t>(batches), 0), b_offsets(static_cast<size_t>(batches), 0);
   const bool b_strided = b.strided() && b.rank() >= 2;
   {
     std::vector<int64_t> sa = broadcast_strides(batch_a, batch), sb = broadcast_strides(batch_b, batch);

@@ -283,7 +283,8 @@ bool run_float16_through_float32(KernelContext& ctx, KernelFn kernel) {
       outputs[i] = &v;
     }
   }
-  KernelContext inner(ctx.node(), inputs, outputs, ctx.pool(), ctx.state<void>(), [&](size_t, TensorView&) {
+  KernelContext inner(ctx.node(), {inputs.data(), inputs.size()}, {outputs.data(), outputs.size()}, ctx.pool(),
+                      ctx.state<void>(), [&](size_t, TensorView&) {
     throw_internal_error(ctx.node().describe(), ": float16 kernels cannot allocate outputs");
   });
   kernel(inner);
