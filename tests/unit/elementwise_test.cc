@@ -76,7 +76,9 @@ TEST(ElementwiseBroadcast, LargeTensorsSplitAcrossThreadsMatchReference) {
 
 TEST(ElementwiseBroadcast, MergesDimsWithTheSameBroadcastPattern) {
   // NCHW + per-channel bias: rows of H*W with the bias fixed per row.
-  ew::BroadcastPlan plan = ew::plan_broadcast({{2, 8, 5, 5}, {8, 1, 1}}, {2, 8, 5, 5});
+  const Shape x{2, 8, 5, 5}, bias{8, 1, 1};
+  const Shape* shapes[] = {&x, &bias};
+  ew::BroadcastPlan plan = ew::plan_broadcast(shapes, 2, {2, 8, 5, 5});
   EXPECT_EQ(plan.inner, 25);
   EXPECT_EQ(plan.inner_steps.to_vector(), (std::vector<int64_t>{1, 0}));
   EXPECT_EQ(plan.outer_dims.to_vector(), (Shape{2, 8}));

@@ -1,9 +1,7 @@
 #include "backends/native/node_runner.h"
 
-#include <algorithm>
-#include <array>
-
 #include "ir/error.h"
+#include "ir/small_vector.h"
 
 namespace tessera::native {
 
@@ -50,36 +48,21 @@ std::vector<TensorType> infer_outputs(const CompiledNode& cn, const std::vector<
 
 }  // namespace
 
-/// A node's input or output pointers: in place for up to kInline of them (every run of a node
-/// allocated four small vectors for these, most of a small Loop trip's allocations), else on the heap.
+/// A node's input or output pointers: in place for up to 8 of them (every run of a node allocated
+/// four small vectors for these, most of a small Loop trip's allocations), else on the heap.
 template <typename T>
-class NodePointers {
- public:
-  NodePointers(const NodePointers&) = delete;
-  NodePointers& operator=(const NodePointers&) = delete;
-  explicit NodePointers(size_t n) : size_(n) {
-    if (n > kInline) heap_.resize(n);
-    data_ = n > kInline ? heap_.data() : inline_.data();
-    std::fill(data_, data_ + n, nullptr);
-  }
-  T*& operator[](size_t i) { return data_[i]; }
-  size_t size() const { return size_; }
-  PointerSpan<T> view() const { return {data_, size_}; }
-  std::vector<T*> to_vector() const { return std::vector<T*>(data_, data_ + size_); }
+using NodePointers = SmallVector<T*, 8>;
 
- private:
-  static constexpr size_t kInline = 8;
-  std::array<T*, kInline> inline_;
-  std::vector<T*> heap_;
-  T** data_;
-  size_t size_;
-};
+template <typename T>
+PointerSpan<T> span_of(const NodePointers<T>& pointers) {
+  return {pointers.data(), pointers.size()};
+}
 
 void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
   const Node& node = *cn.node;
   const bool boxed = !cn.boxed_inputs.empty() || !cn.boxed_outputs.empty();
-  NodePointers<const TensorView> inputs(node.inputs.size());
-  NodePointers<BoxedValue> boxed_inputs(boxed ? node.inputs.size() : 0);
+  NodePointers<const TensorView> inputs(node.inputs.size(), nullptr);
+  NodePointers<BoxedValue> boxed_inputs(boxed ? node.inputs.size() : 0, nullptr);
   for (size_t i = 0; i < node.inputs.size(); ++i) {
     if (node.inputs[i] == kNoValue) continue;
     if (boxed && cn.boxed_inputs[i]) {
@@ -88,8 +71,8 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
       inputs[i] = &store.get(node.inputs[i]);
     }
   }
-  NodePointers<TensorView> outputs(node.outputs.size());
-  NodePointers<BoxedValue> boxed_outputs(boxed ? node.outputs.size() : 0);
+  NodePointers<TensorView> outputs(node.outputs.size(), nullptr);
+  NodePointers<BoxedValue> boxed_outputs(boxed ? node.outputs.size() : 0, nullptr);
   for (size_t i = 0; i < node.outputs.size(); ++i) {
     if (node.outputs[i] == kNoValue) continue;
     if (boxed && cn.boxed_outputs[i]) {
@@ -141,9 +124,9 @@ void run_node(const CompiledNode& cn, ValueStore& store, ThreadPool& pool) {
       }
     }
   }
-  KernelContext ctx(node, inputs.view(), outputs.view(), pool, cn.state.get(),
-                    [&](size_t i, TensorView&) { store.allocate(node.outputs[i]); }, boxed_inputs.view(),
-                    boxed_outputs.view());
+  KernelContext ctx(node, span_of(inputs), span_of(outputs), pool, cn.state.get(),
+                    [&](size_t i, TensorView&) { store.allocate(node.outputs[i]); }, span_of(boxed_inputs),
+                    span_of(boxed_outputs));
   if (!cn.movable_inputs.empty()) ctx.set_movable_inputs(cn.movable_inputs);
   cn.kernel->run(ctx);
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {

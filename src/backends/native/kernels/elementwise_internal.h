@@ -6,7 +6,6 @@
 //    paths for same-shape, scalar and trailing-dimension broadcasts.
 #pragma once
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -159,11 +158,6 @@ struct BroadcastPlan {
 
 /// Plans reading each of the `count` shapes at `inputs` broadcast to `output`.
 BroadcastPlan plan_broadcast(const Shape* const* inputs, size_t count, const Shape& output);
-inline BroadcastPlan plan_broadcast(const std::vector<Shape>& inputs, const Shape& output) {
-  std::vector<const Shape*> pointers;
-  for (const Shape& s : inputs) pointers.push_back(&s);
-  return plan_broadcast(pointers.data(), pointers.size(), output);
-}
 
 /// Calls fn(offsets, count, out_offset) over [0, numel) in parallel, one call
 /// per contiguous run of at most one row.
@@ -171,9 +165,8 @@ template <typename Fn>
 void for_each_run(ThreadPool& pool, const BroadcastPlan& plan, Fn fn) {
   const size_t k = plan.inner_steps.size();
   pool.parallel_for(plan.numel, kGrain, [&](int64_t begin, int64_t end) {
-    std::array<int64_t, 8> inline_offsets;
-    std::vector<int64_t> heap_offsets(k > inline_offsets.size() ? k : 0);
-    int64_t* offsets = k > inline_offsets.size() ? heap_offsets.data() : inline_offsets.data();
+    SmallVector<int64_t, 8> offset_storage(k, 0);
+    int64_t* offsets = offset_storage.data();
     int64_t pos = begin;
     while (pos < end) {
       int64_t row = pos / plan.inner;
