@@ -90,7 +90,7 @@ def native_isa():
 
 
 def lower_caps():
-    """The ISA caps below this CPU's that scripts/test.sh runs the whole suite under, as
+    """The ISA caps below this CPU's that scripts/test.sh runs the isa-labelled tests under, as
     NAME:TESSERA_ISA:ONEDNN_MAX_CPU_ISA (an empty TESSERA_ISA leaves native's level alone)."""
     f = cpu_flags()
     caps = []
