@@ -55,7 +55,7 @@ done
 # Artifacts of real compiled models; every case listed here compiles today, so a failure is a bug.
 for case in add relu matmul_2d gemm_default_single_elem_vector_bias softmax_axis_1 conv_with_strides_padding \
             maxpool_2d_default transpose_default reshape_reduced_dims if loop11 concat_2d_axis_0 \
-            gather_0 slice clip_default_inbounds layer_normalization_2d_axis0 expand_dim_changed \
+            gather_0 slice clip_default_inbounds scan9_sum layer_normalization_2d_axis0 expand_dim_changed \
             sequence_insert_at_back loop13_seq optional_get_element_sequence cast_FLOAT_to_STRING \
             strnormalizer_export_monday_casesensintive_upper; do
   m="$cases/node/test_$case/model.onnx"

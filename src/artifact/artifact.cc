@@ -64,9 +64,9 @@ void check_header(std::span<const uint8_t> bytes, const std::string& name, Heade
     fail_load(name, str_cat("truncated: the file has ", size, " bytes, less than the ", kHeaderSize, "-byte header"));
   }
   header = decode_header(bytes.data());
-  if (header.version != kArtifactFormatVersion) {
-    fail_load(name, str_cat("was written by format version ", header.version, "; this Tessera reads version ",
-                            kArtifactFormatVersion));
+  if (header.version < kOldestArtifactFormatVersion || header.version > kArtifactFormatVersion) {
+    fail_load(name, str_cat("was written by format version ", header.version, "; this Tessera reads versions ",
+                            kOldestArtifactFormatVersion, " to ", kArtifactFormatVersion));
   }
   if (header.file_size > size) fail_load(name, str_cat("truncated: header says ", header.file_size, " bytes, file has ", size));
   if (header.file_size < size) {
@@ -95,9 +95,14 @@ Artifact decode_artifact(std::span<const uint8_t> bytes, std::shared_ptr<const v
   BlobArea blobs{bytes.subspan(static_cast<size_t>(header.blob_area_offset), static_cast<size_t>(header.blob_area_size)),
                  owner};
   Artifact artifact;
-  decode_manifest(reader, blobs, artifact);
+  decode_manifest(reader, blobs, artifact, header.version);
   check_artifact_structure(artifact, name);
-  artifact.mapping = std::move(owner);
+  // The compiled bodies' constants and payloads point into the same mapping.
+  std::vector<Artifact*> plans{&artifact};
+  for (size_t i = 0; i < plans.size(); ++i) {
+    plans[i]->mapping = owner;
+    for (ArtifactBody& body : plans[i]->bodies) plans.push_back(body.plan.get());
+  }
   return artifact;
 }
 

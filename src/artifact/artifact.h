@@ -29,7 +29,10 @@
 
 namespace tessera {
 
-constexpr uint32_t kArtifactFormatVersion = 1;
+/// The version save_artifact writes: 2 added the compiled bodies of control flow (Artifact::bodies).
+constexpr uint32_t kArtifactFormatVersion = 2;
+/// The oldest version load_artifact reads (version 1: no bodies; they compile at load).
+constexpr uint32_t kOldestArtifactFormatVersion = 1;
 
 struct ArtifactRegion {
   std::string backend;
@@ -48,6 +51,18 @@ struct ArtifactPlacement {
   std::string note;
 };
 
+struct Artifact;
+
+/// A control-flow body (an If branch, a Loop's or Scan's body) as the model compiled it: its own plan,
+/// found again at load by `key` (the runtime's digest of the body graph, its input types, the constants
+/// it was given and how it runs), so loading neither compiles nor re-measures it.
+struct ArtifactBody {
+  std::string key;
+  std::vector<size_t> fed;  // the body graph's inputs the plan takes, in order (the rest were constants)
+  std::string measured;     // the placement note's measurement, as made when compiling
+  std::shared_ptr<Artifact> plan;
+};
+
 struct Artifact {
   Graph graph;  // nodes in region order; constants point into `mapping` after loading
   std::vector<std::string> backends;  // partition's backend names, priority order
@@ -55,6 +70,8 @@ struct Artifact {
   std::vector<NodeDecision> decisions;  // per graph node
   std::vector<ArtifactPlacement> placement;
   int64_t parameter_count = 0;
+  /// Compiled bodies of the graph's control-flow nodes (their own bodies nested in their plans).
+  std::vector<ArtifactBody> bodies;
   /// Keeps the mapped file alive while constants or payloads point into it.
   std::shared_ptr<const void> mapping;
 };
@@ -83,6 +100,10 @@ Artifact load_artifact(const std::string& path);
 /// Same, from bytes in memory (`keep_alive` owns them; unaligned bytes are copied once).
 Artifact load_artifact_from_memory(std::span<const uint8_t> bytes, std::shared_ptr<const void> keep_alive,
                                    const std::string& name);
+
+/// A 64-bit digest of `graph` as an artifact stores it: values, types, nodes, attributes, subgraphs and
+/// constants' bytes. A graph and the same graph loaded back from an artifact have the same digest.
+uint64_t graph_digest(const Graph& graph);
 
 /// True when the file starts with the artifact magic (to tell .tsr from ONNX).
 bool is_artifact_file(const std::string& path);

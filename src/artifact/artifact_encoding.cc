@@ -223,6 +223,10 @@ void ManifestReader::expect_tag(const char (&four)[5]) {
   if (std::memcmp(got.data(), four, 4) != 0) fail(str_cat("expected section '", four, "'"));
 }
 
+bool ManifestReader::next_tag_is(const char (&four)[5]) const {
+  return remaining() >= 4 && std::memcmp(bytes_.data() + position_, four, 4) == 0;
+}
+
 uint64_t ManifestReader::varint(const char* what) {
   uint64_t value = 0;
   for (int shift = 0; shift < 64; shift += 7) {

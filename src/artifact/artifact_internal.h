@@ -100,6 +100,8 @@ class ManifestReader {
       : bytes_(bytes), name_(std::move(artifact_name)) {}
   uint8_t u8(const char* what);
   void expect_tag(const char (&four)[5]);
+  /// True when the next four bytes are `four` (nothing is read).
+  bool next_tag_is(const char (&four)[5]) const;
   uint64_t varint(const char* what);
   int64_t signed_varint(const char* what);
   float f32(const char* what);
@@ -150,7 +152,7 @@ struct BlobArea {
 std::vector<uint8_t> encode_manifest(const Artifact& artifact, BlobTable& blobs);
 /// Decodes the manifest into `artifact` (graph, partition, placement). Checks
 /// encoding, ranges and blob references, not the graph's or partition's structure.
-void decode_manifest(ManifestReader& reader, const BlobArea& blobs, Artifact& artifact);
+void decode_manifest(ManifestReader& reader, const BlobArea& blobs, Artifact& artifact, uint32_t version);
 
 /// Structural checks after decoding: graph invariants (recursively, subgraphs
 /// too), nodes against their op schemas (arity, attribute kinds), and the

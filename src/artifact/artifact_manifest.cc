@@ -1,7 +1,8 @@
 // The artifact manifest: encoding and decoding of the graph (values with
 // types and constant blobs, nodes with every attribute kind and nested
 // subgraphs), the partition (backends, regions, decisions), placement rows and
-// the parameter count. Decoding checks every count, id, dtype code and blob
+// the parameter count, and the compiled bodies of control flow (each a nested
+// plan). Decoding checks every count, id, dtype code and blob
 // reference as it reads; structure (topological order, regions covering the
 // graph) is checked afterwards by check_artifact_structure.
 #include <cstring>
@@ -14,6 +15,8 @@ namespace {
 
 constexpr uint8_t kLastDTypeCode = static_cast<uint8_t>(DType::kString);
 constexpr uint8_t kLastAttributeKind = static_cast<uint8_t>(Attribute::Kind::kGraph);
+/// A compiled body's input positions are below this (a graph input count no real body reaches).
+constexpr uint64_t kMaxBodyInputs = uint64_t{1} << 20;
 
 // ---------------------------------------------------------------- encoding
 
@@ -175,6 +178,20 @@ void encode_partition(ManifestWriter& writer, const Artifact& artifact, BlobTabl
   }
   writer.tag("PARM");
   writer.signed_varint(artifact.parameter_count);
+  if (!artifact.bodies.empty()) {
+    // Each compiled body's plan, whole (its graph, partition and own bodies), its constants in this
+    // file's blob table: a weight it shares with the model is stored once.
+    writer.tag("BODS");
+    writer.varint(artifact.bodies.size());
+    for (const ArtifactBody& body : artifact.bodies) {
+      if (!body.plan) throw_internal_error("artifact: a compiled body without a plan");
+      writer.string(body.key);
+      encode_indices(writer, body.fed);
+      writer.string(body.measured);
+      encode_graph(writer, body.plan->graph, blobs);
+      encode_partition(writer, *body.plan, blobs);
+    }
+  }
   writer.tag("END.");
 }
 
@@ -206,7 +223,9 @@ class ManifestDecoder {
     return graph;
   }
 
-  void partition(Artifact& artifact, size_t node_count) {
+  /// The partition, placement and parameter count after the graph; then, where `version` has them, the
+  /// compiled bodies, each a plan of its own (graph and partition), `depth` plans deep.
+  void partition(Artifact& artifact, size_t node_count, uint32_t version, int depth) {
     reader_.expect_tag("BKND");
     artifact.backends = strings("backend count");
     reader_.expect_tag("REGN");
@@ -248,6 +267,27 @@ class ManifestDecoder {
     }
     reader_.expect_tag("PARM");
     artifact.parameter_count = reader_.signed_varint("parameter count");
+    if (version >= 2 && reader_.next_tag_is("BODS")) {
+      reader_.expect_tag("BODS");
+      // A body is at least: key length, fed count, note length, then a graph and a partition (their tags).
+      size_t bodies = reader_.count("compiled body count", 32);
+      for (size_t b = 0; b < bodies; ++b) {
+        if (depth >= kMaxGraphDepth) reader_.fail(str_cat("compiled bodies are nested more than ", kMaxGraphDepth, " deep"));
+        ArtifactBody body;
+        body.key = reader_.string("compiled body key");
+        const size_t fed = reader_.count("compiled body inputs");
+        for (size_t i = 0; i < fed; ++i) {
+          const uint64_t input = reader_.varint("compiled body input");
+          if (input >= kMaxBodyInputs) reader_.fail(str_cat("compiled body ", b, ": input ", input, " is out of range"));
+          body.fed.push_back(static_cast<size_t>(input));
+        }
+        body.measured = reader_.string("compiled body note");
+        body.plan = std::make_shared<Artifact>();
+        body.plan->graph = graph(depth + 1);
+        partition(*body.plan, body.plan->graph.nodes.size(), version, depth + 1);
+        artifact.bodies.push_back(std::move(body));
+      }
+    }
     reader_.expect_tag("END.");
   }
 
@@ -444,11 +484,28 @@ std::vector<uint8_t> encode_manifest(const Artifact& artifact, BlobTable& blobs)
   return std::move(writer.bytes());
 }
 
-void decode_manifest(ManifestReader& reader, const BlobArea& blobs, Artifact& artifact) {
+void decode_manifest(ManifestReader& reader, const BlobArea& blobs, Artifact& artifact, uint32_t version) {
   ManifestDecoder decoder(reader, blobs);
   artifact.graph = decoder.graph(0);
-  decoder.partition(artifact, artifact.graph.nodes.size());
+  decoder.partition(artifact, artifact.graph.nodes.size(), version, 0);
   if (reader.remaining() != 0) reader.fail(str_cat(reader.remaining(), " bytes follow the end of the manifest"));
 }
 
 }  // namespace tessera::artifact_internal
+
+namespace tessera {
+
+uint64_t graph_digest(const Graph& graph) {
+  artifact_internal::ManifestWriter writer;
+  artifact_internal::BlobTable blobs;
+  artifact_internal::encode_graph(writer, graph, blobs);
+  artifact_internal::Checksum digest;
+  digest.update(writer.bytes().data(), writer.bytes().size());
+  for (const artifact_internal::BlobTable::Blob& blob : blobs.blobs()) {
+    digest.update(&blob.size, sizeof blob.size);
+    if (blob.size) digest.update(blob.data, static_cast<size_t>(blob.size));
+  }
+  return digest.finish();
+}
+
+}  // namespace tessera

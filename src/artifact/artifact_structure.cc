@@ -170,6 +170,11 @@ class StructureChecker {
 
 void check_artifact_structure(const Artifact& artifact, const std::string& name) {
   StructureChecker(artifact, name).check();
+  // Each compiled body's plan is a plan like the model's (its fed inputs are checked by the runtime,
+  // against the body it is found for).
+  for (size_t b = 0; b < artifact.bodies.size(); ++b) {
+    check_artifact_structure(*artifact.bodies[b].plan, str_cat(name, "', compiled body ", b, " '", artifact.bodies[b].key));
+  }
 }
 
 }  // namespace tessera::artifact_internal

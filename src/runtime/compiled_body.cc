@@ -80,6 +80,9 @@ class ModelBody final : public native::CompiledBody {
     return str_cat(out, " in ", regions, regions == 1 ? " region" : " regions", measured_.empty() ? "" : " (", measured_,
                    measured_.empty() ? "" : ")");
   }
+  const CompiledModel& model() const { return *model_; }
+  const std::vector<size_t>& fed() const { return fed_; }
+  const std::string& measured() const { return measured_; }
   std::vector<InnerNodePlacement> inner_placement() const override {
     std::vector<InnerNodePlacement> rows;
     const std::vector<NodePlacement>& placement = model_->placement();
@@ -152,40 +155,109 @@ std::vector<std::pair<std::string, std::string>> applicable(const std::vector<st
   return out;
 }
 
+/// The body graph as a model: its constant inputs (an outer weight it captures) compiled in, the other
+/// inputs typed as the node feeds them; `fed` gets the positions of those.
+Graph body_model_graph(const Graph& body, const std::vector<TensorType>& input_types,
+                       const std::vector<const Tensor*>& constants, std::vector<size_t>& fed) {
+  Graph graph = body;
+  std::vector<ValueId> inputs;
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    Value& v = graph.value(graph.inputs[i]);
+    if (i < constants.size() && constants[i]) {
+      v.constant = std::make_shared<const Tensor>(*constants[i]);  // shares the bytes
+      v.type = TensorType::make(constants[i]->dtype(), constants[i]->shape());
+      continue;
+    }
+    if (i < input_types.size()) {
+      v.type = input_types[i];
+      v.type.symbols.resize(v.type.dims.size());
+    }
+    inputs.push_back(graph.inputs[i]);
+    fed.push_back(i);
+  }
+  graph.inputs = std::move(inputs);
+  return graph;
+}
+
+/// What finds a compiled body again in an artifact: the digest of its graph as a model (its types and
+/// constants' bytes included) and how it runs; "" for a body an artifact cannot hold (string constants),
+/// which is neither stored nor looked for.
+std::string body_key(const Graph& graph, native::BodyUse use) {
+  uint64_t digest = 0;
+  try {
+    digest = graph_digest(graph);
+  } catch (const Error&) {
+    return "";  // (a graph the encoder cannot write: it would not save either, so nothing is lost)
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest));
+  const char* how = use == native::BodyUse::kOnce ? "once" : use == native::BodyUse::kPerTrip ? "per-trip" : "per-trip-new-shapes";
+  return str_cat(hex, "/", how);
+}
+
+void record(BodyRecords& records, const std::string& key, const std::shared_ptr<const native::CompiledBody>& body) {
+  if (key.empty()) return;
+  std::lock_guard<std::mutex> lock(records.mutex);
+  records.made.emplace_back(key, body);
+}
+
+/// Why the loaded plan `model` cannot run as the body `graph` (the body as a model, `fed` its inputs'
+/// positions; `stored_fed` the plan's), or "".
+std::string misfit(const CompiledModel& model, const Graph& graph, const std::vector<size_t>& fed,
+                   const std::vector<size_t>& stored_fed) {
+  if (stored_fed != fed) return "it takes other inputs of the body than the body's own non-constant ones";
+  if (model.inputs().size() != graph.inputs.size()) {
+    return str_cat("it takes ", model.inputs().size(), " inputs where the body has ", graph.inputs.size());
+  }
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    const TensorType& want = graph.value(graph.inputs[i]).type;
+    const ValueDesc& got = model.inputs()[i];
+    bool fits = got.kind == ValueKind::kTensor && got.dtype == want.dtype && got.rank_known && want.rank_known &&
+                got.shape.size() == want.dims.size();
+    for (size_t d = 0; fits && d < want.dims.size(); ++d) fits = got.shape[d] < 0 || got.shape[d] == want.dims[d];
+    if (!fits) return str_cat("its input ", i, " is not of the type the body is fed (", want.to_string(), ")");
+  }
+  if (model.outputs().size() != graph.outputs.size()) {
+    return str_cat("it makes ", model.outputs().size(), " outputs where the body has ", graph.outputs.size());
+  }
+  for (size_t i = 0; i < graph.outputs.size(); ++i) {
+    const TensorType& want = graph.value(graph.outputs[i]).type;
+    if (want.dtype != DType::kUndefined && model.outputs()[i].dtype != want.dtype) {
+      return str_cat("its output ", i, " is ", dtype_name(model.outputs()[i].dtype), " where the body's is ", dtype_name(want.dtype));
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
-native::BodyCompiler make_body_compiler(const CompileOptions& options) {
+/// A body's model to and from its plan in the artifact (CompiledModel's friend).
+struct BodyPlans {
+  static std::unique_ptr<CompiledModel> load(const Artifact& plan, const std::string& name, const CompileOptions& options) {
+    return CompiledModel::from_artifact(plan, name, options);
+  }
+  static Artifact save(const CompiledModel& model) { return model.to_artifact(); }
+};
+
+native::BodyCompiler make_body_compiler(const CompileOptions& options, std::shared_ptr<BodyRecords> records) {
   CompileOptions base;
   base.num_threads = options.num_threads;
   base.backends = options.backends;
   base.min_region_size = options.min_region_size;
   base.strict = options.strict;
   base.precision = options.precision;
-  return [base, place = options.place, deny = options.deny](const Graph& body, const std::vector<TensorType>& input_types,
-                                                            const std::vector<const Tensor*>& constants, native::BodyUse use)
+  return [base, place = options.place, deny = options.deny, records](const Graph& body, const std::vector<TensorType>& input_types,
+                                                                     const std::vector<const Tensor*>& constants, native::BodyUse use)
              -> std::shared_ptr<const native::CompiledBody> {
-    Graph graph = body;
-    std::vector<ValueId> inputs;
     std::vector<size_t> fed;
-    for (size_t i = 0; i < graph.inputs.size(); ++i) {
-      Value& v = graph.value(graph.inputs[i]);
-      if (i < constants.size() && constants[i]) {
-        v.constant = std::make_shared<const Tensor>(*constants[i]);  // shares the bytes
-        v.type = TensorType::make(constants[i]->dtype(), constants[i]->shape());
-        continue;
-      }
-      if (i < input_types.size()) {
-        v.type = input_types[i];
-        v.type.symbols.resize(v.type.dims.size());
-      }
-      inputs.push_back(graph.inputs[i]);
-      fed.push_back(i);
-    }
-    graph.inputs = std::move(inputs);
+    Graph graph = body_model_graph(body, input_types, constants, fed);
+    const std::string key = body_key(graph, use);
     CompileOptions native_alone = base;
     native_alone.backends = {"native"};  // (placement selectors name the other backends)
     if (use == native::BodyUse::kPerTripNewShapes) {
-      return std::make_shared<ModelBody>(CompiledModel::compile(std::move(graph), native_alone), std::move(fed), "");
+      auto made = std::make_shared<ModelBody>(CompiledModel::compile(std::move(graph), native_alone), std::move(fed), "");
+      record(*records, key, made);
+      return made;
     }
     CompileOptions options = base;
     options.place = applicable(place, body, /*selector_first=*/true);
@@ -212,8 +284,70 @@ native::BodyCompiler make_body_compiler(const CompileOptions& options) {
         if (e.kind() == ErrorKind::kInternal) throw;
       }
     }
-    return std::make_shared<ModelBody>(std::move(model), std::move(fed), std::move(measured));
+    auto made = std::make_shared<ModelBody>(std::move(model), std::move(fed), std::move(measured));
+    record(*records, key, made);
+    return made;
   };
+}
+
+native::BodyCompiler make_body_loader(const CompileOptions& options, std::shared_ptr<BodyRecords> records,
+                                      const std::vector<ArtifactBody>* stored, std::string artifact_name,
+                                      std::shared_ptr<std::string> problem) {
+  native::BodyCompiler compile = make_body_compiler(options, records);
+  CompileOptions load_options;
+  load_options.num_threads = options.num_threads;
+  return [compile = std::move(compile), load_options, records, stored, artifact_name = std::move(artifact_name),
+          problem](const Graph& body, const std::vector<TensorType>& input_types, const std::vector<const Tensor*>& constants,
+                   native::BodyUse use) -> std::shared_ptr<const native::CompiledBody> {
+    std::vector<size_t> fed;
+    const Graph graph = body_model_graph(body, input_types, constants, fed);
+    const std::string key = body_key(graph, use);
+    const auto found = key.empty() ? stored->end()
+                                   : std::find_if(stored->begin(), stored->end(), [&](const ArtifactBody& b) { return b.key == key; });
+    if (found == stored->end()) return compile(body, input_types, constants, use);  // not stored (format version 1)
+    // A problem here fails the whole load (from_artifact reads `problem`): the kernel asking would
+    // otherwise take the error as a reason to interpret the body.
+    auto fail = [&](const std::string& message) {
+      if (problem->empty()) *problem = message;
+      throw_user_error(message);
+    };
+    std::unique_ptr<CompiledModel> model;
+    try {
+      model = BodyPlans::load(*found->plan, str_cat(artifact_name, "', compiled body '", key), load_options);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kInternal) throw;
+      fail(e.what());
+    }
+    if (const std::string why = misfit(*model, graph, fed, found->fed); !why.empty()) {
+      fail(str_cat("compiled body '", key, "' does not fit the body it is stored for: ", why));
+    }
+    auto loaded = std::make_shared<ModelBody>(std::move(model), found->fed, found->measured);
+    record(*records, key, loaded);
+    return loaded;
+  };
+}
+
+std::vector<ArtifactBody> stored_bodies(BodyRecords& records) {
+  std::vector<std::pair<std::string, std::shared_ptr<const native::CompiledBody>>> alive;
+  {
+    std::lock_guard<std::mutex> lock(records.mutex);
+    for (const auto& [key, weak] : records.made) {
+      if (auto body = weak.lock()) alive.emplace_back(key, std::move(body));
+    }
+  }
+  std::vector<ArtifactBody> out;
+  for (const auto& [key, body] : alive) {
+    if (std::any_of(out.begin(), out.end(), [&](const ArtifactBody& b) { return b.key == key; })) continue;
+    const auto* model_body = dynamic_cast<const ModelBody*>(body.get());
+    if (!model_body) continue;
+    ArtifactBody stored;
+    stored.key = key;
+    stored.fed = model_body->fed();
+    stored.measured = model_body->measured();
+    stored.plan = std::make_shared<Artifact>(BodyPlans::save(model_body->model()));
+    out.push_back(std::move(stored));
+  }
+  return out;
 }
 
 }  // namespace tessera

@@ -110,7 +110,7 @@ std::string composite_text(const Graph& graph, const Composite& composite) {
 
 }  // namespace
 
-CompiledModel::CompiledModel() = default;
+CompiledModel::CompiledModel() : body_records_(std::make_shared<BodyRecords>()) {}
 CompiledModel::~CompiledModel() {
   // Executable regions may point into region graphs and backends: drop them first.
   regions_.clear();
@@ -289,7 +289,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   // again without it, and compiled again, until no new refusal comes (a node
   // that --place or a tuning record puts there stays, with a warning).
   // The bodies of If and Loop nodes that native prepares here compile as models of their own, with these options.
-  const native::ScopedBodyCompiler body_compiler(make_body_compiler(options));
+  const native::ScopedBodyCompiler body_compiler(make_body_compiler(options, model->body_records_));
   for (;;) {
     model->regions_.clear();
     model->partition_ = partition_graph(model->graph_, partition_backends, policy);

@@ -27,6 +27,7 @@ struct Artifact;  // artifact/artifact.h
 
 struct PlacementReport;
 struct RegionPlan;  // runtime/region_plan.h
+struct BodyRecords;  // runtime/compiled_body.h
 class RunStore;     // runtime/region_plan.h
 
 struct CompileOptions {
@@ -279,6 +280,7 @@ class CompiledModel {
   static std::unique_ptr<CompiledModel> from_artifact(Artifact artifact, const std::string& path,
                                                       const CompileOptions& options);
   Artifact to_artifact() const;
+  friend struct BodyPlans;  // compiled_body.cc: a body's model to and from its plan in the artifact
   void validate_inputs(const std::vector<TensorView>& inputs, const BoxedIO* boxed = nullptr) const;
   /// After the regions exist: memory plan, copy plan, summaries, I/O descriptions.
   void finish();
@@ -318,6 +320,7 @@ class CompiledModel {
   MemoryPlan memory_plan_;
   std::vector<NodePlacement> placement_;
   std::vector<std::vector<InnerNodePlacement>> inner_placement_;  // per placement row, where it has bodies
+  std::shared_ptr<BodyRecords> body_records_;  // control-flow bodies compiled or loaded for this model
   std::shared_ptr<const void> artifact_mapping_;  // constants and payloads of a loaded artifact point into it
   int64_t copies_per_run_ = 0;
   int64_t copy_bytes_per_run_ = 0;

@@ -91,11 +91,14 @@ std::unique_ptr<CompiledModel> CompiledModel::from_artifact(Artifact artifact, c
 
   RegionOptions region_options;
   region_options.num_threads = options.num_threads;
-  // If and Loop bodies compile at load, as models of their own on the artifact's backends (float32).
+  // If, Loop and Scan bodies load from the plans the artifact stores for them (format version 2), as
+  // they were compiled; a body it does not store compiles here, on the artifact's backends (float32).
   CompileOptions body_options;
   body_options.num_threads = options.num_threads;
   body_options.backends = artifact.backends;
-  const native::ScopedBodyCompiler body_compiler(make_body_compiler(body_options));
+  auto body_problem = std::make_shared<std::string>();
+  const native::ScopedBodyCompiler body_compiler(
+      make_body_loader(body_options, model->body_records_, &artifact.bodies, path, body_problem));
   for (size_t r = 0; r < partition.regions.size(); ++r) {
     const Region& region = partition.regions[r];
     const ArtifactRegion& stored = artifact.regions[r];
@@ -125,6 +128,10 @@ std::unique_ptr<CompiledModel> CompiledModel::from_artifact(Artifact artifact, c
       throw_user_error(where, "region ", r, " (", stored.backend, "): ", e.what());
     }
     model->regions_.push_back(std::move(plan));
+  }
+  if (!body_problem->empty()) {
+    if (body_problem->rfind("artifact '", 0) == 0) throw_user_error(*body_problem);  // names the file already
+    throw_user_error(where, *body_problem);
   }
 
   // The stored placement lists the graph's nodes first, in order.
@@ -167,6 +174,7 @@ Artifact CompiledModel::to_artifact() const {
     artifact.regions.push_back(std::move(region));
   }
   for (const NodePlacement& p : placement_) artifact.placement.push_back({p.node_name, p.op_type, p.backend, p.note});
+  artifact.bodies = stored_bodies(*body_records_);
   return artifact;
 }
 

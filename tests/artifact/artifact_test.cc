@@ -514,10 +514,13 @@ TEST(ArtifactErrors, WrongMagic) {
 
 TEST(ArtifactErrors, NewerFormatVersionIsNamed) {
   std::vector<uint8_t> bytes = saved_bytes(make_artifact(), "version.tsr");
-  bytes[artifact_internal::kVersionOffset] = 2;
+  bytes[artifact_internal::kVersionOffset] = 3;
   fix_checksum(bytes);  // so that the version check itself is what refuses it
   expect_user_error([&] { load_bytes(bytes); },
-                    "artifact 'mem.tsr': was written by format version 2; this Tessera reads version 1");
+                    "artifact 'mem.tsr': was written by format version 3; this Tessera reads versions 1 to 2");
+  bytes[artifact_internal::kVersionOffset] = 0;
+  fix_checksum(bytes);
+  expect_user_error([&] { load_bytes(bytes); }, "was written by format version 0");
 }
 
 TEST(ArtifactErrors, HeaderOffsetsOutsideTheFile) {

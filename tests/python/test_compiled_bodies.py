@@ -66,7 +66,7 @@ def test_an_if_decided_at_run_time_runs_its_branches_compiled(vad):
     check_vad(session, scripted)
 
 
-def test_an_artifact_compiles_its_bodies_at_load(vad, tmp_path):
+def test_an_artifact_loads_its_compiled_bodies(vad, tmp_path):
     path, scripted = vad
     artifact = tmp_path / "vad.tsr"
     run = subprocess.run([CLI, "compile", str(path), "-o", str(artifact)], capture_output=True, text=True)
