@@ -336,7 +336,9 @@ std::vector<ArtifactBody> stored_bodies(BodyRecords& records) {
     }
   }
   std::vector<ArtifactBody> out;
-  for (const auto& [key, body] : alive) {
+  for (const auto& entry : alive) {
+    const std::string& key = entry.first;
+    const std::shared_ptr<const native::CompiledBody>& body = entry.second;
     if (std::any_of(out.begin(), out.end(), [&](const ArtifactBody& b) { return b.key == key; })) continue;
     const auto* model_body = dynamic_cast<const ModelBody*>(body.get());
     if (!model_body) continue;

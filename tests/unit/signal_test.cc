@@ -198,6 +198,103 @@ TEST(RoiAlign, LinearImageAveragesToBinCentres) {
   expect_close(run_one_op(g)[0], make_float({1, 1, 2, 2}, {3 + 2, 3 + 4, 5 + 2, 5 + 4}), 1e-5, 1e-5);
 }
 
+/// RoiAlign's average mode from the ONNX specification, in double: each bin the mean of its grid of
+/// bilinear samples, a sample more than a pixel outside the image counting 0 and one within clamped to it.
+std::vector<double> roi_align_reference(const Tensor& x, const std::vector<float>& rois, const std::vector<int64_t>& batch_of,
+                                        int64_t out_h, int64_t out_w, int64_t sampling_ratio, double scale, bool half_pixel) {
+  const int64_t channels = x.shape()[1], height = x.shape()[2], width = x.shape()[3];
+  auto pixel = [&](int64_t b, int64_t c, int64_t row, int64_t col) {
+    return static_cast<double>(x.as<float>()[((b * channels + c) * height + row) * width + col]);
+  };
+  auto sample = [&](int64_t b, int64_t c, double y, double xx) {
+    if (y < -1.0 || y > static_cast<double>(height) || xx < -1.0 || xx > static_cast<double>(width)) return 0.0;
+    y = std::max(y, 0.0);
+    xx = std::max(xx, 0.0);
+    int64_t y0 = static_cast<int64_t>(std::floor(y)), x0 = static_cast<int64_t>(std::floor(xx));
+    int64_t y1 = y0 + 1, x1 = x0 + 1;
+    if (y0 >= height - 1) y0 = y1 = height - 1, y = static_cast<double>(y0);
+    if (x0 >= width - 1) x0 = x1 = width - 1, xx = static_cast<double>(x0);
+    const double dy = y - static_cast<double>(y0), dx = xx - static_cast<double>(x0);
+    return (1 - dy) * ((1 - dx) * pixel(b, c, y0, x0) + dx * pixel(b, c, y0, x1)) +
+           dy * ((1 - dx) * pixel(b, c, y1, x0) + dx * pixel(b, c, y1, x1));
+  };
+  const double shift = half_pixel ? 0.5 : 0.0;
+  std::vector<double> out;
+  for (size_t r = 0; r < batch_of.size(); ++r) {
+    const double x1 = rois[r * 4] * scale - shift, y1 = rois[r * 4 + 1] * scale - shift;
+    double w = rois[r * 4 + 2] * scale - shift - x1, h = rois[r * 4 + 3] * scale - shift - y1;
+    if (!half_pixel) w = std::max(w, 1.0), h = std::max(h, 1.0);
+    const double bin_h = h / static_cast<double>(out_h), bin_w = w / static_cast<double>(out_w);
+    const int64_t gh = sampling_ratio > 0 ? sampling_ratio : static_cast<int64_t>(std::ceil(bin_h));
+    const int64_t gw = sampling_ratio > 0 ? sampling_ratio : static_cast<int64_t>(std::ceil(bin_w));
+    for (int64_t c = 0; c < channels; ++c) {
+      for (int64_t ph = 0; ph < out_h; ++ph) {
+        for (int64_t pw = 0; pw < out_w; ++pw) {
+          double sum = 0;
+          for (int64_t iy = 0; iy < gh; ++iy) {
+            for (int64_t ix = 0; ix < gw; ++ix) {
+              sum += sample(batch_of[r], c, y1 + ph * bin_h + (iy + 0.5) * bin_h / static_cast<double>(gh),
+                            x1 + pw * bin_w + (ix + 0.5) * bin_w / static_cast<double>(gw));
+            }
+          }
+          out.push_back(sum / static_cast<double>(std::max<int64_t>(gh * gw, 1)));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST(RoiAlign, AveragesMatchTheSpecificationOnRandomImagesAndRois) {
+  // 37 channels (no vector width divides it), two images, rois inside, across and outside the edges, tiny and
+  // large; many samples (the channels-last path) and few (the plane-by-plane one), adaptive and fixed sampling,
+  // both coordinate modes, 1 and 2 threads.
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  const int64_t channels = 37, height = 13, width = 11;
+  Tensor x(DType::kFloat32, {2, channels, height, width});
+  for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = value(rng);
+  const std::vector<float> many = {0, 0, 10, 12,   2.5f, 3.25f, 7.75f, 9.5f,   -3, -2, 4, 5,   9, 11, 15, 16,
+                                   5, 5, 5.4f, 5.2f,   1, 8, 20, 26};
+  const std::vector<int64_t> many_batch = {0, 1, 1, 0, 1, 0};
+  struct Case {
+    std::vector<float> rois;
+    std::vector<int64_t> batch;
+    int64_t out_h, out_w, sampling;
+    float scale;
+    bool half_pixel;
+  };
+  const Case cases[] = {
+      {many, many_batch, 3, 4, 2, 1.0f, true},
+      {many, many_batch, 2, 2, 0, 0.5f, true},
+      {many, many_batch, 3, 3, 0, 1.0f, false},
+      {{2.5f, 3.25f, 7.75f, 9.5f}, {1}, 1, 1, 1, 1.0f, true},  // 4 reads a channel: the plane-by-plane loop
+  };
+  for (const Case& k : cases) {
+    const auto n = static_cast<int64_t>(k.batch.size());
+    OneOpGraph g;
+    g.op_type = "RoiAlign";
+    g.opset = 16;
+    g.inputs = {x, make_float({n, 4}, k.rois), make_int64({n}, k.batch)};
+    g.attrs.set("output_height", Attribute::of_int(k.out_h));
+    g.attrs.set("output_width", Attribute::of_int(k.out_w));
+    g.attrs.set("sampling_ratio", Attribute::of_int(k.sampling));
+    g.attrs.set("spatial_scale", Attribute::of_float(k.scale));
+    if (!k.half_pixel) g.attrs.set("coordinate_transformation_mode", Attribute::of_string("output_half_pixel"));
+    const std::vector<double> want = roi_align_reference(x, k.rois, k.batch, k.out_h, k.out_w, k.sampling, k.scale, k.half_pixel);
+    for (int threads : {1, 2}) {
+      const Tensor got = run_one_op(g, threads)[0];
+      ASSERT_EQ(got.shape(), (Shape{n, channels, k.out_h, k.out_w}));
+      for (size_t i = 0; i < want.size(); ++i) {
+        const double v = got.as<float>()[i];
+        ASSERT_TRUE(std::abs(v - want[i]) <= 2e-6 + 2e-6 * std::abs(want[i]))
+            << "element " << i << ": " << v << " against " << want[i] << " (case out " << k.out_h << "x" << k.out_w
+            << ", sampling " << k.sampling << ", " << threads << " threads)";
+      }
+    }
+  }
+}
+
 Tensor run_window(const std::string& op, int32_t size, int64_t periodic) {
   OneOpGraph g;
   g.op_type = op;
