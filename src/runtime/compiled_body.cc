@@ -239,72 +239,98 @@ struct BodyPlans {
   static Artifact save(const CompiledModel& model) { return model.to_artifact(); }
 };
 
+namespace {
+
+/// What bodies compile with: the enclosing model's options that apply to a body, and where they are recorded.
+struct BodySettings {
+  CompileOptions base;  // threads, backends, region size, strictness, precision
+  std::vector<std::pair<std::string, std::string>> place, deny;
+  std::shared_ptr<BodyRecords> records;
+};
+
+BodySettings body_settings(const CompileOptions& options, std::shared_ptr<BodyRecords> records) {
+  BodySettings settings;
+  settings.base.num_threads = options.num_threads;
+  settings.base.backends = options.backends;
+  settings.base.min_region_size = options.min_region_size;
+  settings.base.strict = options.strict;
+  settings.base.precision = options.precision;
+  settings.place = options.place;
+  settings.deny = options.deny;
+  settings.records = std::move(records);
+  return settings;
+}
+
+/// Compiles `body`, already made a model (`graph`, `fed` and `key` from body_model_graph and body_key), and
+/// records it.
+std::shared_ptr<const native::CompiledBody> compile_body(const BodySettings& settings, const Graph& body, Graph graph,
+                                                         std::vector<size_t> fed, const std::string& key, native::BodyUse use) {
+  CompileOptions native_alone = settings.base;
+  native_alone.backends = {"native"};  // (placement selectors name the other backends)
+  if (use == native::BodyUse::kPerTripNewShapes) {
+    auto made = std::make_shared<ModelBody>(CompiledModel::compile(std::move(graph), native_alone), std::move(fed), "");
+    record(*settings.records, key, made);
+    return made;
+  }
+  CompileOptions options = settings.base;
+  options.place = applicable(settings.place, body, /*selector_first=*/true);
+  options.deny = applicable(settings.deny, body, /*selector_first=*/false);
+  const bool measure = use == native::BodyUse::kPerTrip && options.place.empty() && options.deny.empty();
+  Graph copy = measure ? graph : Graph{};
+  std::unique_ptr<CompiledModel> model = CompiledModel::compile(std::move(graph), options);
+  std::string measured;
+  const bool off_native = std::any_of(model->regions().begin(), model->regions().end(),
+                                      [](const RegionSummary& r) { return r.backend != "native"; });
+  if (measure && off_native) {
+    // A body run once a trip: its placement on the model's backends against native alone, by measurement.
+    try {
+      std::unique_ptr<CompiledModel> alone = CompiledModel::compile(std::move(copy), native_alone);
+      const double mixed = microseconds_a_run(*model), native_only = microseconds_a_run(*alone);
+      if (mixed >= 0 && native_only >= 0) {
+        const bool switch_to_native = native_only < mixed;
+        measured = str_cat(switch_to_native ? "on native alone: " : "kept: ", format_fixed(switch_to_native ? native_only : mixed, 1),
+                           " us a trip against ", format_fixed(switch_to_native ? mixed : native_only, 1),
+                           switch_to_native ? " with the model's backends" : " on native alone", ", measured");
+        if (switch_to_native) model = std::move(alone);
+      }
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kInternal) throw;
+    }
+  }
+  auto made = std::make_shared<ModelBody>(std::move(model), std::move(fed), std::move(measured));
+  record(*settings.records, key, made);
+  return made;
+}
+
+}  // namespace
+
 native::BodyCompiler make_body_compiler(const CompileOptions& options, std::shared_ptr<BodyRecords> records) {
-  CompileOptions base;
-  base.num_threads = options.num_threads;
-  base.backends = options.backends;
-  base.min_region_size = options.min_region_size;
-  base.strict = options.strict;
-  base.precision = options.precision;
-  return [base, place = options.place, deny = options.deny, records](const Graph& body, const std::vector<TensorType>& input_types,
-                                                                     const std::vector<const Tensor*>& constants, native::BodyUse use)
+  return [settings = body_settings(options, std::move(records))](const Graph& body, const std::vector<TensorType>& input_types,
+                                                                 const std::vector<const Tensor*>& constants, native::BodyUse use)
              -> std::shared_ptr<const native::CompiledBody> {
     std::vector<size_t> fed;
     Graph graph = body_model_graph(body, input_types, constants, fed);
     const std::string key = body_key(graph, use);
-    CompileOptions native_alone = base;
-    native_alone.backends = {"native"};  // (placement selectors name the other backends)
-    if (use == native::BodyUse::kPerTripNewShapes) {
-      auto made = std::make_shared<ModelBody>(CompiledModel::compile(std::move(graph), native_alone), std::move(fed), "");
-      record(*records, key, made);
-      return made;
-    }
-    CompileOptions options = base;
-    options.place = applicable(place, body, /*selector_first=*/true);
-    options.deny = applicable(deny, body, /*selector_first=*/false);
-    const bool measure = use == native::BodyUse::kPerTrip && options.place.empty() && options.deny.empty();
-    Graph copy = measure ? graph : Graph{};
-    std::unique_ptr<CompiledModel> model = CompiledModel::compile(std::move(graph), options);
-    std::string measured;
-    const bool off_native = std::any_of(model->regions().begin(), model->regions().end(),
-                                        [](const RegionSummary& r) { return r.backend != "native"; });
-    if (measure && off_native) {
-      // A body run once a trip: its placement on the model's backends against native alone, by measurement.
-      try {
-        std::unique_ptr<CompiledModel> alone = CompiledModel::compile(std::move(copy), native_alone);
-        const double mixed = microseconds_a_run(*model), native_only = microseconds_a_run(*alone);
-        if (mixed >= 0 && native_only >= 0) {
-          const bool switch_to_native = native_only < mixed;
-          measured = str_cat(switch_to_native ? "on native alone: " : "kept: ", format_fixed(switch_to_native ? native_only : mixed, 1),
-                             " us a trip against ", format_fixed(switch_to_native ? mixed : native_only, 1),
-                             switch_to_native ? " with the model's backends" : " on native alone", ", measured");
-          if (switch_to_native) model = std::move(alone);
-        }
-      } catch (const Error& e) {
-        if (e.kind() == ErrorKind::kInternal) throw;
-      }
-    }
-    auto made = std::make_shared<ModelBody>(std::move(model), std::move(fed), std::move(measured));
-    record(*records, key, made);
-    return made;
+    return compile_body(settings, body, std::move(graph), std::move(fed), key, use);
   };
 }
 
 native::BodyCompiler make_body_loader(const CompileOptions& options, std::shared_ptr<BodyRecords> records,
                                       const std::vector<ArtifactBody>* stored, std::string artifact_name,
                                       std::shared_ptr<std::string> problem) {
-  native::BodyCompiler compile = make_body_compiler(options, records);
   CompileOptions load_options;
   load_options.num_threads = options.num_threads;
-  return [compile = std::move(compile), load_options, records, stored, artifact_name = std::move(artifact_name),
+  return [settings = body_settings(options, std::move(records)), load_options, stored, artifact_name = std::move(artifact_name),
           problem](const Graph& body, const std::vector<TensorType>& input_types, const std::vector<const Tensor*>& constants,
                    native::BodyUse use) -> std::shared_ptr<const native::CompiledBody> {
     std::vector<size_t> fed;
-    const Graph graph = body_model_graph(body, input_types, constants, fed);
+    Graph graph = body_model_graph(body, input_types, constants, fed);
     const std::string key = body_key(graph, use);
     const auto found = key.empty() ? stored->end()
                                    : std::find_if(stored->begin(), stored->end(), [&](const ArtifactBody& b) { return b.key == key; });
-    if (found == stored->end()) return compile(body, input_types, constants, use);  // not stored (format version 1)
+    if (found == stored->end()) {  // not stored (format version 1)
+      return compile_body(settings, body, std::move(graph), std::move(fed), key, use);
+    }
     // A problem here fails the whole load (from_artifact reads `problem`): the kernel asking would
     // otherwise take the error as a reason to interpret the body.
     auto fail = [&](const std::string& message) {
@@ -322,7 +348,7 @@ native::BodyCompiler make_body_loader(const CompileOptions& options, std::shared
       fail(str_cat("compiled body '", key, "' does not fit the body it is stored for: ", why));
     }
     auto loaded = std::make_shared<ModelBody>(std::move(model), found->fed, found->measured);
-    record(*records, key, loaded);
+    record(*settings.records, key, loaded);
     return loaded;
   };
 }

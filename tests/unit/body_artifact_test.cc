@@ -27,15 +27,10 @@ namespace tessera {
 namespace {
 
 using onnx::TensorProto;
+using testing::add_graph_attr;
 using testing::add_node;
 using testing::add_value_info;
-
-void add_graph_attr(onnx::NodeProto* n, const std::string& name, const onnx::GraphProto& g) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::GRAPH);
-  *a->mutable_g() = g;
-}
+using testing::model_of;
 
 float weight(size_t i) { return static_cast<float>(static_cast<int>(i % 13) - 6) * 0.25f; }
 float constant(size_t i) { return static_cast<float>(i % 7) * 0.5f; }
@@ -71,11 +66,7 @@ std::string if_model(int64_t n) {
   add_graph_attr(node, "then_branch", then_g);
   add_graph_attr(node, "else_branch", else_g);
   add_value_info(g.mutable_output(), "y", TensorProto::FLOAT, {n});
-  onnx::ModelProto model;
-  model.set_ir_version(8);
-  model.add_opset_import()->set_version(13);
-  *model.mutable_graph() = g;
-  return model.SerializeAsString();
+  return model_of(g).SerializeAsString();
 }
 
 /// Compiled on the test backend and native, the then-branch's Add kept off the test backend: a body

@@ -14,15 +14,10 @@ namespace tessera {
 namespace {
 
 using onnx::TensorProto;
+using testing::add_graph_attr;
 using testing::add_node;
 using testing::add_value_info;
-
-void add_graph_attr(onnx::NodeProto* n, const std::string& name, const onnx::GraphProto& g) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::GRAPH);
-  *a->mutable_g() = g;
-}
+using testing::model_of;
 
 void add_float_initializer(onnx::GraphProto* g, const std::string& name, std::vector<float> values) {
   auto* t = g->add_initializer();
@@ -30,14 +25,6 @@ void add_float_initializer(onnx::GraphProto* g, const std::string& name, std::ve
   t->set_data_type(TensorProto::FLOAT);
   t->add_dims(static_cast<int64_t>(values.size()));
   for (float v : values) t->add_float_data(v);
-}
-
-onnx::ModelProto model_of(const onnx::GraphProto& g) {
-  onnx::ModelProto model;
-  model.set_ir_version(8);
-  model.add_opset_import()->set_version(13);
-  *model.mutable_graph() = g;
-  return model;
 }
 
 std::vector<Tensor> run_model(const onnx::ModelProto& model, const std::vector<Tensor>& inputs) {

@@ -1,5 +1,6 @@
 // Small helpers for tests that write ONNX protos in memory (control flow,
-// run allocations): value infos with static dims (a scalar: no dims) and nodes.
+// run allocations, compiled bodies in artifacts): value infos with static dims (a scalar: no dims), nodes,
+// graph attributes and the model around a graph.
 #pragma once
 #include <onnx/onnx_pb.h>
 
@@ -25,6 +26,22 @@ inline onnx::NodeProto* add_node(onnx::GraphProto* g, const std::string& op, std
   for (auto& i : inputs) n->add_input(i);
   for (auto& o : outputs) n->add_output(o);
   return n;
+}
+
+inline void add_graph_attr(onnx::NodeProto* n, const std::string& name, const onnx::GraphProto& g) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::GRAPH);
+  *a->mutable_g() = g;
+}
+
+/// `g` as a model of IR version 8 and the default domain's `opset`.
+inline onnx::ModelProto model_of(const onnx::GraphProto& g, int64_t opset = 13) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(opset);
+  *model.mutable_graph() = g;
+  return model;
 }
 
 }  // namespace tessera::testing

@@ -80,17 +80,10 @@ onnx::ModelProto rnn_loop() {
   add_value_info(body.mutable_output(), "h_out", TensorProto::FLOAT, {2, 8});
   add_value_info(body.mutable_output(), "scan", TensorProto::FLOAT, {2, 8});
   auto* loop = add_node(&g, "Loop", {"n", "", "h0"}, {"h_n", "hs"});
-  auto* attr = loop->add_attribute();
-  attr->set_name("body");
-  attr->set_type(onnx::AttributeProto::GRAPH);
-  *attr->mutable_g() = body;
+  testing::add_graph_attr(loop, "body", body);
   add_value_info(g.mutable_output(), "h_n", TensorProto::FLOAT, {2, 8});
   g.add_output()->set_name("hs");
-  onnx::ModelProto model;
-  model.set_ir_version(8);
-  model.add_opset_import()->set_version(17);
-  *model.mutable_graph() = g;
-  return model;
+  return testing::model_of(g, 17);
 }
 
 TEST(RunAllocations, ACompiledLoopTripOfSmallProductsAllocatesAtMostItsResultsVector) {

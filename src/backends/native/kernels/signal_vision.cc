@@ -148,11 +148,6 @@ BilinearSample bilinear_sample(double y, double x, int64_t height, int64_t width
   return s;
 }
 
-/// RoiAlign's float32 average on a channels-last copy of X: a bin's bilinear samples add their weighted
-/// corner pixels across a block of channels at once (contiguous floats: vector multiply-adds into
-/// registers), where the plane-by-plane loop gathers four scalars a channel. The copy costs one pass over X, so it is taken
-/// where the samples' corner reads outnumber X's elements (RoiAlignPlan). Sums are float32, as ONNX
-/// Runtime's are (a bin's average of at most a few hundred samples in its usual sizes).
 /// Four floats (one xmm register at the baseline ISA this file is built for); four of them hold a block
 /// of sixteen channels' sums in registers (a 64-byte vector type was kept on the stack here).
 typedef float Quad __attribute__((vector_size(16)));
@@ -163,14 +158,30 @@ inline Quad load_quad(const float* p) {
   return v;
 }
 
+/// One roi in X's coordinates: its image, first corner, bin size and each bin's grid of samples.
 struct RoiGeometry {
+  int64_t batch;
   double start_h, start_w, bin_h, bin_w;
   int64_t grid_h, grid_w;
+
+  /// Sample (iy, ix) of bin (ph, pw) on a [height, width] plane.
+  BilinearSample sample(int64_t ph, int64_t pw, int64_t iy, int64_t ix, int64_t height, int64_t width) const {
+    const double y = start_h + ph * bin_h + (iy + 0.5) * bin_h / static_cast<double>(grid_h);
+    const double x = start_w + pw * bin_w + (ix + 0.5) * bin_w / static_cast<double>(grid_w);
+    return bilinear_sample(y, x, height, width);
+  }
+  /// What a bin's sum is divided by (at least 1).
+  int64_t samples_per_bin() const { return std::max<int64_t>(grid_h * grid_w, 1); }
 };
 
+/// RoiAlign's float32 average on a channels-last copy of X: a bin's bilinear samples add their weighted
+/// corner pixels across a block of channels at once (contiguous floats: vector multiply-adds into
+/// registers), where the plane-by-plane loop gathers four scalars a channel. The copy costs one pass over
+/// X, so roi_align takes it where the samples' corner reads outnumber X's elements. Sums are float32, as
+/// ONNX Runtime's are (a bin's average of at most a few hundred samples in its usual sizes).
 void roi_align_channels_last(KernelContext& ctx, const float* in, int64_t batch, int64_t channels, int64_t height,
-                             int64_t width, const std::vector<RoiGeometry>& geometry, const std::vector<int64_t>& batch_of,
-                             int64_t out_h, int64_t out_w, float* out) {
+                             int64_t width, const std::vector<RoiGeometry>& geometry, int64_t out_h, int64_t out_w,
+                             float* out) {
   const int64_t plane = height * width;
   std::vector<float> last(static_cast<size_t>(batch * plane * channels));
   ctx.pool().parallel_for(batch * height, 1, [&](int64_t begin, int64_t end) {
@@ -195,17 +206,15 @@ void roi_align_channels_last(KernelContext& ctx, const float* in, int64_t batch,
     std::vector<Tap> taps;
     for (int64_t r = begin; r < end; ++r) {
       const RoiGeometry& g = geometry[static_cast<size_t>(r)];
-      const float* image = last.data() + batch_of[static_cast<size_t>(r)] * plane * channels;
-      const float inverse = 1.0f / static_cast<float>(std::max<int64_t>(g.grid_h * g.grid_w, 1));
+      const float* image = last.data() + g.batch * plane * channels;
+      const float inverse = 1.0f / static_cast<float>(g.samples_per_bin());
       float* dst = out + r * channels * bins;
       for (int64_t ph = 0; ph < out_h; ++ph) {
         for (int64_t pw = 0; pw < out_w; ++pw) {
           taps.clear();
           for (int64_t iy = 0; iy < g.grid_h; ++iy) {
-            const double y = g.start_h + ph * g.bin_h + (iy + 0.5) * g.bin_h / static_cast<double>(g.grid_h);
             for (int64_t ix = 0; ix < g.grid_w; ++ix) {
-              const double x = g.start_w + pw * g.bin_w + (ix + 0.5) * g.bin_w / static_cast<double>(g.grid_w);
-              const BilinearSample sample = bilinear_sample(y, x, height, width);
+              const BilinearSample sample = g.sample(ph, pw, iy, ix, height, width);
               for (int j = 0; j < 4; ++j) {
                 const float weight = static_cast<float>(sample.weights[j]);
                 if (weight != 0.0f) taps.push_back({weight, image + sample.offsets[j] * channels});
@@ -256,7 +265,6 @@ void roi_align(KernelContext& ctx) {
   const T* in = x.as<T>();
   T* out = ctx.output(0).as<T>();
   std::vector<RoiGeometry> geometry(static_cast<size_t>(num_rois));
-  std::vector<int64_t> batch_of(static_cast<size_t>(num_rois));
   double corner_reads = 0;  // of all rois' samples, per channel
   for (int64_t r = 0; r < num_rois; ++r) {
     const int64_t b = view_int_at(batch_indices, r);
@@ -277,35 +285,27 @@ void roi_align(KernelContext& ctx) {
     if (!(grid_h * grid_w * static_cast<double>(out_h * out_w) <= 1e9)) {
       ctx.fail("roi ", r, " needs ", grid_h, " x ", grid_w, " samples a bin (adaptive sampling of its coordinates)");
     }
-    geometry[static_cast<size_t>(r)] = {start_h, start_w, bin_h, bin_w, static_cast<int64_t>(grid_h), static_cast<int64_t>(grid_w)};
-    batch_of[static_cast<size_t>(r)] = b;
+    geometry[static_cast<size_t>(r)] = {b, start_h, start_w, bin_h, bin_w, static_cast<int64_t>(grid_h), static_cast<int64_t>(grid_w)};
     corner_reads += 4 * grid_h * grid_w * static_cast<double>(out_h * out_w);
   }
   if constexpr (std::is_same_v<T, float>) {
     if (!max_mode && channels > 1 && corner_reads >= static_cast<double>(batch * height * width)) {
-      roi_align_channels_last(ctx, in, batch, channels, height, width, geometry, batch_of, out_h, out_w, out);
+      roi_align_channels_last(ctx, in, batch, channels, height, width, geometry, out_h, out_w, out);
       return;
     }
   }
   for (int64_t r = 0; r < num_rois; ++r) {
     const RoiGeometry& geo = geometry[static_cast<size_t>(r)];
-    const int64_t b = batch_of[static_cast<size_t>(r)];
-    const double start_h = geo.start_h, start_w = geo.start_w, bin_h = geo.bin_h, bin_w = geo.bin_w;
-    const int64_t grid_h = geo.grid_h, grid_w = geo.grid_w;
-    const double count = static_cast<double>(std::max<int64_t>(grid_h * grid_w, 1));
+    const int64_t b = geo.batch;
+    const double count = static_cast<double>(geo.samples_per_bin());
     // The sample positions are the same for every channel.
     std::vector<BilinearSample> samples;
-    samples.reserve(static_cast<size_t>(out_h * out_w * grid_h * grid_w));
+    samples.reserve(static_cast<size_t>(out_h * out_w * geo.grid_h * geo.grid_w));
     for (int64_t ph = 0; ph < out_h; ++ph)
       for (int64_t pw = 0; pw < out_w; ++pw)
-        for (int64_t iy = 0; iy < grid_h; ++iy) {
-          const double y = start_h + ph * bin_h + (iy + 0.5) * bin_h / static_cast<double>(grid_h);
-          for (int64_t ix = 0; ix < grid_w; ++ix) {
-            const double xx = start_w + pw * bin_w + (ix + 0.5) * bin_w / static_cast<double>(grid_w);
-            samples.push_back(bilinear_sample(y, xx, height, width));
-          }
-        }
-    const int64_t per_bin = grid_h * grid_w;
+        for (int64_t iy = 0; iy < geo.grid_h; ++iy)
+          for (int64_t ix = 0; ix < geo.grid_w; ++ix) samples.push_back(geo.sample(ph, pw, iy, ix, height, width));
+    const int64_t per_bin = geo.grid_h * geo.grid_w;
     ctx.pool().parallel_for(channels, 1, [&](int64_t c_begin, int64_t c_end) {
       for (int64_t c = c_begin; c < c_end; ++c) {
         const T* plane = in + (b * channels + c) * height * width;
