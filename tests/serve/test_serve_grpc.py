@@ -244,15 +244,16 @@ def test_cancel_deadline_timeout_and_full_queue(server):
     # "run" runs (over 150 ms: 26 GFLOP); at 50 ms, once it has surely left the queue (at 15 ms an ASan
     # build had not always dequeued it, and the third of these was turned away), three more wait,
     # filling the queue (max_queue_size 3), one of them cancelled by the client at 95 ms. Meanwhile
-    # "full" comes at 80 ms and is turned away; "deadline" comes at 130 ms (a free place) with a 30 ms
-    # deadline; "timeout" at 180 ms with a 20 ms `timeout` parameter. All of this happens while "run"
-    # or "wait-1" runs. The channel is connected first (ServerLive), so that the delays count from a
-    # ready connection.
-    timeout_req = slow_request("timeout", delay_ms=180)
+    # "full" comes at 80 ms and is turned away; "deadline" comes at 200 ms (the cancelled call's place,
+    # free once the server has seen the cancellation: a loaded machine took over 35 ms to) with a 30 ms
+    # deadline; "timeout" at 260 ms with a 20 ms `timeout` parameter. Each of these two waits behind
+    # "wait-2", which cannot start before 300 ms. The channel is connected first (ServerLive), so that
+    # the delays count from a ready connection.
+    timeout_req = slow_request("timeout", delay_ms=260)
     timeout_req["request"]["parameters"] = {"timeout": {"int64_param": "20000"}}
     steps = [slow_request("run"), slow_request("wait-1", delay_ms=50), slow_request("wait-2", delay_ms=50),
              slow_request("cancelled", delay_ms=50, cancel_after_ms=45), slow_request("full", delay_ms=80),
-             slow_request("deadline", delay_ms=130, deadline_ms=30), timeout_req]
+             slow_request("deadline", delay_ms=200, deadline_ms=30), timeout_req]
     r = run_steps(server, [{"rpc": "ServerLive"}, {"parallel": steps}])[1]
     by_id = {s["request"]["id"]: res for s, res in zip(steps, r)}
     for ok in ("run", "wait-1", "wait-2"):
