@@ -21,6 +21,9 @@
 // shapes (M x N x K): the 3x3 convolutions as im2col products (3136x64x576,
 // 784x128x1152, 196x256x2304, 49x512x4608) and BERT's projections and
 // feed-forward (128x768x768, 128x3072x768, 128x768x3072).
+// SgemmPackedB: the same with B packed once (a MatMul against constant weights)
+// and streamed from memory (copies of B past 128 MB, taken in turn), at 32 rows:
+// a GPT-2-small decoder's prompt (32 x {2304, 768, 3072, 50257} x {768, 3072}).
 // Conv: one Conv node compiled and run by the native backend (constant weights
 // packed at compile time; 3x3 and 7x7 read im2col in place from padded phase
 // images, 1x1 read X as B), ResNet-50's convolutions.
@@ -127,6 +130,41 @@ void sgemm_shapes(benchmark::internal::Benchmark* bench) {
   }
 }
 BENCHMARK(BM_Sgemm)->Apply(sgemm_shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+/// C = A * B with B a constant packed at compile time (a MatMul against weights), few rows: a decoder's
+/// prompt. Each iteration takes the next of enough copies of B to pass 128 MB, so that B comes from
+/// memory as a model's weights do (12 layers' weights do not fit any cache).
+void BM_SgemmPackedB(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const std::vector<float> a = random_floats(m * k, 1), b = random_floats(k * n, 2);
+  std::vector<float> c(static_cast<size_t>(m * n));
+  native::ThreadPool pool(threads);
+  const native::GemmMicrokernel& kernel = native::best_gemm_microkernel();
+  const int64_t copies = std::max<int64_t>(1, (int64_t{128} << 20) / (k * n * 4) + 1);
+  std::vector<native::PackedMatrix> packed;
+  for (int64_t i = 0; i < copies; ++i) packed.push_back(native::pack_gemm_b(kernel, {b.data(), n, 1}, k, n));
+  state.SetLabel(std::string(kernel.name) + ", " + std::to_string(copies) + " copies of B");
+  int64_t next = 0;
+  run_timed(state, 2.0 * m * n * k, threads, [&] {
+    native::gemm_f32(kernel, m, n, k, native::GemmA{nullptr, {a.data(), k, 1}},
+                     native::GemmB{&packed[static_cast<size_t>(next)], {}, {}}, c.data(), n, false, nullptr, &pool);
+    next = (next + 1) % copies;
+    benchmark::ClobberMemory();
+  });
+}
+
+void packed_b_shapes(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"M", "N", "K", "threads"});
+  for (int threads : {1, 2}) {
+    // A GPT-2-small decoder's 32-token prompt: attention in/out, feed-forward up/down, the vocabulary head.
+    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+             {32, 2304, 768}, {32, 768, 768}, {32, 3072, 768}, {32, 768, 3072}, {32, 50257, 768}}) {
+      bench->Args({m, n, k, threads});
+    }
+  }
+}
+BENCHMARK(BM_SgemmPackedB)->Apply(packed_b_shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // ---------------------------------------------------------- integer GEMM --
 // MatMulInteger's product, A [M x K] uint8 less its zero point times a packed

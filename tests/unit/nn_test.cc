@@ -106,6 +106,54 @@ TEST(NnGemm, OneRowAgainstPackedBMatchesReference) {
   }
 }
 
+TEST(NnGemm, FewRowsAgainstPackedBMatchesReference) {
+  // A few rows against packed B (a prompt's tokens times weights): up to 48 rows each B panel meets
+  // every A panel in turn, full A panels read in place and partial ones packed each into a slot of
+  // its own, through run_stream. Rows around the panel edges (AVX-512 12, AVX2 6) and the 48-row
+  // limit, K over several blocks, N not a multiple of NR, chunks per thread, the epilogue.
+  native::ThreadPool pool(2);
+  struct Case { int64_t m, n, k; bool accumulate, bias, clamp, threads; };
+  const Case cases[] = {{2, 37, 5, false, false, false, false},    {5, 700, 300, true, true, false, true},
+                        {12, 65, 513, false, true, true, false},   {13, 1100, 260, true, false, false, true},
+                        {30, 97, 770, false, true, false, false},  {32, 2100, 300, true, true, true, true},
+                        {47, 33, 257, false, false, true, true},   {48, 530, 100, true, true, false, false},
+                        {49, 70, 300, false, true, true, true}};
+  for (const native::GemmMicrokernel* kernel : native::available_gemm_microkernels()) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(kernel->name) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" +
+                   std::to_string(c.k));
+      // A's rows are 3 floats longer than K (a strided in-place read).
+      const int64_t lda = c.k + 3;
+      Tensor a = random_float({c.m, lda}, 21), b = random_float({c.k, c.n}, 22), bias = random_float({c.m}, 23);
+      Tensor expected = random_float({c.m, c.n}, 24), actual = expected.clone();
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < c.n; ++j) {
+          double sum = c.accumulate ? expected.as<float>()[i * c.n + j] : 0.0;
+          for (int64_t p = 0; p < c.k; ++p) sum += double(a.as<float>()[i * lda + p]) * b.as<float>()[p * c.n + j];
+          if (c.bias) sum += bias.as<float>()[i];
+          if (c.clamp) sum = std::min(std::max(sum, -0.25), 0.5);
+          expected.as<float>()[i * c.n + j] = static_cast<float>(sum);
+        }
+      }
+      native::PackedMatrix pb = native::pack_gemm_b(*kernel, {b.as<float>(), c.n, 1}, c.k, c.n);
+      const native::GemmClamp clamp{-0.25f, 0.5f};
+      native::gemm_f32(*kernel, c.m, c.n, c.k, GemmA{nullptr, {a.as<float>(), lda, 1}}, GemmB{&pb, {}, {}},
+                       actual.as<float>(), c.n, c.accumulate, c.bias ? bias.as<float>() : nullptr,
+                       c.threads ? &pool : nullptr, c.clamp ? &clamp : nullptr);
+      expect_close(actual, expected, 1e-4, 1e-4);
+    }
+    // A NaN in one row reaches that row's every column and no other row.
+    Tensor a = random_float({20, 300}, 25), b = random_float({300, 70}, 26), out = random_float({20, 70}, 27);
+    a.as<float>()[13 * 300 + 150] = std::numeric_limits<float>::quiet_NaN();
+    native::PackedMatrix pb = native::pack_gemm_b(*kernel, {b.as<float>(), 70, 1}, 300, 70);
+    native::gemm_f32(*kernel, 20, 70, 300, GemmA{nullptr, {a.as<float>(), 300, 1}}, GemmB{&pb, {}, {}}, out.as<float>(), 70,
+                     false, nullptr, &pool);
+    for (int64_t i = 0; i < 20; ++i) {
+      for (int64_t j = 0; j < 70; ++j) EXPECT_EQ(std::isnan(out.as<float>()[i * 70 + j]), i == 13) << kernel->name << " " << i << "," << j;
+    }
+  }
+}
+
 struct ConvCase {
   Shape x, w;
   int64_t group;

@@ -9,7 +9,10 @@ namespace {
 
 constexpr int kMr = 6;
 constexpr int kNr = 16;
+constexpr int kStreamAhead = 8192 / (kNr * 4);  // depth steps of B in 8 KB
 
+/// kStream: B comes from memory (GemmMicrokernel::run_stream): also ask for it 8 KB ahead, into L2.
+template <bool kStream>
 void microkernel(int64_t k, const float* a, int64_t a_row_stride, const float* b, float* c, int64_t ldc, int64_t m,
                  int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp) {
   // A packed (a[p*kMr + i]) or in place (a[i*a_row_stride + p]).
@@ -23,6 +26,7 @@ void microkernel(int64_t k, const float* a, int64_t a_row_stride, const float* b
   for (int64_t p = 0; p < k; ++p) {
     const __m256 b0 = _mm256_loadu_ps(b);
     const __m256 b1 = _mm256_loadu_ps(b + 8);
+    if constexpr (kStream) _mm_prefetch(reinterpret_cast<const char*>(b + kStreamAhead * kNr), _MM_HINT_T1);
 #pragma GCC unroll 6
     for (int i = 0; i < kMr; ++i) {
       const __m256 av = _mm256_broadcast_ss(a + i * a_row);
@@ -107,7 +111,7 @@ void row_kernel(int64_t kc, const float* x, int64_t x_stride, const float* panel
 }  // namespace
 
 const GemmMicrokernel& gemm_microkernel_avx2() {
-  static const GemmMicrokernel kernel{"avx2", kMr, kNr, microkernel, nullptr, row_kernel};
+  static const GemmMicrokernel kernel{"avx2", kMr, kNr, microkernel<false>, nullptr, row_kernel, microkernel<true>};
   return kernel;
 }
 

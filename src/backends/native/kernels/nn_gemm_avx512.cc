@@ -7,8 +7,11 @@
 // the loop specialised to their rows and column vectors (a 1-row tail does 2
 // FMAs a step, not 24) and store through masks. The same tiles also read B in
 // place through a per-row offset table (run_offset_b, for the implicit-im2col
-// convolution). Compiled with AVX-512 flags only.
+// convolution). run_stream, for B read once from memory, also prefetches B 8 KB
+// ahead into L2. Compiled with AVX-512 flags only.
 #include <immintrin.h>
+
+
 
 #include <array>
 #include <utility>
@@ -20,12 +23,13 @@ namespace {
 
 constexpr int kMr = 12;
 constexpr int kNr = 32;
+constexpr int kStreamAhead = 8192 / (kNr * 4);  // depth steps of B in 8 KB
 
 /// Rows x (vectors x 16) tile: the depth loop, then bias, accumulate, clamp
 /// and masked stores. A packed (kPacked) or in place with a_row_stride, as in
 /// GemmMicrokernel::run; B a packed panel, or (kOffsetB) rows at b + b_offsets[p]
-/// as in GemmMicrokernel::run_offset_b.
-template <int kRows, int kVectors, bool kPacked, bool kOffsetB>
+/// as in GemmMicrokernel::run_offset_b; kStream: B comes from memory (GemmMicrokernel::run_stream).
+template <int kRows, int kVectors, bool kPacked, bool kOffsetB, bool kStream>
 void tile_kernel(int64_t k, const float* a, int64_t a_row_stride, const float* b, const int64_t* b_offsets, float* c,
                  int64_t ldc, int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp) {
 #pragma GCC unroll 12
@@ -57,6 +61,11 @@ void tile_kernel(int64_t k, const float* a, int64_t a_row_stride, const float* b
       // B streams from L2: fetch 16 steps (2 KB) ahead, both of its cache lines.
       _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kNr), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kNr + 16), _MM_HINT_T0);
+      if constexpr (kStream) {
+        // B streams from memory (GemmMicrokernel::run_stream): also ask for it 8 KB ahead, into L2.
+        _mm_prefetch(reinterpret_cast<const char*>(b + kStreamAhead * kNr), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(b + kStreamAhead * kNr + 16), _MM_HINT_T1);
+      }
     }
 #pragma GCC unroll 12
     for (int i = 0; i < kRows; ++i) {
@@ -97,19 +106,20 @@ void tile_kernel(int64_t k, const float* a, int64_t a_row_stride, const float* b
 using TileFn = void (*)(int64_t, const float*, int64_t, const float*, const int64_t*, float*, int64_t, int64_t, bool,
                         const float*, const GemmClamp*);
 
-template <int kVectors, bool kPacked, bool kOffsetB, int... kRows>
+template <int kVectors, bool kPacked, bool kOffsetB, bool kStream, int... kRows>
 constexpr std::array<TileFn, sizeof...(kRows)> tile_table(std::integer_sequence<int, kRows...>) {
-  return {tile_kernel<kRows + 1, kVectors, kPacked, kOffsetB>...};
+  return {tile_kernel<kRows + 1, kVectors, kPacked, kOffsetB, kStream>...};
 }
 
+template <bool kStream>
 void microkernel(int64_t k, const float* a, int64_t a_row_stride, const float* b, float* c, int64_t ldc, int64_t m,
                  int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp) {
   // [in place][two vectors][rows - 1]
   static constexpr std::array<TileFn, kMr> tiles[2][2] = {
-      {tile_table<1, true, false>(std::make_integer_sequence<int, kMr>()),
-       tile_table<2, true, false>(std::make_integer_sequence<int, kMr>())},
-      {tile_table<1, false, false>(std::make_integer_sequence<int, kMr>()),
-       tile_table<2, false, false>(std::make_integer_sequence<int, kMr>())}};
+      {tile_table<1, true, false, kStream>(std::make_integer_sequence<int, kMr>()),
+       tile_table<2, true, false, kStream>(std::make_integer_sequence<int, kMr>())},
+      {tile_table<1, false, false, kStream>(std::make_integer_sequence<int, kMr>()),
+       tile_table<2, false, false, kStream>(std::make_integer_sequence<int, kMr>())}};
   if (m <= 0 || n <= 0) return;
   const int rows = static_cast<int>(m < kMr ? m : kMr);
   const TileFn tile = tiles[a_row_stride != 0][n > 16][rows - 1];
@@ -120,8 +130,8 @@ void microkernel_offset_b(int64_t k, const float* a, const float* b, const int64
                           int64_t m, int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp) {
   // [two vectors][rows - 1]
   static constexpr std::array<TileFn, kMr> tiles[2] = {
-      tile_table<1, true, true>(std::make_integer_sequence<int, kMr>()),
-      tile_table<2, true, true>(std::make_integer_sequence<int, kMr>())};
+      tile_table<1, true, true, false>(std::make_integer_sequence<int, kMr>()),
+      tile_table<2, true, true, false>(std::make_integer_sequence<int, kMr>())};
   if (m <= 0 || n <= 0) return;
   const int rows = static_cast<int>(m < kMr ? m : kMr);
   tiles[n > 16][rows - 1](k, a, 0, b, b_offsets, c, ldc, n, accumulate, row_bias, clamp);
@@ -167,7 +177,8 @@ void row_kernel(int64_t kc, const float* x, int64_t x_stride, const float* panel
 }  // namespace
 
 const GemmMicrokernel& gemm_microkernel_avx512() {
-  static const GemmMicrokernel kernel{"avx512", kMr, kNr, microkernel, microkernel_offset_b, row_kernel};
+  static const GemmMicrokernel kernel{"avx512", kMr, kNr, microkernel<false>, microkernel_offset_b, row_kernel,
+                                      microkernel<true>};
   return kernel;
 }
 

@@ -78,6 +78,10 @@ struct GemmMicrokernel {
   /// packed B (nn_gemv_body.h's gemv_row_block): gemm_f32's path for M = 1.
   void (*run_row)(int64_t kc, const float* x, int64_t x_stride, const float* panels, int64_t count, float* partial,
                   bool first) = nullptr;
+  /// run for a B read from memory once (few rows against constant weights): the same tile, with B
+  /// also prefetched far ahead into L2 (nullptr: run).
+  void (*run_stream)(int64_t k, const float* a, int64_t a_row_stride, const float* b, float* c, int64_t ldc, int64_t m,
+                     int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp) = nullptr;
 };
 
 // One per ISA file (nn_gemm_avx512.cc, nn_gemm_avx2.cc, nn_gemm.cc).
