@@ -25,6 +25,12 @@ if [ ! -f tests/serve/node_modules/.package-lock.json ] || [ tests/serve/package
   (cd tests/serve && npm ci --ignore-scripts --no-audit --no-fund)
 fi
 
+# promtool lints /metrics in a serving test: unpacked from Debian's prometheus package into tests/serve/.deps
+# rather than installed (installing the package would add and start a Prometheus server on this machine).
+if ! command -v promtool >/dev/null && [ ! -x tests/serve/.deps/usr/bin/promtool ]; then
+  scripts/unpack-deb.sh prometheus tests/serve/.deps
+fi
+
 BUILD_TYPE="${1:-Release}"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" >/dev/null
 ninja -C build

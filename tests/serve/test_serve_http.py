@@ -5,6 +5,7 @@ requests (each a 4xx naming what is wrong, the server still serving)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -257,17 +258,51 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_rows(server):
     assert max(b["batch_size"] for b in s["batch_stats"]) > 1
     # Tessera's own counters: every execution is one model run (plus the default warm-up run), and a
     # model compiled once prepares per-shape state at most once per batch size seen
-    runs = metric(after, "tessera_model_runs", **labels)
+    runs = metric(after, "tessera_model_runs_total", **labels)
     assert runs == metric(after, "nv_inference_exec_count", **labels) + 1, runs
-    assert metric(after, "tessera_shape_cache_misses", **labels) <= 9
-    assert metric(after, "tessera_shape_fallbacks", **labels) == 0
+    assert metric(after, "tessera_shape_cache_misses_total", **labels) <= 9
+    assert metric(after, "tessera_shape_fallbacks_total", **labels) == 0
     # every run timed by region, each region named by its backend, within the runs' own time
     regions = {dict(ls)["region"]: (dict(ls)["backend"], v) for (n, ls), v in after.items()
-               if n == "tessera_region_duration_us" and dict(ls)["model"] == "mlp"}
+               if n == "tessera_region_seconds_total" and dict(ls)["model"] == "mlp"}
     assert regions and all(b in ("dnnl", "native") for b, _ in regions.values()), regions
-    region_us = sum(v for _, v in regions.values())
+    region_us = sum(v for _, v in regions.values()) * 1e6
     runs_us = sum(b["compute_infer"]["ns"] for b in s["batch_stats"]) / 1000
     assert 0 < region_us <= runs_us + len(regions), (region_us, runs_us)
+
+
+def promtool():
+    """Prometheus's own linter (Debian's prometheus package: on PATH, or unpacked by scripts/setup.sh)."""
+    found = shutil.which("promtool") or os.path.join(ROOT, "tests", "serve", ".deps", "usr", "bin", "promtool")
+    assert os.access(found, os.X_OK), "promtool is missing: scripts/setup.sh unpacks it from Debian's prometheus"
+    return found
+
+
+def test_metrics_pass_promtool(server):
+    """`promtool check metrics` (a parser and linter we did not write) reads /metrics after traffic that
+    fills every family, a failure included: it parses (exit 1 would be a syntax error), and its only
+    findings are the naming lints of Triton's own metric names (`nv_...` without `_total`, in
+    microseconds), which dashboards written for Triton need as they are; Tessera's own families and
+    the process's draw none."""
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    assert infer_json(server, "mlp", {"x": ("FP32", x)})[0] == 200
+    assert infer_json(server, "mlp", {"x": ("FP32", x[:, :3])})[0] == 400
+    status, _, data = server.request("GET", "/metrics", port=server.metrics_port)
+    assert status == 200
+    tool = promtool()
+    r = subprocess.run([tool, "check", "metrics"], input=data, capture_output=True, timeout=60)
+    findings = [line for line in (r.stdout + r.stderr).decode().splitlines() if line.strip()]
+    assert r.returncode in (0, 3), findings  # 3: lint findings only
+    assert findings, "Triton's names draw promtool's naming lints: none found, so promtool read nothing"
+    for line in findings:
+        assert line.split()[0].startswith("nv_inference_"), line
+    for family in ("tessera_model_runs_total", "tessera_region_seconds_total", "process_resident_memory_bytes"):
+        assert family.encode() in data, family
+    # The check can fail: the same text with one label value left unclosed is a syntax error.
+    broken = data.replace(b'version="1"}', b'version="1}', 1)
+    assert broken != data
+    r = subprocess.run([tool, "check", "metrics"], input=broken, capture_output=True, timeout=60)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
 
 
 BAD_REQUESTS = [
