@@ -10,13 +10,18 @@ The server gets one model at a time, instance count 1, --threads threads (defaul
 the load generator needs: on a 2-core machine a client sharing the model's cores makes every figure
 noise), batching
 config "max_batch_size: B, max_queue_delay_microseconds: D" or none. Load: bench/serve_load.js, a closed
-loop of C clients for --seconds each (after 1 s of warm-up), every request the same input.
+loop of C clients for --seconds each (after 1 s of warm-up), every request the same input; then, with
+--rates F,..., an open loop: Poisson arrivals at F times the in-process batch-1 rate (1000 / its median ms),
+latency counted from each arrival. For those rows the serving issue's bound is printed beside p99:
+max_queue_delay + 2x the mean compute time of a batch the server ran (`compute_infer` per request, from
+the statistics extension), and whether p99 is within it.
 
 Each throughput is also given as a fraction of the machine's FMA peak (build/bench/tessera_peak at that
 thread count): model FLOPs x requests/s / peak.
 
 Usage: /usr/bin/python3 bench/run_serve_bench.py [--models resnet50,bert_base] [--concurrency 1,8,32]
-           [--protocols http,grpc] [--seconds 10] [--threads N] [--max-batch 8] [--delay-us 2000] [--json FILE]
+           [--protocols http,grpc] [--seconds 10] [--threads N] [--max-batch 8] [--delay-us 2000]
+           [--rates 0.5,0.8] [--json FILE]
 Needs tests/serve/node_modules (scripts/setup.sh) and bench/node_modules (onnxruntime-node; installed here
 when missing).
 """
@@ -130,6 +135,7 @@ def start_server(serve, repo, threads):
 
 
 def load(protocol, port, model, concurrency, seconds, inputs):
+    """concurrency: a client count (closed loop) or "rate=R" (open loop, R requests a second)."""
     env = dict(os.environ, NODE_PATH=os.path.join(ROOT, "tests", "serve", "node_modules"))
     out = subprocess.run(["node", os.path.join(HERE, "serve_load.js"), protocol, f"127.0.0.1:{port}", model,
                           str(concurrency), str(seconds), inputs], env=env, capture_output=True, text=True, check=True)
@@ -169,6 +175,7 @@ def main():
     p.add_argument("--threads", type=int, default=max(1, os.cpu_count() - 1))
     p.add_argument("--max-batch", type=int, default=8)
     p.add_argument("--delay-us", type=int, default=2000)
+    p.add_argument("--rates", default="", help="open-loop arrival rates, as fractions of the in-process batch-1 rate")
     p.add_argument("--json")
     args = p.parse_args()
     import run_bench
@@ -195,8 +202,10 @@ def main():
                 fh.write(config)
             proc, ports = start_server(args.serve, repo, args.threads)
             try:
+                loads = [int(c) for c in args.concurrency.split(",") if c]
+                loads += [f"rate={float(f) * 1000 / ceiling:.2f}" for f in args.rates.split(",") if f]
                 for protocol in args.protocols.split(","):
-                    for c in map(int, args.concurrency.split(",")):
+                    for c in loads:
                         before = counts(ports["http"], name)
                         r = load(protocol, ports[protocol], name, c, args.seconds, inputs)
                         after = counts(ports["http"], name)
@@ -206,15 +215,25 @@ def main():
                         # the model runs (queueing, batching, thread hand-offs, splitting outputs).
                         # (compute_infer is counted per request: its batch's run time)
                         r["server_overhead_ms"] = (d[3] - d[4]) / max(1, d[2]) / 1e6
+                        r["batch_compute_ms"] = d[4] / max(1, d[2]) / 1e6
                         r.update(model=name, protocol=protocol, concurrency=c, batching=batching, in_process_ms=ceiling,
                                  ort_ms=ort, threads=args.threads, peak_fraction=flops * r["throughput"] / (peak * 1e9))
-                        rows.append(r)
-                        print(f"  {protocol:4} c={c:<3} batching={'on ' if batching else 'off'} {r['throughput']:8.1f} req/s  "
+                        extra = ""
+                        if c == 1:
+                            extra = (f"  (c=1: p50 - in-process {r['p50_ms'] - ceiling:+.2f} ms, in the server "
+                                     f"{r['server_overhead_ms']:.2f} ms; p50 / ORT {r['p50_ms'] / ort:.2f})")
+                        elif isinstance(c, str):
+                            # The serving issue's p99 bound: the queue delay plus two batches' compute.
+                            r["p99_bound_ms"] = (args.delay_us / 1000 if batching else 0) + 2 * r["batch_compute_ms"]
+                            extra = (f"  open loop at {c.split('=')[1]} req/s ({float(c.split('=')[1]) * ceiling / 1000:.2f} of "
+                                     f"batch-1 capacity; {r['arrival_rate']:.2f} arrived a second): "
+                                     f"p99 bound {r['p99_bound_ms']:.1f} ms "
+                                     f"({'within' if r['p99_ms'] is not None and r['p99_ms'] <= r['p99_bound_ms'] else 'over'}), "
+                                     f"at most {r['max_outstanding']} outstanding")
+                        label = f"c={c}" if isinstance(c, int) else "open"
+                        print(f"  {protocol:4} {label:<6} batching={'on ' if batching else 'off'} {r['throughput']:8.1f} req/s  "
                               f"p50 {r['p50_ms']:8.2f} ms  p99 {r['p99_ms']:8.2f} ms  batch {r['mean_batch']:4.1f}  errors {r['errors']}  "
-                              f"peak {100 * r['peak_fraction']:.0f}%" +
-                              (f"  (c=1: p50 - in-process {r['p50_ms'] - ceiling:+.2f} ms, in the server "
-                               f"{r['server_overhead_ms']:.2f} ms; p50 / ORT {r['p50_ms'] / ort:.2f})" if c == 1 else ""),
-                              flush=True)
+                              f"peak {100 * r['peak_fraction']:.0f}%" + extra, flush=True)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(120)
