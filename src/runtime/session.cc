@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -32,6 +33,7 @@
 #include "runtime/backend_registry.h"
 #include "runtime/compiled_body.h"
 #include "runtime/finite_scan.h"
+#include "runtime/region_key.h"
 #include "runtime/region_plan.h"
 #include "runtime/tuning_record.h"
 
@@ -290,34 +292,56 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
   // that --place or a tuning record puts there stays, with a warning).
   // The bodies of If and Loop nodes that native prepares here compile as models of their own, with these options.
   const native::ScopedBodyCompiler body_compiler(make_body_compiler(options, model->body_records_));
+  // Each round's compiled regions by what they were compiled from (region_key.h): a region that comes
+  // back unchanged in the next round is taken from there, with its graph (which its executable reads),
+  // under the new round's global numbering.
+  std::vector<std::string> region_keys;
   for (;;) {
+    ++model->compile_rounds_.rounds;
+    std::map<std::string, std::unique_ptr<RegionPlan>> compiled_before;
+    for (size_t r = 0; r < model->regions_.size(); ++r) compiled_before.emplace(region_keys[r], std::move(model->regions_[r]));
     model->regions_.clear();
+    region_keys.clear();
     model->partition_ = partition_graph(model->graph_, partition_backends, policy);
     order_nodes_by_region(model->graph_, model->partition_);
     after_pass(model->graph_, "partition");
     bf16 = bf16_nodes(model->graph_, options.precision, &final_layer);
     for (const Region& region : model->partition_.regions) {
-      auto plan = std::make_unique<RegionPlan>();
-      plan->backend_index = region.backend;
-      plan->backend = model->backends_[region.backend].get();
-      plan->region = extract_region(model->graph_, region);
-      plan->fallback_options = region_options;
+      RegionGraph extracted = extract_region(model->graph_, region);
       RegionOptions options_here = region_options;
       if (!probe_dims.empty()) {
-        for (ValueId local : plan->region.graph.inputs) {
-          options_here.probe_input_dims.push_back(probe_dims[static_cast<size_t>(plan->region.global_value[static_cast<size_t>(local)])]);
+        for (ValueId local : extracted.graph.inputs) {
+          options_here.probe_input_dims.push_back(probe_dims[static_cast<size_t>(extracted.global_value[static_cast<size_t>(local)])]);
         }
       }
       if (options.precision.bf16) {
-        options_here.bf16_nodes.assign(plan->region.graph.nodes.size(), 0);
-        for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
-          for (size_t node : plan->region.global_nodes[i]) options_here.bf16_nodes[i] |= bf16[node];
+        options_here.bf16_nodes.assign(extracted.graph.nodes.size(), 0);
+        for (size_t i = 0; i < extracted.global_nodes.size(); ++i) {
+          for (size_t node : extracted.global_nodes[i]) options_here.bf16_nodes[i] |= bf16[node];
         }
       }
-      CompiledRegion compiled = plan->backend->compile(plan->region.graph, options_here);
-      plan->payload_owned = std::move(compiled.payload);
-      plan->payload = plan->payload_owned;
-      plan->executable = std::move(compiled.executable);
+      const Backend* backend = model->backends_[region.backend].get();
+      std::string key = region_compile_key(backend->name(), extracted.graph, options_here);
+      std::unique_ptr<RegionPlan> plan;
+      if (auto found = compiled_before.find(key); found != compiled_before.end()) {
+        plan = std::move(found->second);
+        compiled_before.erase(found);
+        plan->region.global_value = std::move(extracted.global_value);
+        plan->region.global_nodes = std::move(extracted.global_nodes);
+        ++model->compile_rounds_.regions_reused;
+      } else {
+        plan = std::make_unique<RegionPlan>();
+        plan->backend = backend;
+        plan->region = std::move(extracted);
+        plan->fallback_options = region_options;
+        CompiledRegion compiled = plan->backend->compile(plan->region.graph, options_here);
+        plan->payload_owned = std::move(compiled.payload);
+        plan->payload = plan->payload_owned;
+        plan->executable = std::move(compiled.executable);
+        ++model->compile_rounds_.regions_compiled;
+      }
+      plan->backend_index = region.backend;
+      region_keys.push_back(std::move(key));
       model->regions_.push_back(std::move(plan));
     }
     const size_t known = policy.compile_refusals.size();

@@ -234,6 +234,15 @@ class CompiledModel {
   const std::vector<RegionSummary>& regions() const { return region_summaries_; }
   /// Backend names in the partition's priority order.
   const std::vector<std::string>& backend_names() const { return partition_.backends; }
+  /// How the compile went: its partition-and-compile rounds (a node a backend refuses when compiling it
+  /// starts another) and the regions compiled, or taken unchanged from the round before (region_key.h).
+  /// Zeros for a model loaded from an artifact.
+  struct CompileRounds {
+    int64_t rounds = 0;
+    int64_t regions_compiled = 0;
+    int64_t regions_reused = 0;
+  };
+  const CompileRounds& compile_rounds() const { return compile_rounds_; }
   int64_t constant_bytes() const;
   /// Elements in the model's initializers, as imported (before folding).
   int64_t parameter_count() const { return parameter_count_; }
@@ -314,6 +323,7 @@ class CompiledModel {
   std::vector<ValueDesc> outputs_;
   PartitionResult partition_;
   std::vector<std::unique_ptr<Backend>> backends_;  // per partition_.backends (null when not built in; loads only)
+  CompileRounds compile_rounds_;
   std::unique_ptr<Backend> fallback_backend_;  // native, for guarded regions (run_region)
   std::vector<std::unique_ptr<RegionPlan>> regions_;
   std::vector<RegionSummary> region_summaries_;
