@@ -266,6 +266,13 @@ SupportDecision check_matmul(const Graph& graph, const Node& node) {
   if (b.size() != y.size() && !graph.is_constant(node.inputs[1])) {
     return refuse("a computed second operand of lower rank than the output");
   }
+  // Open dims: a computed second operand whose dims are open (attention over a growing key/value cache)
+  // runs on native, as compiling its region would find (shape_refusals, dnnl_open_region.cc, says why);
+  // said here, the first partition already leaves it out instead of a round of compiles finding it.
+  if (!graph.is_constant(node.inputs[1]) && !graph.value(node.inputs[1]).type.is_static()) {
+    return refuse("with open dims, a product of two computed operands (attention over a growing cache): native "
+                  "runs it at every length without a oneDNN primitive for each, and reads a bound cache in place");
+  }
   return int8_weights_of(graph, node) ? kInt8WeightsElsewhere : kYes;
 }
 
