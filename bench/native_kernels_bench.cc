@@ -103,17 +103,27 @@ std::vector<float> random_floats(int64_t count, uint32_t seed) {
 
 // ----------------------------------------------------------------- SGEMM --
 
+/// A float32 GEMM's operands from the benchmark's arguments M, N, K and threads: random row-major A and
+/// B, C, a pool and this CPU's best microkernel.
+struct SgemmCase {
+  explicit SgemmCase(const benchmark::State& state)
+      : m(state.range(0)), n(state.range(1)), k(state.range(2)), threads(static_cast<int>(state.range(3))),
+        a(random_floats(m * k, 1)), b(random_floats(k * n, 2)), c(static_cast<size_t>(m * n)), pool(threads),
+        kernel(native::best_gemm_microkernel()) {}
+  const int64_t m, n, k;
+  const int threads;
+  const std::vector<float> a, b;
+  std::vector<float> c;
+  native::ThreadPool pool;
+  const native::GemmMicrokernel& kernel;
+};
+
 void BM_Sgemm(benchmark::State& state) {
-  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
-  const int threads = static_cast<int>(state.range(3));
-  const std::vector<float> a = random_floats(m * k, 1), b = random_floats(k * n, 2);
-  std::vector<float> c(static_cast<size_t>(m * n));
-  native::ThreadPool pool(threads);
-  const native::GemmMicrokernel& kernel = native::best_gemm_microkernel();
-  state.SetLabel(kernel.name);
-  run_timed(state, 2.0 * m * n * k, threads, [&] {
-    native::gemm_f32(kernel, m, n, k, native::GemmA{nullptr, {a.data(), k, 1}}, native::GemmB{nullptr, {}, {b.data(), n, 1}},
-                     c.data(), n, false, nullptr, &pool);
+  SgemmCase g(state);
+  state.SetLabel(g.kernel.name);
+  run_timed(state, 2.0 * g.m * g.n * g.k, g.threads, [&] {
+    native::gemm_f32(g.kernel, g.m, g.n, g.k, native::GemmA{nullptr, {g.a.data(), g.k, 1}},
+                     native::GemmB{nullptr, {}, {g.b.data(), g.n, 1}}, g.c.data(), g.n, false, nullptr, &g.pool);
     benchmark::ClobberMemory();
   });
 }
@@ -135,20 +145,15 @@ BENCHMARK(BM_Sgemm)->Apply(sgemm_shapes)->UseRealTime()->Unit(benchmark::kMillis
 /// prompt. Each iteration takes the next of enough copies of B to pass 128 MB, so that B comes from
 /// memory as a model's weights do (12 layers' weights do not fit any cache).
 void BM_SgemmPackedB(benchmark::State& state) {
-  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
-  const int threads = static_cast<int>(state.range(3));
-  const std::vector<float> a = random_floats(m * k, 1), b = random_floats(k * n, 2);
-  std::vector<float> c(static_cast<size_t>(m * n));
-  native::ThreadPool pool(threads);
-  const native::GemmMicrokernel& kernel = native::best_gemm_microkernel();
-  const int64_t copies = std::max<int64_t>(1, (int64_t{128} << 20) / (k * n * 4) + 1);
+  SgemmCase g(state);
+  const int64_t copies = std::max<int64_t>(1, (int64_t{128} << 20) / (g.k * g.n * 4) + 1);
   std::vector<native::PackedMatrix> packed;
-  for (int64_t i = 0; i < copies; ++i) packed.push_back(native::pack_gemm_b(kernel, {b.data(), n, 1}, k, n));
-  state.SetLabel(std::string(kernel.name) + ", " + std::to_string(copies) + " copies of B");
+  for (int64_t i = 0; i < copies; ++i) packed.push_back(native::pack_gemm_b(g.kernel, {g.b.data(), g.n, 1}, g.k, g.n));
+  state.SetLabel(std::string(g.kernel.name) + ", " + std::to_string(copies) + " copies of B");
   int64_t next = 0;
-  run_timed(state, 2.0 * m * n * k, threads, [&] {
-    native::gemm_f32(kernel, m, n, k, native::GemmA{nullptr, {a.data(), k, 1}},
-                     native::GemmB{&packed[static_cast<size_t>(next)], {}, {}}, c.data(), n, false, nullptr, &pool);
+  run_timed(state, 2.0 * g.m * g.n * g.k, g.threads, [&] {
+    native::gemm_f32(g.kernel, g.m, g.n, g.k, native::GemmA{nullptr, {g.a.data(), g.k, 1}},
+                     native::GemmB{&packed[static_cast<size_t>(next)], {}, {}}, g.c.data(), g.n, false, nullptr, &g.pool);
     next = (next + 1) % copies;
     benchmark::ClobberMemory();
   });

@@ -8,6 +8,7 @@
 
 #include "backends/dnnl/dnnl_lowering.h"
 #include "backends/dnnl/dnnl_op_tables.h"
+#include "backends/dnnl/dnnl_open_region.h"
 #include "ir/int8_weights.h"
 #include "partition/common_patterns.h"
 
@@ -270,8 +271,7 @@ SupportDecision check_matmul(const Graph& graph, const Node& node) {
   // runs on native, as compiling its region would find (shape_refusals, dnnl_open_region.cc, says why);
   // said here, the first partition already leaves it out instead of a round of compiles finding it.
   if (!graph.is_constant(node.inputs[1]) && !graph.value(node.inputs[1]).type.is_static()) {
-    return refuse("with open dims, a product of two computed operands (attention over a growing cache): native "
-                  "runs it at every length without a oneDNN primitive for each, and reads a bound cache in place");
+    return refuse(kOpenDimsProductRefusal);
   }
   return int8_weights_of(graph, node) ? kInt8WeightsElsewhere : kYes;
 }

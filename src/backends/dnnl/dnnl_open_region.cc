@@ -131,9 +131,7 @@ std::map<int32_t, std::string> shape_refusals(const Graph& region) {
     const ValueId b = region_value(region, node, *graph, main->inputs[1]);
     const bool computed = b == kNoValue || !region.is_constant(b);
     if (computed && !graph->value(main->inputs[1]).type.is_static()) {
-      refusals.emplace(static_cast<int32_t>(i),
-                       "with open dims, a product of two computed operands (attention over a growing cache): native "
-                       "runs it at every length without a oneDNN primitive for each, and reads a bound cache in place");
+      refusals.emplace(static_cast<int32_t>(i), kOpenDimsProductRefusal);
     }
   }
   // Light nodes not connected, inside the region, to any product left in it (a decoder's attention mask

@@ -11,8 +11,6 @@
 // ahead into L2. Compiled with AVX-512 flags only.
 #include <immintrin.h>
 
-
-
 #include <array>
 #include <utility>
 
