@@ -3,7 +3,8 @@
 // given (every candidate on one thread, TESSERA_DNNL_STEP_THREADS=one; none,
 // =team; as measured, the default), against a reference in double computed
 // here; the placement report names the steps moved to one thread with the
-// times measured, and those times agree with the choice; one thread moves
+// times measured, and those times agree with the choice; a small region's
+// large steps are candidates too, a large region's are not; one thread moves
 // nothing, and a bad value of the variable is a clear error.
 #include <gtest/gtest.h>
 
@@ -117,17 +118,83 @@ TEST(DnnlStepThreads, MeasuredChoiceAgreesWithItsTimes) {
   for (int round = 0; round < 3; ++round) {
     std::unique_ptr<CompiledModel> model = block.compile(2);
     for (const std::string& note : one_thread_notes(*model)) {
-      const size_t at = note.find("runs on one thread: measured ");
-      ASSERT_NE(at, std::string::npos) << note;
+      // Either the step's own times or, where the whole region went to one thread, whole runs' times.
+      const size_t step_at = note.find("runs on one thread: measured ");
+      const size_t whole_at = note.find("runs on one thread, as its whole region does: whole runs measured ");
+      ASSERT_TRUE(step_at != std::string::npos || whole_at != std::string::npos) << note;
       double single = 0, team = 0;
-      ASSERT_EQ(std::sscanf(note.c_str() + at, "runs on one thread: measured %lf \xc2\xb5s against %lf", &single, &team), 2)
-          << note;
+      const int parsed =
+          step_at != std::string::npos
+              ? std::sscanf(note.c_str() + step_at, "runs on one thread: measured %lf \xc2\xb5s against %lf", &single, &team)
+              : std::sscanf(note.c_str() + whole_at,
+                            "runs on one thread, as its whole region does: whole runs measured %lf \xc2\xb5s against %lf",
+                            &single, &team);
+      ASSERT_EQ(parsed, 2) << note;
       EXPECT_GT(team, 0) << note;
       EXPECT_LE(single, team) << note;
       EXPECT_NE(note.find("on 2 threads"), std::string::npos) << note;
     }
     block.expect_outputs(*model);
   }
+}
+
+/// Relu(Conv3x3(x, w)) of `channels` channels on an `hw` x `hw` image, and its multiply-adds.
+struct WideConv {
+  GraphBuilder b;
+  int64_t channels, hw, macs;
+  Tensor input, w;
+  WideConv(int64_t channels, int64_t hw) : channels(channels), hw(hw) {
+    const ValueId x = b.input({1, channels, hw, hw});
+    input = random_uniform({1, channels, hw, hw}, 22, -1, 1);
+    w = random_uniform({channels, channels, 3, 3}, 21, -0.1f, 0.1f);
+    const AttributeMap pads = attributes({{"pads", Attribute::of_ints({1, 1, 1, 1})}});
+    b.output(b.node("Relu", {b.node("Conv", {x, b.constant(w)}, pads)}));
+    for (const Node& node : b.graph.nodes) {
+      b.graph.value(node.outputs[0]).type = TensorType::make(DType::kFloat32, {1, channels, hw, hw});
+    }
+    macs = channels * channels * 9 * hw * hw;
+  }
+  std::unique_ptr<CompiledModel> compile() const {
+    CompileOptions options;
+    options.backends = {"dnnl", "native"};
+    options.num_threads = 2;
+    return CompiledModel::compile(b.graph, options);
+  }
+};
+
+TEST(DnnlStepThreads, SmallRegionsMeasureTheirLargeStepsToo) {
+  // A convolution past the per-step bound (2^24 multiply-adds) is measured on one thread where its
+  // region is small (below 2^30 in all), so that the whole region can run on one thread; in a larger
+  // region it keeps the session's threads. Forced onto one thread here to see which steps are candidates.
+  StepThreadsEnv env("one");
+  setenv("TESSERA_DNNL_TUNE", "0", 1);  // direct convolutions: the layouts one thread keeps
+  {
+    const WideConv small(64, 48);  // 85 M multiply-adds
+    ASSERT_GT(small.macs, int64_t{1} << 24);
+    ASSERT_LT(small.macs, int64_t{1} << 30);
+    const std::unique_ptr<CompiledModel> model = small.compile();
+    EXPECT_EQ(one_thread_notes(*model).size(), 1u);
+    // Its one-thread primitive computes the convolution: against a reference in double.
+    const std::vector<double> x(small.input.as<float>(), small.input.as<float>() + small.input.numel());
+    const std::vector<double> expected = reference_conv3x3_same(x, small.channels, small.w, small.channels, small.hw, small.hw);
+    const std::vector<Tensor> outputs = model->run({small.input.view()});
+    ASSERT_EQ(outputs.size(), 1u);
+    ASSERT_EQ(outputs[0].numel(), static_cast<int64_t>(expected.size()));
+    int failures = 0;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const double want = std::max(expected[i], 0.0), actual = outputs[0].as<float>()[i];
+      if (!(std::fabs(actual - want) <= 1e-4 + 1e-4 * std::fabs(want)) && failures++ < 5) {
+        ADD_FAILURE() << "output " << i << ": " << actual << ", expected " << want;
+      }
+    }
+  }
+  {
+    const WideConv large(128, 96);  // 1.36 G multiply-adds
+    ASSERT_GT(large.macs, int64_t{1} << 30);
+    const std::unique_ptr<CompiledModel> model = large.compile();
+    EXPECT_TRUE(one_thread_notes(*model).empty());
+  }
+  unsetenv("TESSERA_DNNL_TUNE");
 }
 
 TEST(DnnlStepThreads, OneThreadSessionsMeasureNothing) {

@@ -197,10 +197,16 @@ bool little_work(const Step& step, const std::vector<memory::desc>& roles) {
 
 /// Whether a step that runs on the session's threads is small enough that one thread may be faster:
 /// fewer than 2^24 multiply-adds (a convolution or matmul; about 100 µs of one core) or 2^20 output
-/// elements (the rest). Larger steps gain from every thread.
+/// elements (the rest). Larger steps gain from every thread, unless the region is small (below).
 bool worth_measuring_on_one_thread(const Step& step, const std::vector<memory::desc>& roles) {
   return work_below(step, roles, int64_t{1} << 24, int64_t{1} << 20);
 }
+
+/// A region of fewer multiply-adds in all (about 10 ms of one core) has every step measured on one
+/// thread too, so that it can run on one thread throughout where that is faster: where waking an idle
+/// core costs 0.1-1 ms (a VM whose idle vCPU halts to its host), ShuffleNetV2's 2-thread runs took 2-3x
+/// its 1-thread ones, its few larger convolutions included (conv5: 1.0 ms against 0.36 on one thread).
+constexpr int64_t kSmallRegionMacs = int64_t{1} << 30;
 
 /// "12.3 µs" for milliseconds `ms`.
 std::string format_microseconds(double ms) {
@@ -266,8 +272,10 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
   std::vector<char> layout_resolved(num_slots, 0);
   std::vector<dnnl::primitive_desc_base> pending_primitives;  // per step, in order
   // Per step: whether it is measured on one thread too, and the primitive descriptor made for one.
-  std::vector<char> single_candidates;
+  enum : char { kSmallStep = 1, kLargeStep = 2 };
+  std::vector<char> single_candidates;  // 0, kSmallStep or kLargeStep (measured only in a small region)
   std::vector<std::optional<dnnl::primitive_desc_base>> pending_single;
+  int64_t region_macs = 0;
   for (const Step& step : program_.steps) {
     finite_only_ |= finite_only_reason(step).has_value();
     for (int32_t slot : step.inputs) check_read(slot);
@@ -355,8 +363,9 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       // wake-up and barrier cost as much as its share of a small reorder or convolution): measured
       // below where its one-thread primitive keeps every layout.
       std::optional<dnnl::primitive_desc_base> single;
-      const bool candidate = measure_step_threads && num_threads_ > 1 && compiled.threads == num_threads_ &&
-                             worth_measuring_on_one_thread(step, roles);
+      const bool small_step = worth_measuring_on_one_thread(step, roles);
+      region_macs += step_multiply_adds(step, roles).value_or(0);
+      const bool candidate = measure_step_threads && num_threads_ > 1 && compiled.threads == num_threads_;
       if (candidate) {
         omp_set_num_threads(1);
         try {
@@ -372,7 +381,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
         }
         omp_set_num_threads(compiled.threads);
       }
-      single_candidates.push_back(candidate);
+      single_candidates.push_back(candidate ? (small_step ? kSmallStep : kLargeStep) : 0);
       pending_single.push_back(std::move(single));
       compiled.roles = roles;
       if (step.kind == StepKind::kConcat && step.post_ops.empty() && !step.ints.empty()) {
@@ -439,6 +448,13 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     }
     for (const PostOp& p : step.post_ops) {
       if (p.kind != PostOpKind::kEltwise) other_readers[static_cast<size_t>(p.slot)] = 1;
+    }
+  }
+  if (region_macs >= kSmallRegionMacs) {
+    for (size_t k = 0; k < steps_.size(); ++k) {
+      if (single_candidates[k] != kLargeStep) continue;
+      single_candidates[k] = 0;
+      pending_single[k].reset();
     }
   }
   // Primitives (their JIT kernels: a third of lowering a region for a new
@@ -630,7 +646,10 @@ std::string DnnlRegion::node_algorithm(size_t node) const {
     // The times are what choose_step_threads measured; zero when TESSERA_DNNL_STEP_THREADS=one chose.
     const std::string threads = std::to_string(num_threads_);
     const std::string text =
-        one_thread->team_ms > 0
+        whole_one_ms_ > 0
+            ? str_cat("runs on one thread, as its whole region does: whole runs measured ", format_microseconds(whole_one_ms_),
+                      " against ", format_microseconds(whole_team_ms_), " on ", threads, " threads")
+        : one_thread->team_ms > 0
             ? str_cat("runs on one thread: measured ", format_microseconds(one_thread->single_ms), " against ",
                       format_microseconds(one_thread->team_ms), " on ", threads, " threads")
             : "runs on one thread (TESSERA_DNNL_STEP_THREADS=one)";

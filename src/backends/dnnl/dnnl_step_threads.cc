@@ -7,7 +7,9 @@
 // inputs, alternating the two configurations; a step gets one thread where
 // its median there is no slower, and then whole runs of that mix are timed
 // against runs with every step on N threads: the mix is kept only where it is
-// faster. The data the runs compute is never read.
+// faster. In a small region every step is a candidate, and runs with all of
+// them on one thread are timed too: the fastest of the three configurations
+// is kept. The data the runs compute is never read.
 //
 // Why: a parallel step pays a fork-join (about 3 µs here) and, on reorders and
 // concats, the second core's reads of data the first one wrote. On the Zen 5
@@ -117,7 +119,7 @@ void DnnlRegion::choose_step_threads() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
   };
   bool any_chosen = false;
-  std::vector<double> all_team, mixed;
+  std::vector<double> all_team, mixed, all_one;
   try {
     const double warm = run(kAllTeam, false) + run(kAllOne, false);
     const int rounds = std::clamp(static_cast<int>(kBudgetMs / std::max(warm, 1e-3)), 1, kMaxRounds);
@@ -133,10 +135,16 @@ void DnnlRegion::choose_step_threads() {
     }
     // The per-step times miss what a mix costs: a step on the session's threads after one-thread
     // steps may find the other threads asleep. The mix is kept only where whole runs of it are
-    // faster than runs with every step on the session's threads.
-    for (int r = 0; any_chosen && r < std::max(rounds, 3); ++r) {
+    // faster than runs with every step on the session's threads. Where every step has a one-thread
+    // form (a small region), runs on one thread throughout are a third contender: they never wake
+    // another core.
+    const bool whole_on_one = std::all_of(steps_.begin(), steps_.end(), [](const CompiledStep& c) {
+      return c.single_candidate || c.threads == 1 || c.view;
+    });
+    for (int r = 0; (any_chosen || whole_on_one) && r < std::max(rounds, 3); ++r) {
       all_team.push_back(run(kAllTeam, false));
-      mixed.push_back(run(kChosen, false));
+      if (any_chosen) mixed.push_back(run(kChosen, false));
+      if (whole_on_one) all_one.push_back(run(kAllOne, false));
     }
   } catch (const dnnl::error&) {
     omp_set_num_threads(num_threads_);
@@ -144,9 +152,19 @@ void DnnlRegion::choose_step_threads() {
     return;
   }
   omp_set_num_threads(num_threads_);
-  const bool keep_mix = any_chosen && median(mixed) < median(all_team);
+  double best = all_team.empty() ? 0 : median(all_team);
+  bool keep_mix = false, keep_one = false;
+  if (any_chosen && median(mixed) < best) {
+    keep_mix = true;
+    best = median(mixed);
+  }
+  if (!all_one.empty() && median(all_one) < best) {
+    keep_one = true;
+    whole_one_ms_ = median(all_one);
+    whole_team_ms_ = best;
+  }
   for (size_t k : candidates) {
-    if (keep_mix && chosen[k]) {
+    if (keep_one || (keep_mix && chosen[k])) {
       use_one(k);
     } else {
       keep_team(k);
