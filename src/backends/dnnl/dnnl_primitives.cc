@@ -2,6 +2,8 @@
 // one layout per role (inputs in order, then the output). Lowering calls this
 // with format_tag::any where oneDNN should choose; loading calls it with the
 // concrete layouts stored in the payload.
+#include <omp.h>
+
 #include "backends/dnnl/dnnl_internal.h"
 #include "ir/error.h"
 
@@ -133,6 +135,19 @@ dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vecto
                                                            strides, dilations, pad_l, pad_r)
                          : dnnl::convolution_forward::desc(prop_kind::forward_inference, alg, d[0], d[1], dst, strides,
                                                            dilations, pad_l, pad_r);
+        // oneDNN 2.6's Winograd convolutions (AVX-512: jit_wino_4x3, jit_fp32_wino_2x3) on more than one
+        // thread: GoogLeNet at 2 threads on Zen 5 lost the ReLU post-op of inception5b's two 3x3
+        // convolutions on its 7x7 maps (output cosine 0.81-0.95 to the float64 reference; right on one
+        // thread, and each block compiled alone was right), and one compile in 7-15 crashed or hung in a
+        // later primitive creation, the heap corrupted while Winograd's time was measured (never in 60
+        // compiles without it). With F(4x4, 3x3) in place of F(2x2, 3x3) on those maps it was as wrong.
+        // So on more than one thread a convolution is direct: measurement finds no Winograd (dnnl::error),
+        // and a stored plan that names it fails to load with this reason.
+        if (alg == algorithm::convolution_winograd && omp_get_max_threads() > 1) {
+          throw dnnl::error(dnnl_unimplemented,
+                            "oneDNN's Winograd convolutions are not used on more than one thread (oneDNN 2.6 "
+                            "gave wrong outputs and corrupted memory there)");
+        }
         dnnl::convolution_forward::primitive_desc pd(desc, attr, engine);
         while (avoid_brdgmm && is_brdgmm(pd)) {
           if (!pd.next_impl()) break;

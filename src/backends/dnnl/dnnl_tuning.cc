@@ -102,10 +102,12 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
   // reproducible layouts in tests and comparisons.
   // TESSERA_DNNL_TUNE=winograd takes Tessera's Winograd kernel, unmeasured,
   // wherever its plan applies (tests that must run it whatever the timing
-  // says, as in a sanitizer build; comparisons).
+  // says, as in a sanitizer build; comparisons). TESSERA_DNNL_TUNE=onednn-winograd
+  // takes oneDNN's Winograd, unmeasured, wherever it offers an implementation (tests).
   const char* tune = std::getenv("TESSERA_DNNL_TUNE");
   if (tune && std::string(tune) == "0") return direct;
   const bool force_winograd = tune && std::string(tune) == "winograd";
+  const bool force_onednn_winograd = tune && std::string(tune) == "onednn-winograd";
   // Winograd (oneDNN's and Tessera's): 2-D, 3x3, stride 1, no dilation, no groups.
   if (step.kind != StepKind::kConvolution) return direct;
   const memory::desc& weights = lowering.desc(step.inputs[1]);
@@ -151,6 +153,7 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
     roles.push_back(image(output_request));
     try {
       dnnl::primitive_desc_base pd = make_primitive_desc(step, roles, lowering.slot_descs(), engine);
+      if (force_onednn_winograd && candidate.algorithm == dnnl::algorithm::convolution_winograd) return algorithm;
       // Time it on scratch memory of the chosen layouts.
       std::unordered_map<int, memory> args = scratch_args(lowering, step, pd);
       const std::vector<int> role_args_list = role_args(step);
