@@ -6,11 +6,13 @@
 // them where this CPU has it (AVX-512, read from /proc/cpuinfo and the
 // ONEDNN_MAX_CPU_ISA cap), on two threads never: oneDNN 2.6 gave GoogLeNet
 // wrong outputs and corrupted memory there (make_primitive_desc;
-// models_googlenet checks the whole model at 2 threads).
+// models_googlenet checks the whole model at 2 threads); a plan compiled on
+// one thread with it loads on two as a direct convolution.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -80,10 +82,16 @@ struct Branches {
     CompileOptions options;
     options.backends = {"dnnl", "native"};
     options.num_threads = threads;
-    const std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
+    return expect_right(*CompiledModel::compile(b.graph, options), threads);
+  }
+
+  int expect_right(const CompiledModel& compiled, int threads) const {
+    const CompiledModel* model = &compiled;
     int onednn_winograd = 0;
     for (const NodePlacement& p : model->placement()) {
-      onednn_winograd += p.note.find("Winograd, oneDNN's") != std::string::npos;
+      // A loaded plan keeps its compile-time note; the region then says it runs direct.
+      onednn_winograd += p.note.find("Winograd, oneDNN's") != std::string::npos &&
+                         p.note.find("direct convolution: its plan names oneDNN's Winograd") == std::string::npos;
     }
     for (int run = 0; run < 3; ++run) {
       const std::vector<Tensor> outputs = model->run({input.view()});
@@ -126,6 +134,24 @@ TEST(DnnlOneDnnWinograd, OnOneThreadOnlyAndRightOnBoth) {
   } else {
     EXPECT_EQ(on_one, 0);
   }
+}
+
+TEST(DnnlOneDnnWinograd, PlanMadeOnOneThreadLoadsOnTwoAsDirect) {
+  TuneEnv env;
+  const Branches branch({{160, 320, 7}});
+  CompileOptions options;
+  options.backends = {"dnnl", "native"};
+  const std::unique_ptr<CompiledModel> compiled = CompiledModel::compile(branch.b.graph, options);
+  EXPECT_EQ(branch.expect_right(*compiled, 1), cpu_isa::dnnl_avx512() ? 1 : 0);
+  const std::string path = ::testing::TempDir() + "onednn_winograd_plan.tsr";
+  compiled->save(path);
+  for (int threads : {2, 1}) {
+    CompileOptions load_options;  // only the thread count applies to an artifact
+    load_options.num_threads = threads;
+    const std::unique_ptr<CompiledModel> loaded = CompiledModel::load(path, load_options);
+    EXPECT_EQ(branch.expect_right(*loaded, threads), threads == 1 && cpu_isa::dnnl_avx512() ? 1 : 0) << threads;
+  }
+  std::remove(path.c_str());
 }
 
 TEST(DnnlOneDnnWinograd, ConcatenatedBranchesMatchReferenceOnTwoThreads) {

@@ -142,7 +142,7 @@ dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vecto
         // later primitive creation, the heap corrupted while Winograd's time was measured (never in 60
         // compiles without it). With F(4x4, 3x3) in place of F(2x2, 3x3) on those maps it was as wrong.
         // So on more than one thread a convolution is direct: measurement finds no Winograd (dnnl::error),
-        // and a stored plan that names it fails to load with this reason.
+        // and a plan made on one thread that names it is loaded on more as direct (DnnlRegion).
         if (alg == algorithm::convolution_winograd && omp_get_max_threads() > 1) {
           throw dnnl::error(dnnl_unimplemented,
                             "oneDNN's Winograd convolutions are not used on more than one thread (oneDNN 2.6 "

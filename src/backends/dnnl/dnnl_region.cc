@@ -223,6 +223,20 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
   omp_set_num_threads(num_threads_);
   const size_t num_slots = program_.slots.size();
   const size_t num_values = region.values.size();
+  // A plan made on one thread may name oneDNN's Winograd, which runs on one thread only
+  // (make_primitive_desc): on more, such a convolution is direct, on the layouts its source and
+  // output were given; its weights take the direct primitive's (they are laid out by their reader).
+  winograd_made_direct_.assign(program_.steps.size(), 0);
+  for (size_t k = 0; k < program_.steps.size(); ++k) {
+    Step& step = program_.steps[k];
+    if (num_threads_ == 1 || step.kind != StepKind::kConvolution ||
+        step.algorithm != static_cast<int32_t>(dnnl::algorithm::convolution_winograd)) {
+      continue;
+    }
+    step.algorithm = static_cast<int32_t>(dnnl::algorithm::convolution_direct);
+    step.any_roles &= ~(1u | (1u << step.inputs.size()));
+    winograd_made_direct_[k] = 1;
+  }
   descs_.reserve(num_slots);
   std::vector<char> is_input(num_values, 0), is_output(num_values, 0);
   for (ValueId id : region.inputs) is_input[static_cast<size_t>(id)] = 1;
@@ -629,7 +643,9 @@ std::string DnnlRegion::node_algorithm(size_t node) const {
     if (steps_[k].single_candidate && steps_[k].threads == 1 && !one_thread) one_thread = &steps_[k];
     if (step.kind != StepKind::kConvolution || !note.empty()) continue;
     convolution = true;
-    if (step.algorithm == kTesseraWinograd && !steps_[k].winograd) {
+    if (winograd_made_direct_[k]) {
+      note = "direct convolution: its plan names oneDNN's Winograd, which runs in one-thread sessions only";
+    } else if (step.algorithm == kTesseraWinograd && !steps_[k].winograd) {
       note = "direct convolution: Tessera's Winograd kernel was measured faster when compiling, but this CPU "
              "(or TESSERA_ISA) lacks AVX2";
     } else {

@@ -117,6 +117,9 @@ class DnnlRegion : public ExecutableRegion {
   // Where choose_step_threads put the whole region on one thread: whole runs' medians that way and
   // on the session's threads (the faster of every step on them and the per-step mix), in ms; else 0.
   double whole_one_ms_ = 0, whole_team_ms_ = 0;
+  // Per step: a convolution whose stored plan named oneDNN's Winograd, made direct for a session
+  // of more than one thread (the constructor).
+  std::vector<char> winograd_made_direct_;
   std::unordered_map<int32_t, std::string> slow_kernels_;  // region node -> why its kernel is too slow (node_refusal)
   bool finite_only_ = false;
   std::vector<memory::desc> descs_;  // per slot
