@@ -596,12 +596,14 @@ double best_seconds(const PlacementReport& report, Render render) {
   return best;
 }
 
-/// Every renderer scales linearly: 4x the nodes take less than 10x the time (quadratic work would take
-/// 16x). A ratio of two best-of-five timings in this thread's CPU time, not a wall-clock limit that a
-/// slower or busier machine fails (a CI run beside other work once measured 13x by the wall clock).
+/// Every renderer scales linearly: 16x the nodes take less than 64x the time (quadratic work would take
+/// 256x). A ratio of two best-of-five timings in this thread's CPU time, not a wall-clock limit that a
+/// slower or busier machine fails (a CI run beside other work once measured 13x by the wall clock). At
+/// 4x the nodes a bound of 10x left too little room: under ASan the table took 10.1x (cache and shadow
+/// memory grow with the report).
 TEST(ReportHtml, TenThousandNodesRenderInLinearTime) {
   const PlacementReport report = ladder_report(10000);
-  const PlacementReport quarter = ladder_report(2500);
+  const PlacementReport sixteenth = ladder_report(625);
   const std::string html = render_report_html(report);
   EXPECT_EQ(count_of(html, "class=\"item node\""), 10000u);
   EXPECT_NE(html.find("data-expected-node-count=\"10000\""), std::string::npos);
@@ -612,9 +614,9 @@ TEST(ReportHtml, TenThousandNodesRenderInLinearTime) {
       {"table", [](const PlacementReport& r) { return render_report_table(r); }},
   };
   for (const auto& [name, render] : renderers) {
-    const double small = std::max(best_seconds(quarter, render), 1e-4);  // a floor: timer resolution
+    const double small = std::max(best_seconds(sixteenth, render), 1e-4);  // a floor: timer resolution
     const double large = best_seconds(report, render);
-    EXPECT_LT(large / small, 10.0) << name << ": 2,500 nodes in " << small << " s, 10,000 in " << large << " s";
+    EXPECT_LT(large / small, 64.0) << name << ": 625 nodes in " << small << " s, 10,000 in " << large << " s";
   }
   const std::string table = render_report_table(report);
   // Backend 'test' refuses the Adds and Muls of the odd (native) regions.
