@@ -289,7 +289,28 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
   enum : char { kSmallStep = 1, kLargeStep = 2 };
   std::vector<char> single_candidates;  // 0, kSmallStep or kLargeStep (measured only in a small region)
   std::vector<std::optional<dnnl::primitive_desc_base>> pending_single;
+  std::vector<std::vector<memory::desc>> large_requests;  // per kLargeStep: what its descriptor asks for
   int64_t region_macs = 0;
+  // The step's descriptor for one thread, where it keeps every layout of `roles` (else none).
+  auto single_desc = [&](const Step& step, const std::vector<memory::desc>& requests,
+                         const std::vector<memory::desc>& roles) -> std::optional<dnnl::primitive_desc_base> {
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    std::optional<dnnl::primitive_desc_base> single;
+    try {
+      dnnl::primitive_desc_base one = make_primitive_desc(step, requests, descs_, engine_, /*avoid_brdgmm=*/true);
+      bool same = !is_brdgmm(one);
+      for (size_t i = 0; i < roles.size(); ++i) same &= role_desc(step, one, i) == roles[i];
+      if (same) {
+        scratchpad = std::max<int64_t>(scratchpad, static_cast<int64_t>(one.scratchpad_desc().get_size()));
+        single = one;
+      }
+    } catch (const dnnl::error&) {
+      // no one-thread primitive for it: the step keeps the session's threads
+    }
+    omp_set_num_threads(threads);
+    return single;
+  };
   for (const Step& step : program_.steps) {
     finite_only_ |= finite_only_reason(step).has_value();
     for (int32_t slot : step.inputs) check_read(slot);
@@ -376,27 +397,13 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       // A step of modest work may run faster on one thread than on the session's (the second thread's
       // wake-up and barrier cost as much as its share of a small reorder or convolution): measured
       // below where its one-thread primitive keeps every layout.
-      std::optional<dnnl::primitive_desc_base> single;
+      // A larger step's is made after the loop, once the region's multiply-adds say it is small.
       const bool small_step = worth_measuring_on_one_thread(step, roles);
       region_macs += step_multiply_adds(step, roles).value_or(0);
       const bool candidate = measure_step_threads && num_threads_ > 1 && compiled.threads == num_threads_;
-      if (candidate) {
-        omp_set_num_threads(1);
-        try {
-          dnnl::primitive_desc_base one = make_primitive_desc(step, requests, descs_, engine_, /*avoid_brdgmm=*/true);
-          bool same = !is_brdgmm(one);
-          for (size_t i = 0; i < roles.size(); ++i) same &= role_desc(step, one, i) == roles[i];
-          if (same) {
-            scratchpad = std::max<int64_t>(scratchpad, static_cast<int64_t>(one.scratchpad_desc().get_size()));
-            single = one;
-          }
-        } catch (const dnnl::error&) {
-          // no one-thread primitive for it: the step keeps the session's threads
-        }
-        omp_set_num_threads(compiled.threads);
-      }
       single_candidates.push_back(candidate ? (small_step ? kSmallStep : kLargeStep) : 0);
-      pending_single.push_back(std::move(single));
+      pending_single.push_back(candidate && small_step ? single_desc(step, requests, roles) : std::nullopt);
+      large_requests.push_back(candidate && !small_step ? requests : std::vector<memory::desc>());
       compiled.roles = roles;
       if (step.kind == StepKind::kConcat && step.post_ops.empty() && !step.ints.empty()) {
         compiled.concat_copy = concat_copy_plan(roles, static_cast<int>(step.ints[0]));
@@ -464,11 +471,12 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       if (p.kind != PostOpKind::kEltwise) other_readers[static_cast<size_t>(p.slot)] = 1;
     }
   }
-  if (region_macs >= kSmallRegionMacs) {
-    for (size_t k = 0; k < steps_.size(); ++k) {
-      if (single_candidates[k] != kLargeStep) continue;
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    if (single_candidates[k] != kLargeStep) continue;
+    if (region_macs < kSmallRegionMacs) {
+      pending_single[k] = single_desc(program_.steps[k], large_requests[k], steps_[k].roles);
+    } else {
       single_candidates[k] = 0;
-      pending_single[k].reset();
     }
   }
   // Primitives (their JIT kernels: a third of lowering a region for a new
