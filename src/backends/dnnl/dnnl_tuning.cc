@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "backends/dnnl/dnnl_lowering.h"
@@ -38,6 +40,33 @@ double median_milliseconds(F run, dnnl::stream& stream) {
   }
   std::sort(times.begin(), times.end());
   return times[(times.size() - 1) / 2];
+}
+
+/// The median milliseconds of each of `runs`, timed in interleaved rounds (one call of each per
+/// round, after a warm-up round): five rounds, or two once they have taken 5 ms a candidate, as
+/// median_milliseconds does for one.
+std::vector<double> interleaved_median_milliseconds(const std::vector<std::function<void()>>& runs, dnnl::stream& stream) {
+  std::vector<std::vector<double>> times(runs.size());
+  for (const auto& run : runs) {
+    run();
+    stream.wait();
+  }
+  double total = 0;
+  for (int round = 0; round < 5 && (round < 2 || total < 5.0 * static_cast<double>(runs.size())); ++round) {
+    for (size_t c = 0; c < runs.size(); ++c) {
+      const auto start = std::chrono::steady_clock::now();
+      runs[c]();
+      stream.wait();
+      times[c].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      total += times[c].back();
+    }
+  }
+  std::vector<double> medians;
+  for (std::vector<double>& t : times) {
+    std::sort(t.begin(), t.end());
+    medians.push_back(t[(t.size() - 1) / 2]);
+  }
+  return medians;
 }
 
 /// The time of a reorder between two layouts (0 when they are equal).
@@ -133,17 +162,30 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
     return layout_like(d, std::vector<int64_t>(dims.begin(), dims.end()));
   };
   const memory::desc source_layout = image(full_source);
-  double best_ms = 0;
-  int32_t best = direct;
   // In a region of open dims (the lowering has a memo) oneDNN's Winograd is not a candidate
   // (convolution_candidates): a ResNet-18 trunk's second shape took 90-200 ms to prepare with it against
   // 10-13 with direct convolutions (Zen 5), paid again at every new shape. Tessera's kernel is tried
   // first; where it does not apply, the direct convolution is taken without timing it.
   const bool open_dims = lowering.algorithm_memo() != nullptr;
   const std::vector<ConvolutionAlgorithm> candidates = convolution_candidates(open_dims);
+  // Every candidate that applies is prepared first and then timed in interleaved rounds, so that a
+  // disturbance lasting a few milliseconds (a process on the other core, the host taking the vCPU)
+  // slows every candidate alike instead of one candidate's whole measurement: timed one after the
+  // other, a 2.5x faster kernel lost to the direct convolution under a test beside it on the other core.
+  struct Timed {
+    int32_t algorithm = 0;
+    const char* name = "";
+    dnnl::primitive_desc_base pd;
+    std::unordered_map<int, memory> args;
+    std::optional<dnnl::primitive> primitive;
+    std::optional<WinogradPlan> plan;
+    double reorder_ms = 0;
+  };
+  std::vector<Timed> timed;
+  thread_local std::vector<float> winograd_weights, winograd_scratch;
   for (const ConvolutionAlgorithm& candidate : candidates) {
     const int32_t algorithm = static_cast<int32_t>(candidate.algorithm);
-    if (open_dims && algorithm == direct && best_ms == 0) return direct;  // nothing else applies
+    if (open_dims && algorithm == direct && timed.empty()) return direct;  // nothing else applies
     step.algorithm = algorithm;
     std::vector<memory::desc> roles = requests;
     for (size_t i = 0; i < roles.size(); ++i) {
@@ -152,59 +194,72 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
     roles[0] = image(roles[0]);
     roles.push_back(image(output_request));
     try {
-      dnnl::primitive_desc_base pd = make_primitive_desc(step, roles, lowering.slot_descs(), engine);
+      Timed t;
+      t.algorithm = algorithm;
+      t.name = candidate.name;
+      t.pd = make_primitive_desc(step, roles, lowering.slot_descs(), engine);
       if (force_onednn_winograd && candidate.algorithm == dnnl::algorithm::convolution_winograd) return algorithm;
-      // Time it on scratch memory of the chosen layouts.
-      std::unordered_map<int, memory> args = scratch_args(lowering, step, pd);
-      const std::vector<int> role_args_list = role_args(step);
-      double ms = 0;
+      // Timed on scratch memory of the chosen layouts.
+      t.args = scratch_args(lowering, step, t.pd);
       if (algorithm == kTesseraWinograd) {
         // Tessera's kernel on the direct primitive's layouts, where it applies and the work is
         // worth it: on a small convolution it saves microseconds and costs accuracy (its
         // transforms round terms up to 8x larger than a direct sum's).
         std::vector<memory::desc> layouts;
-        for (size_t i = 0; i < role_args_list.size(); ++i) layouts.push_back(role_desc(step, pd, i));
+        for (size_t i = 0; i < role_args(step).size(); ++i) layouts.push_back(role_desc(step, t.pd, i));
         const int64_t images = one_image ? batch : 1;
         if (!force_winograd && step_multiply_adds(step, layouts).value_or(0) * images < kMinWinogradMultiplyAdds) continue;
-        const std::optional<WinogradPlan> plan = winograd_plan(step, layouts);
-        if (!plan) continue;
+        t.plan = winograd_plan(step, layouts);
+        if (!t.plan) continue;
         if (force_winograd) return algorithm;
         // The kernel's time does not depend on the weights' values: zeros, in buffers kept for the
         // next layer (zeroing and faulting in fresh ones for every layer was a third of a compile).
-        thread_local std::vector<float> weights, scratch;
-        const size_t weight_size = static_cast<size_t>(plan->weight_floats()) + 16;
-        const size_t scratch_size = static_cast<size_t>(plan->scratch_bytes()) / sizeof(float) + 16;
-        if (weights.size() < weight_size) weights.assign(weight_size, 0.0f);
-        if (scratch.size() < scratch_size) scratch.resize(scratch_size);
-        ms = median_milliseconds(
-            [&] { run_winograd_step(*plan, first_aligned(weights.data()), args, scratch.data()); }, stream);
+        const size_t weight_size = static_cast<size_t>(t.plan->weight_floats()) + 16;
+        const size_t scratch_size = static_cast<size_t>(t.plan->scratch_bytes()) / sizeof(float) + 16;
+        if (winograd_weights.size() < weight_size) winograd_weights.assign(weight_size, 0.0f);
+        if (winograd_scratch.size() < scratch_size) winograd_scratch.resize(scratch_size);
       } else {
-        dnnl::primitive primitive(pd.get());
-        ms = median_milliseconds([&] { primitive.execute(stream, args); }, stream);
+        t.primitive.emplace(t.pd.get());
       }
       // The layouts around it: its source comes from the current layout, its
       // output goes on in the layout its neighbours use (the source's, for the
       // output's dims: with other channel counts a reorder to the source's own
       // desc failed, and every such convolution silently stayed direct).
-      const memory::desc output_layout = role_desc(step, pd, step.inputs.size());
+      const memory::desc output_layout = role_desc(step, t.pd, step.inputs.size());
       const memory::dims output_dims = output_layout.dims();
-      ms += reorder_milliseconds(source_layout, role_desc(step, pd, 0), engine, stream);
-      ms += reorder_milliseconds(output_layout,
-                                 layout_like(source_layout, std::vector<int64_t>(output_dims.begin(), output_dims.end())),
-                                 engine, stream);
-      if (std::getenv("TESSERA_DNNL_TUNING_LOG")) {
-        std::fprintf(stderr, "dnnl tuning: node %d %s %s: %.3f ms (with reorders)\n", step.node,
-                     candidate.name, pd.impl_info_str(), ms);
-      }
-      if (best_ms == 0 || ms < best_ms) {
-        best_ms = ms;
-        best = algorithm;
-      }
+      t.reorder_ms = reorder_milliseconds(source_layout, role_desc(step, t.pd, 0), engine, stream) +
+                     reorder_milliseconds(output_layout,
+                                          layout_like(source_layout, std::vector<int64_t>(output_dims.begin(), output_dims.end())),
+                                          engine, stream);
+      timed.push_back(std::move(t));
     } catch (const dnnl::error& e) {
       // This algorithm has no implementation for these shapes (or data types): keep the other.
       if (std::getenv("TESSERA_DNNL_TUNING_LOG")) {
         std::fprintf(stderr, "dnnl tuning: node %d %s: no implementation (%s)\n", step.node, candidate.name, e.what());
       }
+    }
+  }
+  if (timed.empty()) return direct;
+  std::vector<std::function<void()>> runs;
+  for (Timed& t : timed) {
+    if (t.plan) {
+      runs.emplace_back([&t] { run_winograd_step(*t.plan, first_aligned(winograd_weights.data()), t.args, winograd_scratch.data()); });
+    } else {
+      runs.emplace_back([&t, &stream] { t.primitive->execute(stream, t.args); });
+    }
+  }
+  const std::vector<double> medians = interleaved_median_milliseconds(runs, stream);
+  double best_ms = 0;
+  int32_t best = direct;
+  for (size_t c = 0; c < timed.size(); ++c) {
+    const double ms = medians[c] + timed[c].reorder_ms;
+    if (std::getenv("TESSERA_DNNL_TUNING_LOG")) {
+      std::fprintf(stderr, "dnnl tuning: node %d %s %s: %.3f ms (with reorders)\n", step.node, timed[c].name,
+                   timed[c].pd.impl_info_str(), ms);
+    }
+    if (best_ms == 0 || ms < best_ms) {
+      best_ms = ms;
+      best = timed[c].algorithm;
     }
   }
   if (milliseconds) *milliseconds = best_ms;

@@ -1,11 +1,13 @@
-// The native backend's intra-op parallelism, sized by --threads. Its threads
-// are OpenMP's, the same team oneDNN's primitives run on (Debian's oneDNN is
-// built on OpenMP): one set of threads for the whole process instead of one
-// per library, so at N threads a model that alternates native and oneDNN
-// regions has N busy threads, not 2N-1 competing for N cores (each library's
-// idle threads spinning while the other's wait for a core). parallel_for may
-// be called from several threads at once (concurrent runs of one model: each
-// caller leads its own team), and the calling thread always takes part.
+// The native backend's intra-op parallelism, sized by --threads: a process-wide
+// set of helper threads (thread_pool.cc) that the calling thread works beside.
+// The caller never waits for a helper that has not started (one that wakes
+// late finds every chunk taken), so a small op at N threads costs what it
+// costs on one when waking an idle core is slow (a VM whose idle vCPU halts:
+// 0.1-1.8 ms). Helpers spin about 20 µs after a job, then sleep, so between
+// native steps they take no core from oneDNN's OpenMP team (the threads of
+// oneDNN's primitives) or a neighbour. parallel_for may be called from several
+// threads at once (concurrent runs of one model share the helpers), and the
+// calling thread always takes part.
 #pragma once
 #include <cstdint>
 #include <type_traits>
