@@ -32,6 +32,7 @@
 #include "passes/trim_conv_taps.h"
 #include "runtime/backend_registry.h"
 #include "runtime/compiled_body.h"
+#include "runtime/idle_spinners.h"
 #include "runtime/finite_scan.h"
 #include "runtime/region_key.h"
 #include "runtime/region_plan.h"
@@ -163,6 +164,8 @@ class CompiledModel::ArenaLease {
 };
 
 std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const CompileOptions& given_options) {
+  // Measurements while compiling (algorithms, per-step threads) see the cores as runs will.
+  const IdleSpinScope idle_spinners(given_options.num_threads);
   std::unique_ptr<CompiledModel> model(new CompiledModel());
   after_pass(graph, "import");
   for (const Value& v : graph.values) {
@@ -427,6 +430,7 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
                                  (refusals.empty() ? std::string() : " (" + refusals + ")"));
     }
   }
+  model->num_threads_ = options.num_threads;
   if (std::string w = thread_count_warning(options.num_threads); !w.empty()) model->warnings_.push_back(std::move(w));
   model->finish();
   model->apply_dim_bounds(options.dim_bounds);
@@ -713,6 +717,7 @@ int64_t CompiledModel::constant_bytes() const {
 
 std::vector<Tensor> CompiledModel::run(const std::vector<TensorView>& inputs, const std::vector<TensorView*>& caller_outputs,
                                        RunProfile* profile, BoxedIO* boxed) const {
+  const IdleSpinScope idle_spinners(num_threads_);
   validate_inputs(inputs, boxed);
   for (size_t i = 0; i < outputs_.size(); ++i) {
     if (outputs_[i].kind == ValueKind::kTensor) continue;

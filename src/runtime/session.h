@@ -345,6 +345,7 @@ class CompiledModel {
   mutable std::mutex stats_mutex_;
   mutable ModelStats stats_;
   int64_t parameter_count_ = 0;
+  int num_threads_ = 1;  // the session's threads (CompileOptions::num_threads): runs above one keep idle spinners
   std::vector<std::string> warnings_;
   std::string fingerprint_;
   std::shared_ptr<const TuningRecord> tuning_;  // the record applied at compile time (not kept in artifacts)

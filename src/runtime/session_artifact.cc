@@ -8,6 +8,7 @@
 #include "runtime/backend_registry.h"
 #include "runtime/region_plan.h"
 #include "runtime/session.h"
+#include "runtime/idle_spinners.h"
 #include "runtime/compiled_body.h"
 
 namespace tessera {
@@ -38,6 +39,7 @@ std::unique_ptr<CompiledModel> CompiledModel::load_from_memory(std::span<const u
 
 std::unique_ptr<CompiledModel> CompiledModel::from_artifact(Artifact artifact, const std::string& path,
                                                             const CompileOptions& options) {
+  const IdleSpinScope idle_spinners(options.num_threads);  // loading measures per-step threads, as runs will see them
   const std::string where = "artifact '" + path + "': ";
   std::unique_ptr<CompiledModel> model(new CompiledModel());
   try {
@@ -146,6 +148,7 @@ std::unique_ptr<CompiledModel> CompiledModel::from_artifact(Artifact artifact, c
     model->placement_.push_back({row.node_name, row.op_type, row.backend, row.note, region, why});
   }
   model->read_node_precisions();
+  model->num_threads_ = options.num_threads;
   if (std::string w = thread_count_warning(options.num_threads); !w.empty()) model->warnings_.push_back(std::move(w));
   model->finish();
   model->apply_dim_bounds(options.dim_bounds);

@@ -159,7 +159,7 @@ class Workers {
   }
   /// In a child of fork: the parent's helpers are gone, and their mutex may be held for good.
   static void abandon() {
-    static Workers* abandoned = nullptr;  // kept reachable (not a leak)
+    [[maybe_unused]] static Workers* abandoned = nullptr;  // kept reachable (not a leak)
     abandoned = instance().exchange(nullptr);
     new (&create_mutex()) std::mutex();
   }
