@@ -14,16 +14,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <new>
 #include <system_error>
 #include <thread>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define TESSERA_SPIN_PAUSE() _mm_pause()
-#else
-#define TESSERA_SPIN_PAUSE() ((void)0)
-#endif
+#include "ir/thread_support.h"
 
 namespace tessera {
 namespace {
@@ -40,19 +34,7 @@ bool idle_spin_enabled() {
 
 class Spinners {
  public:
-  static Spinners& get() {
-    static std::once_flag once;
-    std::call_once(once, [] { pthread_atfork(nullptr, nullptr, [] { abandon(); }); });
-    Spinners* s = instance().load(std::memory_order_acquire);
-    if (s) return *s;
-    std::lock_guard<std::mutex> lock(create_mutex());
-    s = instance().load(std::memory_order_relaxed);
-    if (!s) {
-      s = new Spinners();  // never freed: spinners may wait on it until the process ends
-      instance().store(s, std::memory_order_release);
-    }
-    return *s;
-  }
+  static Spinners& get() { return process_singleton<Spinners>(); }
 
   void enter(int threads) {
     const int wanted = threads - 1;
@@ -74,22 +56,6 @@ class Spinners {
   void leave() { active_.fetch_sub(1, std::memory_order_acq_rel); }
 
  private:
-  Spinners() = default;
-
-  static std::atomic<Spinners*>& instance() {
-    static std::atomic<Spinners*> s{nullptr};
-    return s;
-  }
-  static std::mutex& create_mutex() {
-    static std::mutex m;
-    return m;
-  }
-  static void abandon() {
-    [[maybe_unused]] static Spinners* abandoned = nullptr;  // kept reachable (not a leak)
-    abandoned = instance().exchange(nullptr);
-    new (&create_mutex()) std::mutex();
-  }
-
   void loop() {
     sched_param param{};
     if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) != 0) {
@@ -107,7 +73,7 @@ class Spinners {
       }
       auto until = std::chrono::steady_clock::now() + kTail;
       for (unsigned i = 1;; ++i) {
-        TESSERA_SPIN_PAUSE();
+        cpu_relax();
         if (i % 256 != 0) continue;
         const auto now = std::chrono::steady_clock::now();
         if (active_.load(std::memory_order_relaxed) > 0) {

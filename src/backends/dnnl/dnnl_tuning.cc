@@ -21,30 +21,10 @@
 namespace tessera::dnnl_backend {
 namespace {
 
-/// Median milliseconds of `run` over a few calls, after a warm-up call: five,
-/// or two once they have taken 5 ms (a large convolution is measured well
-/// enough by two, and a model's first compile, or an open region's first
-/// shape, waits for every one of them).
-template <typename F>
-double median_milliseconds(F run, dnnl::stream& stream) {
-  run();
-  stream.wait();
-  std::vector<double> times;
-  double total = 0;
-  for (int i = 0; i < 5 && (i < 2 || total < 5.0); ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    stream.wait();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    total += times.back();
-  }
-  std::sort(times.begin(), times.end());
-  return times[(times.size() - 1) / 2];
-}
-
 /// The median milliseconds of each of `runs`, timed in interleaved rounds (one call of each per
-/// round, after a warm-up round): five rounds, or two once they have taken 5 ms a candidate, as
-/// median_milliseconds does for one.
+/// round, after a warm-up round), so that a disturbance of a few milliseconds slows every run alike:
+/// five rounds, or two once they have taken 5 ms a run (a large convolution is measured well enough
+/// by two, and a model's first compile, or an open region's first shape, waits for every one of them).
 std::vector<double> interleaved_median_milliseconds(const std::vector<std::function<void()>>& runs, dnnl::stream& stream) {
   std::vector<std::vector<double>> times(runs.size());
   for (const auto& run : runs) {
@@ -67,6 +47,11 @@ std::vector<double> interleaved_median_milliseconds(const std::vector<std::funct
     medians.push_back(t[(t.size() - 1) / 2]);
   }
   return medians;
+}
+
+/// Median milliseconds of `run` alone (interleaved_median_milliseconds of one run).
+double median_milliseconds(std::function<void()> run, dnnl::stream& stream) {
+  return interleaved_median_milliseconds({std::move(run)}, stream)[0];
 }
 
 /// The time of a reorder between two layouts (0 when they are equal).

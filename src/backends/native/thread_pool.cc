@@ -11,7 +11,6 @@
 #include "backends/native/thread_pool.h"
 
 #include <omp.h>
-#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,16 +19,10 @@
 #include <deque>
 #include <exception>
 #include <mutex>
-#include <new>
 #include <system_error>
 #include <thread>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define TESSERA_CPU_RELAX() _mm_pause()
-#else
-#define TESSERA_CPU_RELAX() ((void)0)
-#endif
+#include "ir/thread_support.h"
 
 namespace tessera::native {
 namespace {
@@ -78,19 +71,7 @@ constexpr double kWakeWorthMicroseconds = 50;
 class Workers {
  public:
   /// The process's helpers (a child of fork starts a new set: its parent's threads are not in it).
-  static Workers& get() {
-    static std::once_flag once;
-    std::call_once(once, [] { pthread_atfork(nullptr, nullptr, [] { abandon(); }); });
-    Workers* w = instance().load(std::memory_order_acquire);
-    if (w) return *w;
-    std::lock_guard<std::mutex> lock(create_mutex());
-    w = instance().load(std::memory_order_relaxed);
-    if (!w) {
-      w = new Workers();  // never freed: helpers may wait on it until the process ends
-      instance().store(w, std::memory_order_release);
-    }
-    return *w;
-  }
+  static Workers& get() { return process_singleton<Workers>(); }
 
   /// Runs `job` with up to job.helpers_wanted helpers besides the calling thread.
   void run(Job& job) {
@@ -139,7 +120,7 @@ class Workers {
     }
     for (int spins = 0; job.active.load(std::memory_order_acquire) != 0; ++spins) {
       if (spins < 4096) {
-        TESSERA_CPU_RELAX();
+        cpu_relax();
       } else {
         std::this_thread::yield();  // a helper without a core: give it this one
       }
@@ -147,29 +128,12 @@ class Workers {
   }
 
  private:
-  Workers() = default;
-
-  static std::atomic<Workers*>& instance() {
-    static std::atomic<Workers*> w{nullptr};
-    return w;
-  }
-  static std::mutex& create_mutex() {
-    static std::mutex m;
-    return m;
-  }
-  /// In a child of fork: the parent's helpers are gone, and their mutex may be held for good.
-  static void abandon() {
-    [[maybe_unused]] static Workers* abandoned = nullptr;  // kept reachable (not a leak)
-    abandoned = instance().exchange(nullptr);
-    new (&create_mutex()) std::mutex();
-  }
-
   void loop() {
     for (;;) {
       // A short spin first: the next native step often comes within microseconds.
       const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
       for (int i = 0; open_count_.load(std::memory_order_acquire) == 0; ++i) {
-        TESSERA_CPU_RELAX();
+        cpu_relax();
         if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
       }
       Job* job = nullptr;
