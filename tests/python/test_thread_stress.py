@@ -98,3 +98,58 @@ def test_no_run_stalls(models, kind, busy):
     print("%s %s: median %.2f ms, p90 %.2f ms, max %.2f ms (%.1fx)"
           % (kind, "busy" if busy else "quiet", median, np.percentile(times, 90), worst, worst / median))
     assert worst <= LIMIT * median, "a run took %.1f ms, %.0fx the median %.2f ms" % (worst, worst / median, median)
+
+
+def torch_reference(model, x):
+    """The mixed CNN in float64 with PyTorch, from the ONNX file's initializers: an independent reference."""
+    import torch
+    import torch.nn.functional as F
+    weights = {init.name: torch.from_numpy(numpy_helper.to_array(init).astype(np.float64)) for init in model.graph.initializer}
+    y = torch.from_numpy(x.astype(np.float64))
+    for node in model.graph.node:
+        if node.op_type == "Conv":
+            stride = [a.ints for a in node.attribute if a.name == "strides"][0]
+            y = F.conv2d(y, weights[node.input[1]], weights[node.input[2]], stride=tuple(stride), padding=1)
+        elif node.op_type == "Relu":
+            y = torch.relu(y)
+        elif node.op_type == "Erf":
+            y = torch.erf(y)
+        elif node.op_type == "GlobalAveragePool":
+            y = y.mean(dim=(2, 3), keepdim=True)
+    return y.numpy()
+
+
+def _run_in_child(session, feeds, queue):
+    queue.put([session.run(None, feeds)[0] for _ in range(2)])
+
+
+def test_child_of_fork_runs_two_thread_session(models):
+    """A session run on 2 threads, then multiprocessing's "fork" start method (a pre-forking server, a
+    DataLoader worker): the child runs the same session on 2 threads. GNU libgomp, which oneDNN runs on,
+    kept the parent's team and the child waited forever for its threads; the library now releases the
+    forking thread's team at fork (dnnl_fork.cc). A child that has not answered in 60 s fails."""
+    import multiprocessing
+    model = onnx.load(models["float32"])
+    session = tessera.InferenceSession(models["float32"], threads=2)
+    x = np.random.default_rng(3).standard_normal((1, 3, 96, 96)).astype(np.float32)
+    feeds = {"x": x}
+    expected = torch_reference(model, x)
+    np.testing.assert_allclose(session.run(None, feeds)[0], expected, rtol=1e-4, atol=1e-5)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_run_in_child, args=(session, feeds, queue))
+    child.start()
+    try:
+        outputs = queue.get(timeout=60)
+    except Exception:
+        outputs = None
+    finally:
+        child.join(timeout=5)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    assert outputs is not None, "the child of fork did not finish its runs within 60 s"
+    assert child.exitcode == 0
+    for output in outputs:
+        np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(session.run(None, feeds)[0], expected, rtol=1e-4, atol=1e-5)  # the parent after

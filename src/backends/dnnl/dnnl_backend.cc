@@ -40,7 +40,10 @@ void bound_primitive_cache() {
 
 class DnnlBackend : public Backend {
  public:
-  DnnlBackend() : engine_(dnnl::engine::kind::cpu, 0) { bound_primitive_cache(); }
+  DnnlBackend() : engine_(dnnl::engine::kind::cpu, 0) {
+    bound_primitive_cache();
+    dnnl_backend::release_openmp_team_at_fork();
+  }
   std::string name() const override { return "dnnl"; }
   std::string version() const override { return "3"; }  // 2: slots carry a data type (bf16); 3: int8 (scales, zero points)
   /// Layouts are chosen for one oneDNN version and instruction set.

@@ -216,6 +216,9 @@ bool cpu_has_vnni();
 constexpr int kInt16SafeWeight = 64;
 /// The oneDNN effective ISA's name ("avx2", "avx512_core_vnni", ...).
 std::string effective_isa_name();
+/// From now on, fork() releases the forking thread's OpenMP team first, so a child
+/// of fork can run parallel steps (dnnl_fork.cc). Idempotent.
+void release_openmp_team_at_fork();
 
 // --- NaN and Inf semantics (dnnl_nan_semantics.cc) ---
 /// Why `step` (or a post-op fused into it) may drop or invent NaN or ±Inf when
