@@ -171,6 +171,36 @@ void packed_b_shapes(benchmark::internal::Benchmark* bench) {
 }
 BENCHMARK(BM_SgemmPackedB)->Apply(packed_b_shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+/// The same products with B read in place, nothing packed (a region's native fallback: its weights are
+/// kept once, by the region's own backend): one row (a decoder's token) against GPT-2-small's
+/// matrices, B from memory as above, against BM_SgemmPackedB's M=1 rows.
+void BM_SgemmInPlaceB(benchmark::State& state) {
+  SgemmCase g(state);
+  const int64_t copies = std::max<int64_t>(1, (int64_t{128} << 20) / (g.k * g.n * 4) + 1);
+  std::vector<std::vector<float>> bs(static_cast<size_t>(copies), g.b);
+  state.SetLabel(std::string(g.kernel.name) + ", " + std::to_string(copies) + " copies of B");
+  int64_t next = 0;
+  run_timed(state, 2.0 * g.m * g.n * g.k, g.threads, [&] {
+    native::gemm_f32(g.kernel, g.m, g.n, g.k, native::GemmA{nullptr, {g.a.data(), g.k, 1}},
+                     native::GemmB{nullptr, {}, {bs[static_cast<size_t>(next)].data(), g.n, 1}}, g.c.data(), g.n, false,
+                     nullptr, &g.pool);
+    next = (next + 1) % copies;
+    benchmark::ClobberMemory();
+  });
+}
+
+void row_shapes(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"M", "N", "K", "threads"});
+  for (int threads : {1, 2}) {
+    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+             {1, 2304, 768}, {1, 768, 768}, {1, 3072, 768}, {1, 768, 3072}, {1, 50257, 768}, {3, 3072, 768}}) {
+      bench->Args({m, n, k, threads});
+    }
+  }
+}
+BENCHMARK(BM_SgemmPackedB)->Apply(row_shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SgemmInPlaceB)->Apply(row_shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
+
 // ---------------------------------------------------------- integer GEMM --
 // MatMulInteger's product, A [M x K] uint8 less its zero point times a packed
 // int8 B [K x N] (the weight, packed once): the u8 x s8 vpdpbusd GEMM where

@@ -154,6 +154,60 @@ TEST(NnGemm, FewRowsAgainstPackedBMatchesReference) {
   }
 }
 
+TEST(NnGemm, FewRowsAgainstBInPlaceMatchReference) {
+  // One to four rows against B that nothing packed (a region's native fallback reads its weights where
+  // they lie; a value computed at run time) take GemmMicrokernel::run_rows: B read in place, row-major
+  // with a row stride longer than N, K split among threads (runs of four rows, partial sums per
+  // thread), K not a multiple of four, N not a multiple of 16, A strided or transposed, the epilogue.
+  native::ThreadPool pool(2);
+  struct Case { int64_t m, n, k; bool trans_a, accumulate, bias, clamp, threads; };
+  const Case cases[] = {{1, 1, 1, false, false, false, false, false},    {1, 37, 5, false, true, true, false, false},
+                        {2, 700, 300, true, false, true, true, true},     {3, 4099, 771, false, true, false, false, true},
+                        {4, 33, 1027, false, false, true, false, true},    {1, 3072, 768, false, false, false, false, true},
+                        {4, 70, 6, true, true, true, true, false},         {2, 16, 2048, false, false, false, true, true}};
+  for (const native::GemmMicrokernel* kernel : native::available_gemm_microkernels()) {
+    ASSERT_NE(kernel->run_rows, nullptr) << kernel->name;
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(kernel->name) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" +
+                   std::to_string(c.k) + (c.threads ? " threads" : ""));
+      const int64_t lda = c.k + 3, ldb = c.n + 5;
+      Tensor a = random_float({c.m * lda}, 31), b = random_float({c.k * ldb}, 32), bias = random_float({c.m}, 33);
+      Tensor expected = random_float({c.m, c.n}, 34), actual = expected.clone();
+      // A transposed: element (i, p) at a[p * m + i] (k x m storage).
+      auto a_at = [&](int64_t i, int64_t p) { return c.trans_a ? a.as<float>()[p * c.m + i] : a.as<float>()[i * lda + p]; };
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < c.n; ++j) {
+          double sum = c.accumulate ? expected.as<float>()[i * c.n + j] : 0.0;
+          for (int64_t p = 0; p < c.k; ++p) sum += double(a_at(i, p)) * b.as<float>()[p * ldb + j];
+          if (c.bias) sum += bias.as<float>()[i];
+          if (c.clamp) sum = std::min(std::max(sum, -0.25), 0.5);
+          expected.as<float>()[i * c.n + j] = static_cast<float>(sum);
+        }
+      }
+      const native::MatrixRef aref = c.trans_a ? native::MatrixRef{a.as<float>(), 1, c.m} : native::MatrixRef{a.as<float>(), lda, 1};
+      const native::GemmClamp clamp{-0.25f, 0.5f};
+      native::gemm_f32(*kernel, c.m, c.n, c.k, GemmA{nullptr, aref}, GemmB{nullptr, {}, {b.as<float>(), ldb, 1}},
+                       actual.as<float>(), c.n, c.accumulate, c.bias ? bias.as<float>() : nullptr,
+                       c.threads ? &pool : nullptr, c.clamp ? &clamp : nullptr);
+      expect_close(actual, expected, 1e-4, 1e-4);
+    }
+    // A NaN in one row of A reaches that row's every column and no other row; an Inf in B times a zero of A
+    // is NaN in that column, as in the sum.
+    Tensor a = random_float({3, 600}, 35), b = random_float({600, 40}, 36), out = random_float({3, 40}, 37);
+    a.as<float>()[1 * 600 + 301] = std::numeric_limits<float>::quiet_NaN();
+    a.as<float>()[2 * 600 + 7] = 0.0f;
+    b.as<float>()[7 * 40 + 9] = std::numeric_limits<float>::infinity();
+    native::gemm_f32(*kernel, 3, 40, 600, GemmA{nullptr, {a.as<float>(), 600, 1}}, GemmB{nullptr, {}, {b.as<float>(), 40, 1}},
+                     out.as<float>(), 40, false, nullptr, &pool);
+    for (int64_t i = 0; i < 3; ++i) {
+      for (int64_t j = 0; j < 40; ++j) {
+        const bool nan = i == 1 || (i == 2 && j == 9);
+        EXPECT_EQ(std::isnan(out.as<float>()[i * 40 + j]), nan) << kernel->name << " " << i << "," << j;
+      }
+    }
+  }
+}
+
 struct ConvCase {
   Shape x, w;
   int64_t group;

@@ -3,10 +3,13 @@
 // The register-blocked microkernels live in nn_gemm_avx512.cc,
 // nn_gemm_avx2.cc and (portable) at the end of this file.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <utility>
 
 #include "backends/native/cpu_features.h"
+#define TESSERA_GEMM_ROWS_NAMESPACE baseline
+#include "backends/native/kernels/nn_gemm_rows_body.h"
 #include "backends/native/kernels/nn_gemv_body.h"
 #include "backends/native/kernels/nn_internal.h"
 
@@ -45,6 +48,78 @@ void gemv_packed(int64_t n, int64_t k, const float* x, int64_t x_stride, const P
     pool->parallel_for(panels, 4, run);
   } else {
     run(0, panels);
+  }
+}
+
+/// Up to kGemmRowsMax rows of A against B read in place (row-major: col_stride 1), with the epilogue
+/// (accumulate, bias, clamp). Several threads split K into runs of B's rows (four a thread, so that a
+/// helper woken after the caller's first run still takes its share): each reads its runs front to
+/// back into its own rows of partial sums, which the caller adds up. (Splitting the columns gave each
+/// thread short pieces of every row of B, which the prefetchers followed worse.) A with a column
+/// stride is copied into contiguous rows first (m x k floats).
+void gemm_rows_in_place(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, MatrixRef a, MatrixRef b, float* c,
+                        int64_t ldc, bool accumulate, const float* row_bias, const GemmClamp* clamp, ThreadPool* pool) {
+  thread_local std::vector<float> a_rows, partial_storage;
+  const float* pa = a.data;
+  int64_t lda = a.row_stride;
+  if (a.col_stride != 1) {
+    a_rows.resize(static_cast<size_t>(m * k));
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t p = 0; p < k; ++p) a_rows[static_cast<size_t>(i * k + p)] = a.data[i * a.row_stride + p * a.col_stride];
+    }
+    pa = a_rows.data();
+    lda = k;
+  }
+  const int64_t threads = pool ? pool->num_threads() : 1;
+  const int64_t k4 = (k + 3) / 4;  // runs of 4 rows: the kernel's step
+  const int64_t tasks = threads > 1 && m * n * k >= (int64_t{1} << 15) ? std::min<int64_t>(4 * threads, std::max<int64_t>(1, k / 32)) : 1;
+  if (tasks == 1) {
+    kernel.run_rows(k, pa, lda, static_cast<int>(m), b.data, b.row_stride, c, ldc, n, accumulate);
+  } else {
+    // A slot of partial sums per thread that takes a task, claimed at its first task of this call.
+    static std::atomic<uint64_t> calls{0};
+    thread_local uint64_t slot_call = 0;
+    thread_local int64_t slot = 0;
+    const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
+    std::atomic<int64_t> slots{0};
+    partial_storage.resize(static_cast<size_t>(threads * m * n));
+    float* partial = partial_storage.data();
+    pool->parallel_for(tasks, 1, [&](int64_t begin, int64_t end) {
+      bool first = false;
+      if (slot_call != call) {
+        slot_call = call;
+        slot = slots.fetch_add(1, std::memory_order_relaxed);
+        first = true;
+      }
+      float* out = partial + slot * m * n;
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t p0 = std::min(k, t * k4 / tasks * 4), p1 = std::min(k, (t + 1) * k4 / tasks * 4);
+        if (p1 <= p0 && !first) continue;
+        kernel.run_rows(p1 - p0, pa + p0, lda, static_cast<int>(m), b.data + p0 * b.row_stride, b.row_stride, out, n, n, !first);
+        first = false;
+      }
+    });
+    const int64_t used = slots.load(std::memory_order_relaxed);
+    for (int64_t i = 0; i < m; ++i) {
+      float* row = c + i * ldc;
+      for (int64_t s = 0; s < used; ++s) {
+        const float* add = partial + (s * m + i) * n;
+        if (s == 0 && !accumulate) {
+          std::copy(add, add + n, row);
+        } else {
+          for (int64_t j = 0; j < n; ++j) row[j] += add[j];
+        }
+      }
+    }
+  }
+  if (!row_bias && !clamp) return;
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = c + i * ldc;
+    const float bias = row_bias ? row_bias[i] : 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = row[j] + bias;
+      row[j] = clamp ? std::min(std::max(v, clamp->lo), clamp->hi) : v;
+    }
   }
 }
 
@@ -121,7 +196,7 @@ void portable_microkernel(int64_t k, const float* a, int64_t a_row_stride, const
 
 const GemmMicrokernel& gemm_microkernel_portable() {
   static const GemmMicrokernel kernel{"portable", kPortableMr, kPortableNr, portable_microkernel, nullptr,
-                                      gemv_row_block<kPortableNr>};
+                                      gemv_row_block<kPortableNr>, nullptr, baseline::gemm_rows};
   return kernel;
 }
 
@@ -182,6 +257,12 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
   // One row against packed B (a decoder's token): B streamed once, no tile padding.
   if (m == 1 && b.packed && !a.packed && b.packed->kernel->run_row) {
     gemv_packed(n, k, a.ref.data, a.ref.col_stride, *b.packed, c, accumulate, row_bias, clamp, pool);
+    return;
+  }
+  // Few rows against a row-major B nothing packed (weights kept in place, a value computed at run time):
+  // B read once where it lies, instead of packed block by block and read again.
+  if (m <= kGemmRowsMax && !b.packed && !b.pack && b.ref.col_stride == 1 && !a.packed && kernel.run_rows) {
+    gemm_rows_in_place(kernel, m, n, k, a.ref, b.ref, c, ldc, accumulate, row_bias, clamp, pool);
     return;
   }
   // GotoBLAS order: for each NC-column chunk and KC-deep block, B's block is

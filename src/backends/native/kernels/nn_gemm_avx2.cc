@@ -2,6 +2,8 @@
 // Partial tiles go through a small stack tile. Compiled with -mavx2 -mfma only.
 #include <immintrin.h>
 
+#define TESSERA_GEMM_ROWS_NAMESPACE avx2
+#include "backends/native/kernels/nn_gemm_rows_body.h"
 #include "backends/native/kernels/nn_internal.h"
 
 namespace tessera::native {
@@ -111,7 +113,8 @@ void row_kernel(int64_t kc, const float* x, int64_t x_stride, const float* panel
 }  // namespace
 
 const GemmMicrokernel& gemm_microkernel_avx2() {
-  static const GemmMicrokernel kernel{"avx2", kMr, kNr, microkernel<false>, nullptr, row_kernel, microkernel<true>};
+  static const GemmMicrokernel kernel{"avx2", kMr, kNr, microkernel<false>, nullptr, row_kernel, microkernel<true>,
+                                      avx2::gemm_rows};
   return kernel;
 }
 

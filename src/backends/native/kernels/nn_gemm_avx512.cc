@@ -14,6 +14,8 @@
 #include <array>
 #include <utility>
 
+#define TESSERA_GEMM_ROWS_NAMESPACE avx512
+#include "backends/native/kernels/nn_gemm_rows_body.h"
 #include "backends/native/kernels/nn_internal.h"
 
 namespace tessera::native {
@@ -176,7 +178,7 @@ void row_kernel(int64_t kc, const float* x, int64_t x_stride, const float* panel
 
 const GemmMicrokernel& gemm_microkernel_avx512() {
   static const GemmMicrokernel kernel{"avx512", kMr, kNr, microkernel<false>, microkernel_offset_b, row_kernel,
-                                      microkernel<true>};
+                                      microkernel<true>, avx512::gemm_rows};
   return kernel;
 }
 

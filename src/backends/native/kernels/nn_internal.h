@@ -82,7 +82,14 @@ struct GemmMicrokernel {
   /// also prefetched far ahead into L2 (nullptr: run).
   void (*run_stream)(int64_t k, const float* a, int64_t a_row_stride, const float* b, float* c, int64_t ldc, int64_t m,
                      int64_t n, bool accumulate, const float* row_bias, const GemmClamp* clamp) = nullptr;
+  /// 1 to kGemmRowsMax rows of A (row-major, a[r * lda + p]) against B read in place (row-major,
+  /// b[p * ldb + j]) into c (nn_gemm_rows_body.h's contract): gemm_f32's path for few rows against an
+  /// unpacked B.
+  void (*run_rows)(int64_t k, const float* a, int64_t lda, int rows, const float* b, int64_t ldb, float* c, int64_t ldc,
+                   int64_t n, bool accumulate) = nullptr;
 };
+/// The most rows GemmMicrokernel::run_rows takes.
+constexpr int64_t kGemmRowsMax = 4;
 
 // One per ISA file (nn_gemm_avx512.cc, nn_gemm_avx2.cc, nn_gemm.cc).
 const GemmMicrokernel& gemm_microkernel_avx512();
