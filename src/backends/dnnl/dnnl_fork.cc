@@ -14,7 +14,10 @@
 // forever for them (a session run on 2 threads, then os.fork() and a run in
 // the child: Python's multiprocessing "fork" start method, a pre-forking
 // server). Threads other than the forking one are not in the child, so their
-// teams never matter there.
+// teams never matter there. Where the process runs LLVM's libomp instead
+// (the sanitizer build), that runtime handles fork itself and nothing is
+// registered.
+#include <dlfcn.h>
 #include <omp.h>
 #include <pthread.h>
 
@@ -26,7 +29,13 @@ namespace tessera::dnnl_backend {
 
 void release_openmp_team_at_fork() {
   static std::once_flag once;
-  std::call_once(once, [] { pthread_atfork([] { omp_pause_resource_all(omp_pause_hard); }, nullptr, nullptr); });
+  std::call_once(once, [] {
+    // LLVM's libomp (what a clang build with -fopenmp loads, and then serves oneDNN's GOMP_ calls too)
+    // has fork handlers of its own, which make the child a new runtime; its omp_pause_resource_all
+    // called from a prepare handler waited forever on one of its locks. Only libgomp needs this.
+    if (dlsym(RTLD_DEFAULT, "__kmpc_fork_call") != nullptr) return;
+    pthread_atfork([] { omp_pause_resource_all(omp_pause_hard); }, nullptr, nullptr);
+  });
 }
 
 }  // namespace tessera::dnnl_backend
