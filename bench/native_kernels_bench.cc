@@ -141,23 +141,37 @@ void sgemm_shapes(benchmark::internal::Benchmark* bench) {
 }
 BENCHMARK(BM_Sgemm)->Apply(sgemm_shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-/// C = A * B with B a constant packed at compile time (a MatMul against weights), few rows: a decoder's
-/// prompt. Each iteration takes the next of enough copies of B to pass 128 MB, so that B comes from
-/// memory as a model's weights do (12 layers' weights do not fit any cache).
-void BM_SgemmPackedB(benchmark::State& state) {
+/// C = A * B with B a constant from memory, few rows: each iteration takes the next of enough copies of B
+/// to pass 128 MB, so that B comes from memory as a model's weights do (12 layers' weights do not fit any
+/// cache). `packed`: B packed at compile time (a MatMul against weights: BM_SgemmPackedB, a decoder's
+/// prompt); else read in place, nothing packed (a region's native fallback, whose weights the region's
+/// own backend keeps: BM_SgemmInPlaceB).
+void sgemm_b_from_memory(benchmark::State& state, bool packed) {
   SgemmCase g(state);
   const int64_t copies = std::max<int64_t>(1, (int64_t{128} << 20) / (g.k * g.n * 4) + 1);
-  std::vector<native::PackedMatrix> packed;
-  for (int64_t i = 0; i < copies; ++i) packed.push_back(native::pack_gemm_b(g.kernel, {g.b.data(), g.n, 1}, g.k, g.n));
+  std::vector<native::PackedMatrix> packed_copies;
+  std::vector<std::vector<float>> plain_copies;
+  for (int64_t i = 0; i < copies; ++i) {
+    if (packed) {
+      packed_copies.push_back(native::pack_gemm_b(g.kernel, {g.b.data(), g.n, 1}, g.k, g.n));
+    } else {
+      plain_copies.push_back(g.b);
+    }
+  }
   state.SetLabel(std::string(g.kernel.name) + ", " + std::to_string(copies) + " copies of B");
   int64_t next = 0;
   run_timed(state, 2.0 * g.m * g.n * g.k, g.threads, [&] {
-    native::gemm_f32(g.kernel, g.m, g.n, g.k, native::GemmA{nullptr, {g.a.data(), g.k, 1}},
-                     native::GemmB{&packed[static_cast<size_t>(next)], {}, {}}, g.c.data(), g.n, false, nullptr, &g.pool);
+    const size_t i = static_cast<size_t>(next);
+    const native::GemmB b = packed ? native::GemmB{&packed_copies[i], {}, {}}
+                                   : native::GemmB{nullptr, {}, {plain_copies[i].data(), g.n, 1}};
+    native::gemm_f32(g.kernel, g.m, g.n, g.k, native::GemmA{nullptr, {g.a.data(), g.k, 1}}, b, g.c.data(), g.n, false,
+                     nullptr, &g.pool);
     next = (next + 1) % copies;
     benchmark::ClobberMemory();
   });
 }
+void BM_SgemmPackedB(benchmark::State& state) { sgemm_b_from_memory(state, true); }
+void BM_SgemmInPlaceB(benchmark::State& state) { sgemm_b_from_memory(state, false); }
 
 void packed_b_shapes(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"M", "N", "K", "threads"});
@@ -171,24 +185,7 @@ void packed_b_shapes(benchmark::internal::Benchmark* bench) {
 }
 BENCHMARK(BM_SgemmPackedB)->Apply(packed_b_shapes)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-/// The same products with B read in place, nothing packed (a region's native fallback: its weights are
-/// kept once, by the region's own backend): one row (a decoder's token) against GPT-2-small's
-/// matrices, B from memory as above, against BM_SgemmPackedB's M=1 rows.
-void BM_SgemmInPlaceB(benchmark::State& state) {
-  SgemmCase g(state);
-  const int64_t copies = std::max<int64_t>(1, (int64_t{128} << 20) / (g.k * g.n * 4) + 1);
-  std::vector<std::vector<float>> bs(static_cast<size_t>(copies), g.b);
-  state.SetLabel(std::string(g.kernel.name) + ", " + std::to_string(copies) + " copies of B");
-  int64_t next = 0;
-  run_timed(state, 2.0 * g.m * g.n * g.k, g.threads, [&] {
-    native::gemm_f32(g.kernel, g.m, g.n, g.k, native::GemmA{nullptr, {g.a.data(), g.k, 1}},
-                     native::GemmB{nullptr, {}, {bs[static_cast<size_t>(next)].data(), g.n, 1}}, g.c.data(), g.n, false,
-                     nullptr, &g.pool);
-    next = (next + 1) % copies;
-    benchmark::ClobberMemory();
-  });
-}
-
+/// One row (a decoder's token) against GPT-2-small's matrices, and three rows, packed and in place.
 void row_shapes(benchmark::internal::Benchmark* bench) {
   bench->ArgNames({"M", "N", "K", "threads"});
   for (int threads : {1, 2}) {
