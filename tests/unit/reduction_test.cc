@@ -479,3 +479,55 @@ TEST(Softmax, Float16RunsThroughFloat32) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+/// One integer reduction over the last axis of a [rows, n] tensor; returns the rows' results.
+template <typename T>
+std::vector<T> reduce_integer_rows(const std::string& op, DType dtype, int64_t rows, const std::vector<T>& values) {
+  const int64_t n = static_cast<int64_t>(values.size()) / rows;
+  Tensor x(dtype, {rows, n});
+  for (size_t i = 0; i < values.size(); ++i) x.as<T>()[i] = values[i];
+  OneOpGraph g;
+  g.op_type = op;
+  g.opset = 11;  // axes as an attribute for every Reduce op
+  g.inputs = {x};
+  g.attrs.set("axes", Attribute::of_ints({1}));
+  g.attrs.set("keepdims", Attribute::of_int(0));
+  Tensor y = run_one_op(g)[0];
+  EXPECT_EQ(y.dtype(), dtype);
+  return std::vector<T>(y.as<T>(), y.as<T>() + y.numel());
+}
+
+// Integer inputs at the edges: sums and products wrap (two's complement, as numpy
+// and ONNX Runtime compute them), and a real result outside the type's range
+// (the log of 0 or of a negative sum, a huge L2) saturates or gives 0 for NaN.
+// The undefined conversions these replace were found by the fuzzer under UBSan.
+TEST(Reduction, IntegerEdgesWrapOrSaturateWithoutUndefinedBehaviour) {
+  constexpr int32_t kMax32 = std::numeric_limits<int32_t>::max();
+  constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
+  // Wrapped results, written as the 32-bit patterns of the exact int64 results.
+  auto wrap32 = [](int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); };
+  EXPECT_EQ(reduce_integer_rows<int32_t>("ReduceSum", DType::kInt32, 1, {kMax32, 1, 0}),
+            std::vector<int32_t>{wrap32(int64_t{kMax32} + 1)});
+  EXPECT_EQ(reduce_integer_rows<int32_t>("ReduceProd", DType::kInt32, 1, {65536, 65536, 3}),
+            std::vector<int32_t>{wrap32(int64_t{65536} * 65536 * 3)});
+  EXPECT_EQ(reduce_integer_rows<int32_t>("ReduceSumSquare", DType::kInt32, 1, {50000, 3}),
+            std::vector<int32_t>{wrap32(int64_t{50000} * 50000 + 9)});
+  EXPECT_EQ(reduce_integer_rows<int32_t>("ReduceL1", DType::kInt32, 1, {kMin32, -2}),
+            std::vector<int32_t>{wrap32(-int64_t{kMin32} + 2)});
+  // Rows: log(0) = -inf saturates low, log(-3) = NaN gives 0, log(7) = 1.95 truncates to 1.
+  EXPECT_EQ(reduce_integer_rows<int16_t>("ReduceLogSum", DType::kInt16, 3, {0, 0, -1, -2, 3, 4}),
+            (std::vector<int16_t>{std::numeric_limits<int16_t>::min(), 0, 1}));
+  // L2 of two int64 maxima is ~1.3e19, past int64's range: saturates high.
+  constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(reduce_integer_rows<int64_t>("ReduceL2", DType::kInt64, 1, {kMax64, kMax64}),
+            std::vector<int64_t>{kMax64});
+  // Mean of int8 stays exact: (-128 - 128 + 127) / 3 = -43 (truncated toward 0).
+  EXPECT_EQ(reduce_integer_rows<int8_t>("ReduceMean", DType::kInt8, 1, {-128, -128, 127}),
+            std::vector<int8_t>{-43});
+}
+
+}  // namespace
+}  // namespace tessera::testing

@@ -15,6 +15,7 @@
 
 #include "backends/native/dispatch.h"
 #include "backends/native/kernel.h"
+#include "backends/native/kernels/elementwise_internal.h"
 #include "backends/native/kernels/reduction_internal.h"
 #include "ir/ops/reduction_internal.h"
 
@@ -26,6 +27,41 @@ namespace {
 template <typename T, bool kNeedsReal>
 using AccumulatorOf = std::conditional_t<std::is_floating_point_v<T> || !kNeedsReal, T, double>;
 
+/// a + b and a * b that wrap on overflow for integers (two's complement, as
+/// numpy and ONNX Runtime do) instead of being undefined; plain for floats.
+template <typename T>
+inline T add_wrapping(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  } else {
+    return a + b;
+  }
+}
+template <typename T>
+inline T mul_wrapping(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // Unsigned types narrower than int promote to (signed) int; multiply in
+    // at least unsigned int so the product itself cannot overflow.
+    using U = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+  } else {
+    return static_cast<T>(a * b);
+  }
+}
+
+/// The accumulator's final value as element type T: a real result (mean, L2,
+/// the logs) of integer inputs saturates into T's range, NaN gives 0 (casting
+/// -inf or 1e300 to an integer directly is undefined).
+template <typename T, typename Acc>
+inline T to_element(Acc v) {
+  if constexpr (std::is_integral_v<T> && std::is_floating_point_v<Acc>) {
+    return elementwise::float_to_integer<T>(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
 // Each reduction: init, map of one element, combine of two partial results,
 // finish (count = number of elements reduced, shift = per-output max for LogSumExp).
 template <typename T>
@@ -34,7 +70,7 @@ struct SumReduce {
   static constexpr bool kShiftByMax = false;
   static Acc init() { return Acc(0); }
   static Acc map(T x, Acc) { return Acc(x); }
-  static Acc combine(Acc a, Acc b) { return a + b; }
+  static Acc combine(Acc a, Acc b) { return add_wrapping(a, b); }
   static T finish(Acc a, int64_t, Acc) { return static_cast<T>(a); }
 };
 template <typename T>
@@ -44,16 +80,16 @@ struct MeanReduce {
   static Acc init() { return Acc(0); }
   static Acc map(T x, Acc) { return Acc(x); }
   static Acc combine(Acc a, Acc b) { return a + b; }
-  static T finish(Acc a, int64_t n, Acc) { return static_cast<T>(a / static_cast<Acc>(n)); }
+  static T finish(Acc a, int64_t n, Acc) { return to_element<T>(a / static_cast<Acc>(n)); }
 };
 template <typename T>
 struct SumSquareReduce : SumReduce<T> {
-  static T map(T x, T) { return static_cast<T>(x * x); }
+  static T map(T x, T) { return mul_wrapping(x, x); }
 };
 template <typename T>
 struct L1Reduce : SumReduce<T> {
   static T map(T x, T) {
-    if constexpr (std::is_signed_v<T>) return x < T(0) ? static_cast<T>(-x) : x;
+    if constexpr (std::is_signed_v<T>) return x < T(0) ? mul_wrapping(x, T(-1)) : x;
     return x;
   }
 };
@@ -61,12 +97,12 @@ template <typename T>
 struct L2Reduce : MeanReduce<T> {
   using Acc = typename MeanReduce<T>::Acc;
   static Acc map(T x, Acc) { return Acc(x) * Acc(x); }
-  static T finish(Acc a, int64_t, Acc) { return static_cast<T>(std::sqrt(a)); }
+  static T finish(Acc a, int64_t, Acc) { return to_element<T>(std::sqrt(a)); }
 };
 template <typename T>
 struct LogSumReduce : MeanReduce<T> {
   using Acc = typename MeanReduce<T>::Acc;
-  static T finish(Acc a, int64_t, Acc) { return static_cast<T>(std::log(a)); }
+  static T finish(Acc a, int64_t, Acc) { return to_element<T>(std::log(a)); }
 };
 template <typename T>
 struct LogSumExpReduce : MeanReduce<T> {
@@ -74,12 +110,12 @@ struct LogSumExpReduce : MeanReduce<T> {
   // exp(x - max) keeps large inputs finite; the max is added back in finish.
   static constexpr bool kShiftByMax = true;
   static Acc map(T x, Acc shift) { return std::exp(Acc(x) - shift); }
-  static T finish(Acc a, int64_t, Acc shift) { return static_cast<T>(std::log(a) + shift); }
+  static T finish(Acc a, int64_t, Acc shift) { return to_element<T>(std::log(a) + shift); }
 };
 template <typename T>
 struct ProdReduce : SumReduce<T> {
   static T init() { return T(1); }
-  static T combine(T a, T b) { return static_cast<T>(a * b); }
+  static T combine(T a, T b) { return mul_wrapping(a, b); }
 };
 template <typename T>
 struct MaxReduce : SumReduce<T> {
