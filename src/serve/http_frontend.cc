@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http_codec.h"
+#include "peer_socket.h"
 
 namespace tessera::serve {
 
@@ -233,7 +234,14 @@ void HttpFrontend::add_routes() {
              }
              request.model_name = model->name();
              request.model_version = model->version();
-             const InferResponse response = model->infer(std::move(request));
+             // While the request waits in the queue, a client that hung up takes it out (counted as
+             // cancelled). Its socket is looked up at the first check (10 ms in), not for every request.
+             int client_socket = -2;
+             auto client_gone = [&req, &client_socket] {
+               if (client_socket == -2) client_socket = find_connection_socket(req.remote_addr, req.remote_port, req.local_port);
+               return client_socket >= 0 && peer_closed(client_socket);
+             };
+             const InferResponse response = model->infer(std::move(request), client_gone);
              HttpBody out = write_infer_response(response);
              if (out.header_length) res.set_header("Inference-Header-Content-Length", std::to_string(*out.header_length));
              res.status = 200;

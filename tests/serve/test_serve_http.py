@@ -6,9 +6,11 @@ requests (each a 4xx naming what is wrong, the server still serving)."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 
 import numpy as np
@@ -17,7 +19,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serve_fixture import (CLI, DTYPES, ROOT, SERVE, Mlp, Server, binary_body, bytes_elements, infer_json,  # noqa: E402
                            metric, pack_bytes, split_binary_response, write_config, write_dtypes_model,
-                           write_relu_model, write_strings_model)
+                           write_relu_model, write_slow_model, write_strings_model)
 
 MLP = Mlp()
 
@@ -34,6 +36,8 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
     write_dtypes_model(str(repo / "dtypes" / "1" / "model.onnx"))
     write_strings_model(str(repo / "strings" / "1" / "model.onnx"))
     write_relu_model(str(repo / "relu" / "1" / "model.onnx"))
+    write_slow_model(str(repo / "slow" / "1" / "model.onnx"))
+    write_config(str(repo / "slow"), "max_batch_size: 0\ninstance_group [ { count: 1 } ]\n")
     # tiny_resnet as an artifact, compiled by the CLI
     os.makedirs(repo / "tiny" / "1")
     subprocess.run([CLI, "compile", os.path.join(ROOT, "models", "tiny_resnet.onnx"), "-o",
@@ -65,7 +69,7 @@ def test_health_and_metadata(server):
     status, index = server.json("POST", "/v2/repository/index", {})
     assert status == 200
     assert {(e["name"], e.get("version"), e["state"]) for e in index} == {
-        (n, "1", "READY") for n in ("mlp", "dtypes", "strings", "relu", "tiny")}
+        (n, "1", "READY") for n in ("mlp", "dtypes", "strings", "relu", "slow", "tiny")}
 
 
 @pytest.mark.parametrize("batch", [1, 3, 8])
@@ -430,3 +434,44 @@ def test_ten_thousand_requests_from_autocannon_keep_memory_flat(server, tmp_path
     x = np.arange(8, dtype=np.float32).reshape(2, 4) + 1
     status, out = infer_json(server, "mlp", {"x": ("FP32", x)})
     np.testing.assert_allclose(np.array(out["outputs"][0]["data"]).reshape(2, 3), MLP.reference(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_client_that_hangs_up_leaves_the_queue(server):
+    # "run" takes the slow model's one instance (over 150 ms). At 50 ms, when it has surely left the queue,
+    # a client on a raw socket sends a whole request, which waits behind it, and hangs up at 80 ms. The
+    # server sees the closed connection and takes that request out of the queue: counted as cancelled,
+    # never run. Then a client that stays gets its answer as usual.
+    x = np.full((1, 1024), 0.01, np.float32)
+    body = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 1024], "data": x.ravel().tolist()}]})
+    labels = dict(model="slow", version="1")
+    before = server.metrics()
+    done = {}
+
+    def run():
+        start = time.monotonic()
+        done["status"] = server.request("POST", "/v2/models/slow/infer", body, {"Content-Type": "application/json"})[0]
+        done["ms"] = (time.monotonic() - start) * 1000
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.05)
+    raw = socket.create_connection(("127.0.0.1", server.http))
+    raw.sendall(("POST /v2/models/slow/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+    time.sleep(0.03)
+    raw.close()
+    t.join()
+    assert done["status"] == 200
+    assert done["ms"] > 150, "the slow model ran too fast for this timeline: " + str(done["ms"])
+    deadline = time.monotonic() + 30
+    while metric(server.metrics(), "nv_inference_pending_request_count", **labels) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    after = server.metrics()
+
+    def delta(name, **extra):
+        return metric(after, name, **labels, **extra) - metric(before, name, **labels, **extra)
+    assert delta("nv_inference_request_failure", reason="CANCELED") == 1
+    assert delta("nv_inference_request_success") == 1
+    assert delta("nv_inference_exec_count") == 1  # the hung-up request never ran
+    status, _, data = server.request("POST", "/v2/models/slow/infer", body, {"Content-Type": "application/json"})
+    assert status == 200, data
+    assert np.asarray(json.loads(data)["outputs"][0]["shape"]).tolist() == [256, 1024]
