@@ -158,13 +158,15 @@ TEST(NnGemm, FewRowsAgainstBInPlaceMatchReference) {
   // One to four rows against B that nothing packed (a region's native fallback reads its weights where
   // they lie; a value computed at run time) take GemmMicrokernel::run_rows: B read in place, row-major
   // with a row stride longer than N, K split among threads (runs of four rows, partial sums per
-  // thread), K not a multiple of four, N not a multiple of 16, A strided or transposed, the epilogue.
+  // thread), K not a multiple of four, N not a multiple of 16, A strided or transposed, the epilogue,
+  // C accumulated with K split, and C wider than a chunk kept in cache (16384 columns at four rows).
   native::ThreadPool pool(2);
   struct Case { int64_t m, n, k; bool trans_a, accumulate, bias, clamp, threads; };
   const Case cases[] = {{1, 1, 1, false, false, false, false, false},    {1, 37, 5, false, true, true, false, false},
                         {2, 700, 300, true, false, true, true, true},     {3, 4099, 771, false, true, false, false, true},
                         {4, 33, 1027, false, false, true, false, true},    {1, 3072, 768, false, false, false, false, true},
-                        {4, 70, 6, true, true, true, true, false},         {2, 16, 2048, false, false, false, true, true}};
+                        {4, 70, 6, true, true, true, true, false},         {2, 16, 2048, false, false, false, true, true},
+                        {2, 300, 600, false, true, true, false, true},     {4, 20000, 40, false, true, false, false, false}};
   for (const native::GemmMicrokernel* kernel : native::available_gemm_microkernels()) {
     ASSERT_NE(kernel->run_rows, nullptr) << kernel->name;
     for (const Case& c : cases) {
