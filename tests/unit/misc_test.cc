@@ -172,3 +172,67 @@ TEST(Loss, TargetOutOfRangeIsUserError) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+Tensor make_int32(Shape shape, std::vector<int32_t> values) {
+  Tensor t(DType::kInt32, std::move(shape));
+  EXPECT_EQ(static_cast<int64_t>(values.size()), t.numel());
+  for (size_t i = 0; i < values.size(); ++i) t.as<int32_t>()[i] = values[i];
+  return t;
+}
+
+std::vector<int32_t> int32_values(const Tensor& t) {
+  EXPECT_EQ(t.dtype(), DType::kInt32);
+  return std::vector<int32_t>(t.as<int32_t>(), t.as<int32_t>() + t.numel());
+}
+
+/// v's low 32 bits as int32: the two's complement wrap-around numpy and ONNX Runtime give.
+int32_t wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); }
+
+// Integer arithmetic past the type's range wraps around (int32 and int64: the cases C++ leaves
+// undefined, which the sanitizer build reports), and Gemm's alpha and beta on integers saturate
+// instead of casting an out-of-range double.
+TEST(IntegerArithmetic, OverflowWrapsAndScaledResultsSaturate) {
+  constexpr int32_t kMax = std::numeric_limits<int32_t>::max(), kMin = std::numeric_limits<int32_t>::min();
+  const Tensor a = make_int32({4}, {kMax, kMin, 70000, -5}), b = make_int32({4}, {1, -1, 70000, 3});
+  for (const auto& [op, expected] : std::vector<std::pair<std::string, std::vector<int32_t>>>{
+           {"Add", {wrap32(int64_t{kMax} + 1), wrap32(int64_t{kMin} - 1), 140000, -2}},
+           {"Sub", {wrap32(int64_t{kMax} - 1), wrap32(int64_t{kMin} + 1), 0, -8}},
+           {"Mul", {kMax, wrap32(-int64_t{kMin}), wrap32(int64_t{70000} * 70000), -15}}}) {
+    SCOPED_TRACE(op);
+    OneOpGraph g;
+    g.op_type = op;
+    g.inputs = {a, b};
+    EXPECT_EQ(int32_values(run_one_op(g)[0]), expected);
+  }
+  // int64 too (its product of two 2^40s wraps to 0 mod 2^64).
+  OneOpGraph mul64;
+  mul64.op_type = "Mul";
+  mul64.inputs = {make_int64({2}, {int64_t{1} << 40, std::numeric_limits<int64_t>::max()}), make_int64({2}, {int64_t{1} << 40, 2})};
+  const Tensor p = run_one_op(mul64)[0];
+  EXPECT_EQ(p.as<int64_t>()[0], 0);
+  EXPECT_EQ(p.as<int64_t>()[1], -2);
+  // CumSum along the axis, inclusive: kMax, kMax + 1 (wrapped), and back.
+  OneOpGraph cum;
+  cum.op_type = "CumSum";
+  cum.inputs = {make_int32({3}, {kMax, 1, -1})};
+  cum.constants = {{1, make_int64({}, {0})}};
+  EXPECT_EQ(int32_values(run_one_op(cum)[0]), (std::vector<int32_t>{kMax, kMin, kMax}));
+  // Gemm on int32 with alpha 3 and beta 2: A * B = [2e9], saturating at int32's maximum; beta * C
+  // = -4e9 saturating at its minimum; their sum wraps (-1). Exact where the factors are 1.
+  OneOpGraph gemm;
+  gemm.op_type = "Gemm";
+  gemm.inputs = {make_int32({1, 2}, {1000000000, 1000000000}), make_int32({2, 1}, {1, 1}), make_int32({1, 1}, {-2000000000})};
+  gemm.attrs.set("alpha", Attribute::of_float(3.0f));
+  gemm.attrs.set("beta", Attribute::of_float(2.0f));
+  EXPECT_EQ(int32_values(run_one_op(gemm)[0]), std::vector<int32_t>{wrap32(int64_t{kMax} + kMin)});
+  gemm.attrs.set("alpha", Attribute::of_float(1.0f));
+  gemm.attrs.set("beta", Attribute::of_float(1.0f));
+  gemm.inputs[2] = make_int32({1, 1}, {kMax});
+  EXPECT_EQ(int32_values(run_one_op(gemm)[0]), std::vector<int32_t>{wrap32(int64_t{2000000000} + kMax)});
+}
+
+}  // namespace
+}  // namespace tessera::testing

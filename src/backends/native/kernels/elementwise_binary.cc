@@ -186,9 +186,9 @@ void bitshift_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_binary_kernels(KernelRegistry& registry) {
-  registry.add({.op_type = "Add", .run = [](KernelContext& ctx) { same_type_binary(ctx, [](auto a, auto b) { return a + b; }); }});
-  registry.add({.op_type = "Sub", .run = [](KernelContext& ctx) { same_type_binary(ctx, [](auto a, auto b) { return a - b; }); }});
-  registry.add({.op_type = "Mul", .run = [](KernelContext& ctx) { same_type_binary(ctx, [](auto a, auto b) { return a * b; }); }});
+  registry.add({.op_type = "Add", .run = [](KernelContext& ctx) { same_type_binary(ctx, [](auto a, auto b) { return add_wrapping(a, b); }); }});
+  registry.add({.op_type = "Sub", .run = [](KernelContext& ctx) { same_type_binary(ctx, [](auto a, auto b) { return sub_wrapping(a, b); }); }});
+  registry.add({.op_type = "Mul", .run = [](KernelContext& ctx) { same_type_binary(ctx, [](auto a, auto b) { return mul_wrapping(a, b); }); }});
   registry.add({.op_type = "Div", .run = div_kernel});
   registry.add({.op_type = "Mod", .run = mod_kernel});
   registry.add({.op_type = "Pow", .run = pow_kernel});

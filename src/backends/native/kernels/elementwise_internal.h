@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/native/dispatch.h"
+#include "backends/native/kernels/integer_arithmetic.h"
 #include "backends/native/kernel.h"
 #include "ir/small_vector.h"
 #include "ir/dtype.h"
@@ -57,17 +58,6 @@ inline Compute<T> load(T v) {
 }
 
 /// Converts a computed value into element type T.
-/// Float to integer without undefined behaviour: NaN gives 0 and out-of-range
-/// values (infinities included) saturate (ONNX leaves these cases undefined).
-template <typename Out, typename In>
-inline Out float_to_integer(In v) {
-  static_assert(std::is_integral_v<Out> && std::is_floating_point_v<In>);
-  if (std::isnan(v)) return Out(0);
-  if (v <= static_cast<In>(std::numeric_limits<Out>::lowest())) return std::numeric_limits<Out>::lowest();
-  if (v >= static_cast<In>(std::numeric_limits<Out>::max())) return std::numeric_limits<Out>::max();
-  return static_cast<Out>(v);
-}
-
 template <typename T, typename C>
 inline T store(C v) {
   if constexpr (std::is_same_v<T, Float16>) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/native/kernel.h"
+#include "backends/native/kernels/integer_arithmetic.h"
 
 namespace tessera::native {
 
@@ -184,7 +185,7 @@ void reference_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_row, 
     }
     for (int64_t p = 0; p < k; ++p) {
       const T av = a[i * a_row + p * a_col];
-      for (int64_t j = 0; j < n; ++j) crow[j] += av * b[p * b_row + j * b_col];
+      for (int64_t j = 0; j < n; ++j) crow[j] = add_wrapping(crow[j], mul_wrapping(av, b[p * b_row + j * b_col]));
     }
   }
 }

@@ -73,13 +73,15 @@ void gemm_kernel(KernelContext& ctx) {
   dispatch_matrix(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* out = y.as<T>();
+    // alpha or beta times an element: exact at 1, else in double, saturating into an integer type.
+    auto scaled = [](float factor, T v) { return factor == 1.0f ? v : real_to<T>(static_cast<double>(factor) * v); };
     // Y = beta * C first, so the product can accumulate onto it.
     auto fill_c = [&] {
       const TensorView& c = ctx.input(2);
       std::vector<int64_t> cs = broadcast_strides(c.shape, {m, n});
       const T* pc = c.as<T>();
       for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < n; ++j) out[i * n + j] = static_cast<T>(beta * pc[i * cs[0] + j * cs[1]]);
+        for (int64_t j = 0; j < n; ++j) out[i * n + j] = scaled(beta, pc[i * cs[0] + j * cs[1]]);
       }
     };
     const int64_t a_row = trans_a ? 1 : a.shape[1], a_col = trans_a ? a.shape[1] : 1;
@@ -111,7 +113,7 @@ void gemm_kernel(KernelContext& ctx) {
       } else {
         std::fill(out, out + m * n, T(0));
       }
-      for (int64_t i = 0; i < m * n; ++i) out[i] += static_cast<T>(alpha * product[static_cast<size_t>(i)]);
+      for (int64_t i = 0; i < m * n; ++i) out[i] = add_wrapping(out[i], scaled(alpha, product[static_cast<size_t>(i)]));
     }
   });
 }

@@ -15,7 +15,7 @@
 
 #include "backends/native/dispatch.h"
 #include "backends/native/kernel.h"
-#include "backends/native/kernels/elementwise_internal.h"
+#include "backends/native/kernels/integer_arithmetic.h"
 #include "backends/native/kernels/reduction_internal.h"
 #include "ir/ops/reduction_internal.h"
 
@@ -26,41 +26,6 @@ namespace {
 /// whose result is not an integer computation (mean, L2, logs) use double.
 template <typename T, bool kNeedsReal>
 using AccumulatorOf = std::conditional_t<std::is_floating_point_v<T> || !kNeedsReal, T, double>;
-
-/// a + b and a * b that wrap on overflow for integers (two's complement, as
-/// numpy and ONNX Runtime do) instead of being undefined; plain for floats.
-template <typename T>
-inline T add_wrapping(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-  } else {
-    return a + b;
-  }
-}
-template <typename T>
-inline T mul_wrapping(T a, T b) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    // Unsigned types narrower than int promote to (signed) int; multiply in
-    // at least unsigned int so the product itself cannot overflow.
-    using U = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
-    return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-  } else {
-    return static_cast<T>(a * b);
-  }
-}
-
-/// The accumulator's final value as element type T: a real result (mean, L2,
-/// the logs) of integer inputs saturates into T's range, NaN gives 0 (casting
-/// -inf or 1e300 to an integer directly is undefined).
-template <typename T, typename Acc>
-inline T to_element(Acc v) {
-  if constexpr (std::is_integral_v<T> && std::is_floating_point_v<Acc>) {
-    return elementwise::float_to_integer<T>(v);
-  } else {
-    return static_cast<T>(v);
-  }
-}
 
 // Each reduction: init, map of one element, combine of two partial results,
 // finish (count = number of elements reduced, shift = per-output max for LogSumExp).
@@ -80,7 +45,7 @@ struct MeanReduce {
   static Acc init() { return Acc(0); }
   static Acc map(T x, Acc) { return Acc(x); }
   static Acc combine(Acc a, Acc b) { return a + b; }
-  static T finish(Acc a, int64_t n, Acc) { return to_element<T>(a / static_cast<Acc>(n)); }
+  static T finish(Acc a, int64_t n, Acc) { return real_to<T>(a / static_cast<Acc>(n)); }
 };
 template <typename T>
 struct SumSquareReduce : SumReduce<T> {
@@ -97,12 +62,12 @@ template <typename T>
 struct L2Reduce : MeanReduce<T> {
   using Acc = typename MeanReduce<T>::Acc;
   static Acc map(T x, Acc) { return Acc(x) * Acc(x); }
-  static T finish(Acc a, int64_t, Acc) { return to_element<T>(std::sqrt(a)); }
+  static T finish(Acc a, int64_t, Acc) { return real_to<T>(std::sqrt(a)); }
 };
 template <typename T>
 struct LogSumReduce : MeanReduce<T> {
   using Acc = typename MeanReduce<T>::Acc;
-  static T finish(Acc a, int64_t, Acc) { return to_element<T>(std::log(a)); }
+  static T finish(Acc a, int64_t, Acc) { return real_to<T>(std::log(a)); }
 };
 template <typename T>
 struct LogSumExpReduce : MeanReduce<T> {
@@ -110,7 +75,7 @@ struct LogSumExpReduce : MeanReduce<T> {
   // exp(x - max) keeps large inputs finite; the max is added back in finish.
   static constexpr bool kShiftByMax = true;
   static Acc map(T x, Acc shift) { return std::exp(Acc(x) - shift); }
-  static T finish(Acc a, int64_t, Acc shift) { return to_element<T>(std::log(a) + shift); }
+  static T finish(Acc a, int64_t, Acc shift) { return real_to<T>(std::log(a) + shift); }
 };
 template <typename T>
 struct ProdReduce : SumReduce<T> {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backends/native/dispatch.h"
+#include "backends/native/kernels/integer_arithmetic.h"
 #include "backends/native/kernels/tensor_internal.h"
 #include "ir/ops/tensor_internal.h"
 #include "ir/shape_util.h"
@@ -284,12 +285,13 @@ void cum_sum_kernel(KernelContext& ctx) {
         const int64_t base = (o * dim + d) * inner;
         for (int64_t i = 0; i < inner; ++i) {
           const T v = x[base + i];
+          T& running = sum[static_cast<size_t>(i)];
           if (exclusive) {
-            y[base + i] = sum[static_cast<size_t>(i)];
-            sum[static_cast<size_t>(i)] += v;
+            y[base + i] = running;
+            running = add_wrapping(running, v);
           } else {
-            sum[static_cast<size_t>(i)] += v;
-            y[base + i] = sum[static_cast<size_t>(i)];
+            running = add_wrapping(running, v);
+            y[base + i] = running;
           }
         }
       }
