@@ -176,20 +176,10 @@ TEST(Loss, TargetOutOfRangeIsUserError) {
 namespace tessera::testing {
 namespace {
 
-Tensor make_int32(Shape shape, std::vector<int32_t> values) {
-  Tensor t(DType::kInt32, std::move(shape));
-  EXPECT_EQ(static_cast<int64_t>(values.size()), t.numel());
-  for (size_t i = 0; i < values.size(); ++i) t.as<int32_t>()[i] = values[i];
-  return t;
-}
-
 std::vector<int32_t> int32_values(const Tensor& t) {
   EXPECT_EQ(t.dtype(), DType::kInt32);
   return std::vector<int32_t>(t.as<int32_t>(), t.as<int32_t>() + t.numel());
 }
-
-/// v's low 32 bits as int32: the two's complement wrap-around numpy and ONNX Runtime give.
-int32_t wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); }
 
 // Integer arithmetic past the type's range wraps around (int32 and int64: the cases C++ leaves
 // undefined, which the sanitizer build reports), and Gemm's alpha and beta on integers saturate
@@ -214,6 +204,22 @@ TEST(IntegerArithmetic, OverflowWrapsAndScaledResultsSaturate) {
   const Tensor p = run_one_op(mul64)[0];
   EXPECT_EQ(p.as<int64_t>()[0], 0);
   EXPECT_EQ(p.as<int64_t>()[1], -2);
+  // Pow by squaring on uint16 (which C++ promotes to int: 65535 * 65535 overflows int) and int32.
+  OneOpGraph pow16;
+  pow16.op_type = "Pow";
+  Tensor base16(DType::kUInt16, {2}), exponent16(DType::kUInt16, {2});
+  base16.as<uint16_t>()[0] = 65535;
+  base16.as<uint16_t>()[1] = 300;
+  exponent16.as<uint16_t>()[0] = 2;
+  exponent16.as<uint16_t>()[1] = 3;
+  pow16.inputs = {base16, exponent16};
+  const Tensor powered16 = run_one_op(pow16)[0];
+  EXPECT_EQ(powered16.as<uint16_t>()[0], static_cast<uint16_t>(uint64_t{65535} * 65535 % 65536));
+  EXPECT_EQ(powered16.as<uint16_t>()[1], static_cast<uint16_t>(uint64_t{300} * 300 * 300 % 65536));
+  OneOpGraph pow32;
+  pow32.op_type = "Pow";
+  pow32.inputs = {make_int32({1}, {70000}), make_int32({1}, {3})};
+  EXPECT_EQ(int32_values(run_one_op(pow32)[0]), std::vector<int32_t>{wrap32(int64_t{70000} * 70000 * 70000)});
   // CumSum along the axis, inclusive: kMax, kMax + 1 (wrapped), and back.
   OneOpGraph cum;
   cum.op_type = "CumSum";

@@ -507,8 +507,7 @@ std::vector<T> reduce_integer_rows(const std::string& op, DType dtype, int64_t r
 TEST(Reduction, IntegerEdgesWrapOrSaturateWithoutUndefinedBehaviour) {
   constexpr int32_t kMax32 = std::numeric_limits<int32_t>::max();
   constexpr int32_t kMin32 = std::numeric_limits<int32_t>::min();
-  // Wrapped results, written as the 32-bit patterns of the exact int64 results.
-  auto wrap32 = [](int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); };
+  // Wrapped results, written as the 32-bit patterns of the exact int64 results (wrap32).
   EXPECT_EQ(reduce_integer_rows<int32_t>("ReduceSum", DType::kInt32, 1, {kMax32, 1, 0}),
             std::vector<int32_t>{wrap32(int64_t{kMax32} + 1)});
   EXPECT_EQ(reduce_integer_rows<int32_t>("ReduceProd", DType::kInt32, 1, {65536, 65536, 3}),

@@ -64,6 +64,15 @@ Tensor make_int64(Shape shape, std::vector<int64_t> values) {
   return t;
 }
 
+Tensor make_int32(Shape shape, std::vector<int32_t> values) {
+  Tensor t(DType::kInt32, std::move(shape));
+  EXPECT_EQ(static_cast<int64_t>(values.size()), t.numel());
+  for (size_t i = 0; i < values.size(); ++i) t.as<int32_t>()[i] = values[i];
+  return t;
+}
+
+int32_t wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v))); }
+
 Tensor random_float(Shape shape, uint32_t seed) {
   Tensor t(DType::kFloat32, std::move(shape));
   uint32_t state = seed * 2654435761u + 1;

@@ -29,6 +29,9 @@ std::vector<Tensor> run_one_op(const OneOpGraph& spec, int threads = 1);
 
 Tensor make_float(Shape shape, std::vector<float> values);
 Tensor make_int64(Shape shape, std::vector<int64_t> values);
+Tensor make_int32(Shape shape, std::vector<int32_t> values);
+/// v's low 32 bits as int32: the two's complement wrap-around numpy and ONNX Runtime give an int32 result.
+int32_t wrap32(int64_t v);
 /// Deterministic pseudo-random floats in [-1, 1).
 Tensor random_float(Shape shape, uint32_t seed);
 /// A 3x3 convolution with padding 1 and stride 1 (output the input's size), in double, straight from the

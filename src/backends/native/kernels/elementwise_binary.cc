@@ -49,7 +49,7 @@ C divide(C a, C b) {
   if constexpr (std::is_integral_v<C>) {
     if (b == 0) return 0;
     if constexpr (std::is_signed_v<C>) {
-      if (b == -1) return static_cast<C>(-static_cast<std::make_unsigned_t<C>>(a));
+      if (b == -1) return sub_wrapping(C(0), a);
     }
     return static_cast<C>(a / b);
   } else {
@@ -106,14 +106,13 @@ C integer_power(C base, E exponent) {
       return C(0);
     }
   }
-  // Unsigned arithmetic: overflow wraps instead of being undefined.
-  using U = std::make_unsigned_t<C>;
-  U result = 1, factor = static_cast<U>(base);
+  // Overflow wraps instead of being undefined (a uint16 product, promoted to int, could overflow too).
+  C result = 1, factor = base;
   for (auto e = static_cast<uint64_t>(exponent); e; e >>= 1) {
-    if (e & 1) result = static_cast<U>(result * factor);
-    factor = static_cast<U>(factor * factor);
+    if (e & 1) result = mul_wrapping(result, factor);
+    factor = mul_wrapping(factor, factor);
   }
-  return static_cast<C>(result);
+  return result;
 }
 
 template <typename C, typename E>

@@ -27,8 +27,8 @@ void abs_kernel(KernelContext& ctx) {
     if constexpr (std::is_unsigned_v<C>) {
       return x;
     } else if constexpr (std::is_integral_v<C>) {
-      // Through the unsigned type: |minimum| wraps to the minimum, as in numpy.
-      return x < C(0) ? static_cast<C>(-static_cast<std::make_unsigned_t<C>>(x)) : x;
+      // |minimum| wraps to the minimum, as in numpy.
+      return x < C(0) ? sub_wrapping(C(0), x) : x;
     } else {
       return std::fabs(x);
     }
@@ -38,9 +38,9 @@ void abs_kernel(KernelContext& ctx) {
 void neg_kernel(KernelContext& ctx) {
   numeric_unary(ctx, [](auto x) {
     using C = decltype(x);
-    // Through the unsigned type so that negating the minimum wraps instead of overflowing.
+    // Negating the minimum wraps instead of overflowing.
     if constexpr (std::is_integral_v<C>) {
-      return static_cast<C>(-static_cast<std::make_unsigned_t<C>>(x));
+      return sub_wrapping(C(0), x);
     } else {
       return -x;
     }

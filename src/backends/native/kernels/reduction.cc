@@ -54,7 +54,7 @@ struct SumSquareReduce : SumReduce<T> {
 template <typename T>
 struct L1Reduce : SumReduce<T> {
   static T map(T x, T) {
-    if constexpr (std::is_signed_v<T>) return x < T(0) ? mul_wrapping(x, T(-1)) : x;
+    if constexpr (std::is_signed_v<T>) return x < T(0) ? sub_wrapping(T(0), x) : x;
     return x;
   }
 };
