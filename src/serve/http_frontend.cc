@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <charconv>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "http_codec.h"
@@ -236,10 +237,10 @@ void HttpFrontend::add_routes() {
              request.model_version = model->version();
              // While the request waits in the queue, a client that hung up takes it out (counted as
              // cancelled). Its socket is looked up at the first check (10 ms in), not for every request.
-             int client_socket = -2;
+             std::optional<int> client_socket;
              auto client_gone = [&req, &client_socket] {
-               if (client_socket == -2) client_socket = find_connection_socket(req.remote_addr, req.remote_port, req.local_port);
-               return client_socket >= 0 && peer_closed(client_socket);
+               if (!client_socket) client_socket = find_connection_socket(req.remote_addr, req.remote_port, req.local_port);
+               return *client_socket >= 0 && peer_closed(*client_socket);
              };
              const InferResponse response = model->infer(std::move(request), client_gone);
              HttpBody out = write_infer_response(response);

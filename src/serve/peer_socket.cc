@@ -1,8 +1,10 @@
 // Finding an HTTP request's socket and looking at it (peer_socket.h).
 #include "peer_socket.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,16 +16,21 @@
 namespace tessera::serve {
 namespace {
 
-/// addr's numeric host and port, as cpp-httplib writes a request's (getnameinfo, NI_NUMERICHOST).
-bool numeric_address(const sockaddr_storage& addr, socklen_t len, std::string& host, int& port) {
-  char host_buffer[NI_MAXHOST], port_buffer[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, host_buffer, sizeof(host_buffer), port_buffer,
-                  sizeof(port_buffer), NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+/// addr's port (an IPv4 or IPv6 address), or -1.
+int port_of(const sockaddr_storage& addr) {
+  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(addr).sin_port);
+  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(addr).sin6_port);
+  return -1;
+}
+
+/// addr's numeric host, as cpp-httplib writes a request's (getnameinfo, NI_NUMERICHOST).
+bool numeric_host(const sockaddr_storage& addr, socklen_t len, std::string& host) {
+  char buffer[NI_MAXHOST];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, buffer, sizeof(buffer), nullptr, 0, NI_NUMERICHOST) != 0) {
     return false;
   }
-  host = host_buffer;
-  const char* end = port_buffer + std::strlen(port_buffer);
-  return std::from_chars(port_buffer, end, port).ptr == end;
+  host = buffer;
+  return true;
 }
 
 }  // namespace
@@ -40,15 +47,12 @@ int find_connection_socket(const std::string& remote_addr, int remote_port, int 
     if (std::from_chars(name, end, fd).ptr != end || fd < 0 || fd == dirfd(dir)) continue;
     sockaddr_storage local{}, peer{};
     socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
-    // Not a socket, or not a connected one: ENOTSOCK / ENOTCONN.
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
-    if (local.ss_family != AF_INET && local.ss_family != AF_INET6) continue;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
-    std::string local_host, peer_host;
-    int local_found = -1, peer_found = -1;
-    if (!numeric_address(local, local_len, local_host, local_found) || local_found != local_port) continue;
-    if (!numeric_address(peer, peer_len, peer_host, peer_found) || peer_found != remote_port) continue;
-    if (peer_host != remote_addr) continue;
+    // Not a socket, or not a connected one: ENOTSOCK / ENOTCONN. The ports are compared first, so that
+    // only the one candidate's peer host is formatted.
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 || port_of(local) != local_port) continue;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 || port_of(peer) != remote_port) continue;
+    std::string peer_host;
+    if (!numeric_host(peer, peer_len, peer_host) || peer_host != remote_addr) continue;
     found = fd;
     break;
   }
