@@ -16,6 +16,7 @@
 
 #include "backends/dnnl/dnnl_internal.h"
 #include "backends/native/cpu_features.h"
+#include "backends/native/kernels/winograd_f4x3.h"
 
 namespace tessera::dnnl_backend {
 namespace {
@@ -28,14 +29,6 @@ namespace {
 constexpr int64_t kChunkBytes = int64_t{16} << 20;
 /// The weights' transform is 4x the weights; beyond this many floats the step runs directly.
 constexpr int64_t kMaxWeightFloats = int64_t{1} << 31;
-/// G of F(4x4, 3x3): the weights' transform, U = G g G^T.
-constexpr double kG[6][3] = {{1.0 / 4, 0, 0},
-                             {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                             {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                             {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                             {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                             {0, 0, 1}};
-
 int64_t panels(int64_t out_blocks) { return (out_blocks + 1) / 2; }  // 16 output channels each
 
 }  // namespace
@@ -126,14 +119,9 @@ void write_winograd_weights(const WinogradPlan& plan, const float* plain, float*
     for (int64_t i = 0; i < plan.in_channels; ++i) {
       double u[36][16] = {};
       for (int64_t lane = 0; lane < count; ++lane) {
-        const float* g = plain + ((first + lane) * plan.in_channels + i) * 9;
-        double gt[6][3];  // G g
-        for (int r = 0; r < 6; ++r) {
-          for (int c = 0; c < 3; ++c) gt[r][c] = kG[r][0] * g[c] + kG[r][1] * g[3 + c] + kG[r][2] * g[6 + c];
-        }
-        for (int r = 0; r < 6; ++r) {
-          for (int c = 0; c < 6; ++c) u[r * 6 + c][lane] = gt[r][0] * kG[c][0] + gt[r][1] * kG[c][1] + gt[r][2] * kG[c][2];
-        }
+        double point[36];  // U = G g G^T
+        native::winograd_f4x3_weights(plain + ((first + lane) * plan.in_channels + i) * 9, point);
+        for (int p = 0; p < 36; ++p) u[p][lane] = point[p];
       }
       for (int64_t point = 0; point < 36; ++point) {
         float* run = out + ((point * num_panels + panel) * in_padded + i) * 16;

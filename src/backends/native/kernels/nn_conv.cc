@@ -4,9 +4,13 @@
 // rows are not much wider padded than the output read im2col in place from
 // zero-padded phase images (conv_implicit_im2col, no B packing); the rest
 // (3-D, very narrow outputs) pack B straight from X (im2col fused into
-// packing); depthwise convs use a direct kernel. Constant weights are packed
-// once in prepare. float64 uses the references.
+// packing); depthwise convs use a direct kernel. 3x3 stride-1 convs with
+// constant weights and enough tiles run Winograd F(4x4, 3x3) instead
+// (nn_conv_winograd.cc). Constant weights are packed once in prepare (their
+// Winograd transform at the first run that needs it). float64 uses the
+// references.
 #include <algorithm>
+#include <mutex>
 #include <optional>
 #include <type_traits>
 #include <cstring>
@@ -257,9 +261,12 @@ bool depthwise_conv(const ConvShape& s, const T* x, const T* w, const T* bias, T
   return false;
 }
 
-/// Constant Conv weights packed per group as GEMM A operands.
+/// Constant Conv weights packed per group as GEMM A operands, and (3x3 ones, made at the first run
+/// that takes winograd_conv) their Winograd transform.
 struct PackedConvWeights {
   std::vector<PackedMatrix> groups;
+  mutable std::once_flag winograd_once;
+  mutable std::vector<PackedMatrix> winograd;
 };
 
 std::shared_ptr<void> prepare_conv(const Node& node, const std::vector<const Tensor*>& constants,
@@ -469,6 +476,37 @@ void conv_implicit_im2col(const ConvShape& s, const GemmMicrokernel& kernel, con
   });
 }
 
+/// The convolution as winograd_conv describes it, where it is one that winograd_conv computes:
+/// 2-D, 3x3, stride 1, dilation 1, one group.
+std::optional<WinogradConv> winograd_shape(const ConvShape& s) {
+  if (s.group != 1 || s.kernel[0] != 1 || s.in[0] != 1 || s.pad[0] != 0 || s.pad_end[0] != 0) return std::nullopt;
+  for (int d = 1; d < 3; ++d) {
+    if (s.kernel[d] != 3 || s.stride[d] != 1 || s.dilation[d] != 1) return std::nullopt;
+  }
+  WinogradConv w;
+  w.batch = s.batch;
+  w.in_channels = s.in_channels;
+  w.out_channels = s.out_channels;
+  w.in_h = s.in[1];
+  w.in_w = s.in[2];
+  w.out_h = s.out[1];
+  w.out_w = s.out[2];
+  w.pad_top = s.pad[1];
+  w.pad_left = s.pad[2];
+  w.pad_bottom = s.pad_end[1];
+  w.pad_right = s.pad_end[2];
+  return w;
+}
+
+/// TESSERA_NATIVE_WINOGRAD=0 keeps every convolution direct (for comparisons).
+bool native_winograd_enabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("TESSERA_NATIVE_WINOGRAD");
+    return !(value && std::strcmp(value, "0") == 0);
+  }();
+  return enabled;
+}
+
 /// Applies a clamp after a path that could not fuse it.
 template <typename T>
 void clamp_output(const GemmClamp& clamp, T* y, int64_t count, ThreadPool& pool) {
@@ -494,6 +532,14 @@ void conv_f32(KernelContext& ctx, const ConvShape& s) {
   const GemmMicrokernel& kernel = packed ? *packed->groups[0].kernel : best_gemm_microkernel();
   const int64_t m = s.out_per_group(), n = s.out_size(), depth = s.in_per_group() * s.kernel_size();
   const bool pointwise = s.pointwise();
+  if (packed && native_winograd_enabled()) {
+    const std::optional<WinogradConv> shape = winograd_shape(s);
+    if (shape && winograd_conv_worthwhile(*shape)) {
+      std::call_once(packed->winograd_once, [&] { packed->winograd = winograd_weights(kernel, w, m, s.in_channels); });
+      // (false: an Inf or NaN in X, which the direct convolution gives only to the outputs that read it)
+      if (winograd_conv(*shape, kernel, packed->winograd, x, bias, y, ctx.pool(), clamp ? &*clamp : nullptr)) return;
+    }
+  }
   if (!pointwise && implicit_im2col_applies(s, kernel)) {
     std::vector<PackedMatrix> packed_here;  // weights that are not constant
     if (!packed) {

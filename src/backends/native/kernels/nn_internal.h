@@ -174,6 +174,51 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
               float* c, int64_t ldc, bool accumulate, const float* row_bias, ThreadPool* pool,
               const GemmClamp* clamp = nullptr);
 
+// ------------------------------------------------------------ Winograd ----
+
+/// A float32 3x3 convolution of stride 1, dilation 1 and one group on plain NCHW, for winograd_conv.
+struct WinogradConv {
+  int64_t batch = 0, in_channels = 0, out_channels = 0;
+  int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+};
+/// Fewest input and output channels, and tiles (4x4 outputs, all images together), for which
+/// winograd_conv_worthwhile says yes.
+constexpr int64_t kWinogradMinChannels = 16;
+constexpr int64_t kWinogradMinTiles = 32;
+/// Whether winograd_conv should run this convolution rather than the direct one: its geometry is
+/// consistent, and enough channels and tiles that the saved multiplies outweigh the transforms.
+bool winograd_conv_worthwhile(const WinogradConv& s);
+/// The transformed weights U = G g G^T of W (out x in x 3 x 3), one packed GEMM A operand
+/// (out x in) per each of the 36 points (nn_conv_winograd.cc).
+std::vector<PackedMatrix> winograd_weights(const GemmMicrokernel& kernel, const float* w, int64_t out_channels,
+                                           int64_t in_channels);
+/// Y = conv(X, W) + bias, clamped when clamp is given, by Winograd F(4x4, 3x3) with U from
+/// winograd_weights(kernel, W). False, with Y partly written, where X holds an Inf or NaN: the transforms
+/// would spread it to outputs whose window does not read it, so the caller runs the direct convolution.
+bool winograd_conv(const WinogradConv& s, const GemmMicrokernel& kernel, const std::vector<PackedMatrix>& u,
+                   const float* x, const float* bias, float* y, ThreadPool& pool, const GemmClamp* clamp);
+/// A convolution's 4x4 output tiles: th down and tw across each image; tile row n * th + i is row i of image n.
+struct WinogradTiles {
+  WinogradConv conv;
+  int64_t th = 0, tw = 0;
+};
+// winograd_conv's transforms (nn_conv_winograd_body.h), one copy per ISA, over the chunk of tile rows
+// [row0, row0 + rows), whose rows * (tw + 1) columns hold tile j of row r at (r - row0) * (tw + 1) + j (the
+// last of each row a dummy). Input: V[point][c][column] of channel c, false (V unfinished) where an input
+// value it reads is Inf or NaN. Output: the outputs of channel o from M[point][o][column], plus bias[o],
+// clamped.
+#define TESSERA_DECLARE_WINOGRAD(isa)                                                                          \
+  namespace isa {                                                                                             \
+  bool winograd_input(const WinogradTiles& g, const float* x, int64_t c, int64_t row0, int64_t rows, float* v);  \
+  void winograd_output(const WinogradTiles& g, const float* m, int64_t o, int64_t row0, int64_t rows,           \
+                       const float* bias, const GemmClamp* clamp, float* y);                                     \
+  }
+TESSERA_DECLARE_WINOGRAD(baseline)
+TESSERA_DECLARE_WINOGRAD(avx2)
+TESSERA_DECLARE_WINOGRAD(avx512)
+#undef TESSERA_DECLARE_WINOGRAD
+
 /// Plain triple loop: C = A * B (+ C when accumulate), any element type.
 template <typename T>
 void reference_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_row, int64_t a_col, const T* b,
