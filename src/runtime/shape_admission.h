@@ -38,6 +38,7 @@ class ShapeAdmission {
   // Measured so far (negative: not yet): the last preparations' cost, and the backend's and native's
   // run time per unit of work (each an average weighted toward the latest).
   int64_t preparations_ = 0;
+  int64_t native_runs_ = 0;
   static constexpr int64_t kFirstRefresh = 4;
   static constexpr double kRefreshRatio = 4;
   int64_t natives_in_a_row_ = 0;  // unseen shapes run on native since the last one prepared

@@ -91,6 +91,7 @@ TEST(NnWinograd, MatchesDoubleConvolution) {
       {make_conv(1, 24, 20, 7, 30, 2, 0, 0, 1), false, false},   // one tile row and a bit
       {make_conv(1, 17, 18, 6, 6, 0, 0, 0, 0), false, true},     // exactly one tile, no padding
       {make_conv(2, 16, 16, 118, 118, 1, 1, 1, 1), true, true},  // 60 tile rows: two chunks
+      {make_conv(1, 300, 25, 10, 11, 1, 1, 1, 1), true, false},  // two K-blocks of the packed weights
   };
   for (const Case& c : cases) {
     const WinogradConv& s = c.conv;
@@ -167,9 +168,13 @@ TEST(NnWinograd, InfAndNanReachOnlyTheOutputsThatReadThem) {
 TEST(NnWinograd, TakesTheConvolutionsWhereItPays) {
   // ResNet's 64-channel 56x56 layer: 196 tiles, a quarter of the direct multiplies.
   EXPECT_TRUE(native::winograd_conv_worthwhile(make_conv(1, 64, 64, 56, 56, 1, 1, 1, 1)));
-  // Batch adds tiles: 7x7 maps (four tiles each) at batch 8 make 32.
-  EXPECT_FALSE(native::winograd_conv_worthwhile(make_conv(1, 512, 512, 7, 7, 1, 1, 1, 1)));
-  EXPECT_TRUE(native::winograd_conv_worthwhile(make_conv(8, 512, 512, 7, 7, 1, 1, 1, 1)));
+  // Batch adds tiles: 7x7 maps (four tiles each) at batch 8 make 32, enough for 256 x 256 channels.
+  EXPECT_FALSE(native::winograd_conv_worthwhile(make_conv(1, 256, 256, 7, 7, 1, 1, 1, 1)));
+  EXPECT_TRUE(native::winograd_conv_worthwhile(make_conv(8, 256, 256, 7, 7, 1, 1, 1, 1)));
+  // 512 x 512 channels need 128 tiles (each chunk reads 36 MB of transformed weights).
+  EXPECT_FALSE(native::winograd_conv_worthwhile(make_conv(8, 512, 512, 7, 7, 1, 1, 1, 1)));
+  EXPECT_FALSE(native::winograd_conv_worthwhile(make_conv(1, 512, 512, 40, 40, 1, 1, 1, 1)));  // 100 tiles
+  EXPECT_TRUE(native::winograd_conv_worthwhile(make_conv(1, 512, 512, 48, 48, 1, 1, 1, 1)));   // 144
   // Too few channels for the transforms to pay for themselves.
   EXPECT_FALSE(native::winograd_conv_worthwhile(make_conv(1, 8, 64, 56, 56, 1, 1, 1, 1)));
   EXPECT_FALSE(native::winograd_conv_worthwhile(make_conv(1, 64, 3, 56, 56, 1, 1, 1, 1)));

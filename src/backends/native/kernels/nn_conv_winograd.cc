@@ -64,27 +64,42 @@ bool winograd_conv_worthwhile(const WinogradConv& s) {
   if (s.in_channels < kWinogradMinChannels || s.out_channels < kWinogradMinChannels) return false;
   // Enough tiles that the products' columns (tiles) fill the microkernel, and tiles that are mostly
   // inside the output: 36 multiplies a tile against 9 an output for the direct convolution.
+  // Each chunk of tiles reads all 36 transformed weight matrices (four times the weights): a 512 x 512
+  // convolution on nine tiles read 36 MB for them and ran slower than directly, so the tiles must also
+  // grow with the weights (and so does the memory the transform is worth keeping).
   const int64_t th = (s.out_h + 3) / 4, tw = (s.out_w + 3) / 4;
   const int64_t tiles = s.batch * th * tw;
-  if (tiles < kWinogradMinTiles) return false;
+  if (tiles < std::max(kWinogradMinTiles, s.in_channels * s.out_channels / kWinogradWeightsPerTile)) return false;
   return 36 * th * tw * 2 <= 9 * s.out_h * s.out_w;  // at most half the direct multiplies
 }
 
 std::vector<PackedMatrix> winograd_weights(const GemmMicrokernel& kernel, const float* w, int64_t out_channels,
                                            int64_t in_channels) {
-  std::vector<float> u(static_cast<size_t>(36 * out_channels * in_channels));
-  const int64_t plane = out_channels * in_channels;
-  for (int64_t o = 0; o < out_channels; ++o) {
-    for (int64_t c = 0; c < in_channels; ++c) {
-      double point[36];
-      winograd_f4x3_weights(w + (o * in_channels + c) * 9, point);
-      for (int p = 0; p < 36; ++p) u[static_cast<size_t>(p * plane + o * in_channels + c)] = static_cast<float>(point[p]);
-    }
+  // Written straight into pack_gemm_a's layout (per K-block of kGemmBlockK input channels, panels of mr
+  // output channels, mr values per input channel): a plain copy of U first doubled the fresh memory the
+  // first run maps (its page faults were most of that run's cost in a VM).
+  const int64_t mr = kernel.mr, padded = (out_channels + mr - 1) / mr * mr;
+  std::vector<PackedMatrix> packed(36);
+  for (PackedMatrix& matrix : packed) {
+    matrix.kernel = &kernel;
+    matrix.width = out_channels;
+    matrix.depth = in_channels;
+    matrix.padded_width = padded;
+    matrix.data.resize(static_cast<size_t>(padded * in_channels));  // every element written below
   }
-  std::vector<PackedMatrix> packed;
-  packed.reserve(36);
-  for (int64_t point = 0; point < 36; ++point) {
-    packed.push_back(pack_gemm_a(kernel, {u.data() + point * plane, in_channels, 1}, out_channels, in_channels));
+  // In the order of that layout, so that each of the 36 matrices is written front to back.
+  for (int64_t k0 = 0; k0 < in_channels; k0 += kGemmBlockK) {
+    const int64_t kc = std::min(kGemmBlockK, in_channels - k0);
+    for (int64_t o0 = 0; o0 < padded; o0 += mr) {
+      size_t index = static_cast<size_t>(k0 * padded + o0 * kc);  // panel o0 / mr of this K-block
+      for (int64_t c = k0; c < k0 + kc; ++c) {
+        for (int64_t o = o0; o < o0 + mr; ++o, ++index) {
+          double point[36] = {};  // (zeros: a padding row of the last panel)
+          if (o < out_channels) winograd_f4x3_weights(w + (o * in_channels + c) * 9, point);
+          for (int p = 0; p < 36; ++p) packed[static_cast<size_t>(p)].data[index] = static_cast<float>(point[p]);
+        }
+      }
+    }
   }
   return packed;
 }
