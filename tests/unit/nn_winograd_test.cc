@@ -103,8 +103,7 @@ TEST(NnWinograd, MatchesDoubleConvolution) {
     std::vector<double> expected, magnitude;
     reference(s, x.as<float>(), w.as<float>(), c.bias ? b.as<float>() : nullptr, expected, magnitude);
     const native::GemmMicrokernel& kernel = native::best_gemm_microkernel();
-    const std::vector<native::PackedMatrix> u =
-        native::winograd_weights(kernel, w.as<float>(), s.out_channels, s.in_channels);
+    const native::WinogradWeights u = native::winograd_weights(kernel, w.as<float>(), s.out_channels, s.in_channels);
     for (int threads : {1, 2}) {
       SCOPED_TRACE(std::to_string(threads) + " threads");
       native::ThreadPool pool(threads);

@@ -266,7 +266,7 @@ bool depthwise_conv(const ConvShape& s, const T* x, const T* w, const T* bias, T
 struct PackedConvWeights {
   std::vector<PackedMatrix> groups;
   mutable std::once_flag winograd_once;
-  mutable std::vector<PackedMatrix> winograd;
+  mutable WinogradWeights winograd;
 };
 
 std::shared_ptr<void> prepare_conv(const Node& node, const std::vector<const Tensor*>& constants,

@@ -301,7 +301,7 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
   auto a_panel_of = [&](int64_t panel, int64_t k0, int64_t kc, float* dst) -> std::pair<const float*, int64_t> {
     const int64_t i = panel * mr;
     const int64_t rows = std::min<int64_t>(mr, m - i);
-    if (a.packed) return {a.packed->data.data() + k0 * a_padded + panel * kc * mr, 0};
+    if (a.packed) return {a.packed->values() + k0 * a_padded + panel * kc * mr, 0};
     // Row-major A, full panel: the microkernel reads the rows in place.
     if (a.ref.col_stride == 1 && rows == mr) return {a.ref.data + i * a.ref.row_stride + k0, a.ref.row_stride};
     pack_a_block(a.ref, i, rows, k0, kc, mr, dst);
@@ -342,7 +342,7 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
   };
   auto b_block_of = [&](int64_t k0, int64_t kc, int64_t n0, int64_t nlen, std::vector<float>& buffer,
                         bool pack_here) -> const float* {
-    if (b.packed) return b.packed->data.data() + k0 * b_padded + (n0 / nr) * kc * nr;
+    if (b.packed) return b.packed->values() + k0 * b_padded + (n0 / nr) * kc * nr;
     const int64_t n_panels = (nlen + nr - 1) / nr;
     buffer.resize(static_cast<size_t>(n_panels * nr * kc));
     if (pack_here) pack_b(k0, kc, n0, 0, n_panels, nlen, buffer.data());

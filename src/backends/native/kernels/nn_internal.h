@@ -144,6 +144,10 @@ struct PackedMatrix {
   int64_t depth = 0;   // K
   int64_t padded_width = 0;
   std::vector<float, UninitializedAllocator<float>> data;  // written in full by pack_gemm_a / pack_gemm_b
+  /// Set where the values live in storage owned elsewhere instead of `data` (WinogradWeights: 36 matrices
+  /// in one buffer).
+  const float* shared = nullptr;
+  const float* values() const { return shared ? shared : data.data(); }
 };
 
 PackedMatrix pack_gemm_a(const GemmMicrokernel& kernel, MatrixRef a, int64_t m, int64_t k);
@@ -191,15 +195,20 @@ constexpr int64_t kWinogradWeightsPerTile = 2048;
 /// Whether winograd_conv should run this convolution rather than the direct one: its geometry is
 /// consistent, and enough channels and tiles that the saved multiplies outweigh the transforms.
 bool winograd_conv_worthwhile(const WinogradConv& s);
-/// The transformed weights U = G g G^T of W (out x in x 3 x 3), one packed GEMM A operand
-/// (out x in) per each of the 36 points (nn_conv_winograd.cc).
-std::vector<PackedMatrix> winograd_weights(const GemmMicrokernel& kernel, const float* w, int64_t out_channels,
-                                           int64_t in_channels);
+/// The transformed weights U = G g G^T of W (out x in x 3 x 3): one packed GEMM A operand (out x in) per
+/// each of the 36 points, all in one buffer (large enough for huge pages: as 36 buffers of a 256 x 256
+/// convolution's 256 KB, a ResNet's first run took a page fault per 4 KB of them).
+struct WinogradWeights {
+  std::vector<float, UninitializedAllocator<float>> storage;
+  std::vector<PackedMatrix> points;  // each PackedMatrix::shared into storage
+};
+WinogradWeights winograd_weights(const GemmMicrokernel& kernel, const float* w, int64_t out_channels,
+                                 int64_t in_channels);
 /// Y = conv(X, W) + bias, clamped when clamp is given, by Winograd F(4x4, 3x3) with U from
 /// winograd_weights(kernel, W). False, with Y partly written, where X holds an Inf or NaN: the transforms
 /// would spread it to outputs whose window does not read it, so the caller runs the direct convolution.
-bool winograd_conv(const WinogradConv& s, const GemmMicrokernel& kernel, const std::vector<PackedMatrix>& u,
-                   const float* x, const float* bias, float* y, ThreadPool& pool, const GemmClamp* clamp);
+bool winograd_conv(const WinogradConv& s, const GemmMicrokernel& kernel, const WinogradWeights& u, const float* x,
+                   const float* bias, float* y, ThreadPool& pool, const GemmClamp* clamp);
 /// A convolution's 4x4 output tiles: th down and tw across each image; tile row n * th + i is row i of image n.
 struct WinogradTiles {
   WinogradConv conv;
