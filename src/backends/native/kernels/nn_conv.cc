@@ -448,7 +448,7 @@ void conv_implicit_im2col(const ConvShape& s, const GemmMicrokernel& kernel, con
       for (int64_t k0 = 0; k0 < depth; k0 += kGemmBlockK) {
         const int64_t kc = std::min(kGemmBlockK, depth - k0);
         const bool last_block = k0 + kc >= depth;
-        const float* a_block = a.data.data() + k0 * a.padded_width;
+        const float* a_block = a.values() + k0 * a.padded_width;
         for (int64_t panel = panel0; panel < panel1; ++panel) {
           const int64_t i = panel * mr;
           for (int64_t j = 0; j < cols; j += nr) {

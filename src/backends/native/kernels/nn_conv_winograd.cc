@@ -6,10 +6,10 @@
 //
 // The tiles go in chunks of whole tile rows (one row of tiles of one image is
 // tw tiles side by side); for each chunk:
-//   1. input transform, per input channel: the tile row's six input rows,
-//      zero-padded and split into four column phases (column 4j + b of the
-//      padded row is phase b % 4 at j + b / 4), so that every step below is
-//      a loop over consecutive tiles: V[point][channel][tile] = B^T d B;
+//   1. input transform, per input channel: the six input rows of each tile
+//      row, zero-padded and split into four column phases (column 4j + b of
+//      a padded row is phase b % 4 at j + b / 4), so that every step is one
+//      loop over the chunk's tiles: V[point][channel][tile] = B^T d B;
 //   2. 36 products, one per point, on the packed GEMM:
 //      M[point] (out channels x tiles) = U[point] (out x in channels) x V[point];
 //   3. output transform, per output channel: A^T m A, plus bias and the fused

@@ -35,7 +35,7 @@ void gemv_packed(int64_t n, int64_t k, const float* x, int64_t x_stride, const P
   auto run = [&](int64_t begin, int64_t end) {
     for (int64_t k0 = 0; k0 < k; k0 += kGemmBlockK) {
       const int64_t kc = std::min(kGemmBlockK, k - k0);
-      const float* block = b.data.data() + k0 * b.padded_width;
+      const float* block = b.values() + k0 * b.padded_width;
       kernel.run_row(kc, x + k0 * x_stride, x_stride, block + begin * kc * nr, end - begin, sums + begin * nr, k0 == 0);
     }
     for (int64_t j = begin * nr, last = std::min(n, end * nr); j < last; ++j) {

@@ -145,7 +145,7 @@ struct PackedMatrix {
   int64_t padded_width = 0;
   std::vector<float, UninitializedAllocator<float>> data;  // written in full by pack_gemm_a / pack_gemm_b
   /// Set where the values live in storage owned elsewhere instead of `data` (WinogradWeights: 36 matrices
-  /// in one buffer).
+  /// in one buffer); every reader goes through values().
   const float* shared = nullptr;
   const float* values() const { return shared ? shared : data.data(); }
 };
