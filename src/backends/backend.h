@@ -88,8 +88,14 @@ class ValueStore {
   virtual void made_non_finite() {}
   /// Called by a region compiled with open dims before it runs at the shapes
   /// of this call: `created` when it had to prepare them first (e.g. create
-  /// oneDNN primitives), taking `milliseconds`; otherwise it found them prepared.
-  virtual void shapes_prepared(bool created, double milliseconds) {}
+  /// oneDNN primitives), taking `milliseconds`; otherwise it found them prepared
+  /// (`milliseconds` > 0: and prepared them again, in full). `full`: what runs
+  /// is the backend's full tier, not a quick preparation of slower code.
+  virtual void shapes_prepared(bool created, double milliseconds, bool full) {}
+  /// For such a region about to prepare this call's shapes: true when the
+  /// runtime asks for its full tier at once (a shape that keeps coming), not
+  /// its quick one (runtime/shape_admission.cc).
+  virtual bool prepare_in_full() const { return false; }
   /// Called by a backend that allocated memory for this run (a workspace for a
   /// shape larger than any before, a first run's context), so that runs can
   /// show they allocate nothing once warmed up.

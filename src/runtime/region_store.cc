@@ -264,13 +264,17 @@ class HostRegionStore : public ValueStore {
     if (node_index < plan_.anchor_node.size()) add_inner_times(profile_, plan_.anchor_node[node_index], milliseconds);
   }
   void made_non_finite() override { made_non_finite_ = true; }
-  void shapes_prepared(bool created, double milliseconds) override {
+  void shapes_prepared(bool created, double milliseconds, bool full) override {
     ++(created ? store_.counts.shape_cache_misses : store_.counts.shape_cache_hits);
     store_.counts.shape_prepare_milliseconds += milliseconds;
     prepare_milliseconds_ += milliseconds;
+    prepared_full_ = full;
   }
-  /// What shapes_prepared reported preparing during this store's run.
+  bool prepare_in_full() const override { return prepare_in_full_; }
+  /// What shapes_prepared reported preparing during this store's run, and whether in full.
   double prepare_milliseconds() const { return prepare_milliseconds_; }
+  bool prepared_full() const { return prepared_full_; }
+  void ask_to_prepare_in_full() { prepare_in_full_ = true; }
   void allocated(size_t) override { ++store_.counts.allocations; }
   void* borrow_workspace(size_t bytes, int32_t* slot) override {
     if (!store_.has_pool()) return nullptr;
@@ -289,6 +293,8 @@ class HostRegionStore : public ValueStore {
   RunProfile* profile_;
   bool made_non_finite_ = false;
   double prepare_milliseconds_ = 0;
+  bool prepared_full_ = true;  // (a region that reports nothing has one tier)
+  bool prepare_in_full_ = false;
 };
 
 /// A device region's values: inputs copied into its space (or found
@@ -515,7 +521,12 @@ void run_on_native(const RegionPlan& plan, RunStore& store, RunProfile* profile)
 /// chooses between preparing them (try_run) and native for this call, from what each measured before.
 /// False when the executable cannot run at these shapes (run_region then runs its nodes on native).
 bool run_open_region(const RegionPlan& plan, HostRegionStore& region_store, RunStore& store, RunProfile* profile) {
-  if (plan.executable->prepared_for(region_store)) return plan.executable->try_run(region_store);
+  if (plan.executable->prepared_for(region_store)) {
+    const bool ran = plan.executable->try_run(region_store);
+    // (A quick tier's shape moved up to the full one on the way: what that cost, without reading the clock.)
+    if (region_store.prepare_milliseconds() > 0) plan.admission.tiered_up(region_store.prepare_milliseconds());
+    return ran;
+  }
   std::vector<Shape> dims;
   int64_t work = 0;
   for (ValueId local : plan.region.graph.inputs) {
@@ -524,7 +535,8 @@ bool run_open_region(const RegionPlan& plan, HostRegionStore& region_store, RunS
     work += view.numel();
   }
   using Clock = std::chrono::steady_clock;
-  if (plan.admission.choose(dims, work) == ShapeAdmission::Choice::kNative) {
+  const ShapeAdmission::Choice choice = plan.admission.choose(dims, work);
+  if (choice == ShapeAdmission::Choice::kNative) {
     if (compile_fallback(plan)) ++store.counts.fallback_compiles;  // not in the time measured
     const auto start = Clock::now();
     run_on_native(plan, store, profile);
@@ -532,10 +544,16 @@ bool run_open_region(const RegionPlan& plan, HostRegionStore& region_store, RunS
     ++store.counts.shape_deferrals;
     return true;
   }
+  if (choice == ShapeAdmission::Choice::kPrepareFull) region_store.ask_to_prepare_in_full();
   const auto start = Clock::now();
   const bool ran = plan.executable->try_run(region_store);
   const double total = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  if (ran) plan.admission.prepared(work, region_store.prepare_milliseconds(), total - region_store.prepare_milliseconds());
+  const double prepare_ms = region_store.prepare_milliseconds();
+  if (ran) {
+    plan.admission.prepared(work, choice,
+                            region_store.prepared_full() ? ShapeAdmission::Tier::kFull : ShapeAdmission::Tier::kQuick,
+                            prepare_ms, total - prepare_ms);
+  }
   return ran;
 }
 

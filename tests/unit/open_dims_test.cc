@@ -204,6 +204,40 @@ TEST(OpenDims, AShapeRunAgainAndAgainIsLoweredInFullOnceAndStaysRight) {
   EXPECT_EQ(prepared_at, 8);  // the eighth hit (kTierUpCalls)
 }
 
+TEST(OpenDims, AShapeTheRuntimeAsksToPrepareInFullIsNotLoweredAgain) {
+  // The admission (default) prepares the second unseen shape in full (ValueStore::prepare_in_full) and
+  // the third quickly: hits of the second never prepare again, the third moves up to the full tier at
+  // its kTierUpCalls-th hit. Every output matches the double reference.
+  ScopedEnv direct("TESSERA_DNNL_TUNE", "0");  // direct convolutions everywhere: a quick tier exists
+  const ConvModel m;
+  CompileOptions options;
+  options.backends = {"dnnl", "native"};
+  std::unique_ptr<CompiledModel> model = CompiledModel::compile(m.graph, options);
+  uint32_t seed = 60;
+  // The preparation milliseconds a call at `shape` reported, after checking its output.
+  auto run = [&](const Shape& shape, int64_t misses) {
+    const Tensor x = random_uniform(shape, seed++, -1, 1);
+    RunProfile profile;
+    expect_matches(model->run({x.view()}, {}, &profile)[0], m.reference(x));
+    EXPECT_EQ(profile.counts.shape_cache_misses, misses) << shape_to_string(shape);
+    EXPECT_EQ(profile.counts.shape_deferrals, 0) << shape_to_string(shape);
+    return profile.counts.shape_prepare_milliseconds;
+  };
+  run({1, 8, 12, 12}, 1);
+  const Shape full = {2, 8, 9, 11}, quick = {1, 8, 7, 10};
+  EXPECT_GT(run(full, 1), 0);
+  for (int call = 0; call < 12; ++call) EXPECT_EQ(run(full, 0), 0) << "hit " << call + 1;
+  EXPECT_GT(run(quick, 1), 0);
+  int tiered_at = -1;
+  for (int call = 0; call < 12; ++call) {
+    if (run(quick, 0) > 0) {
+      EXPECT_EQ(tiered_at, -1) << "lowered again at hits " << tiered_at << " and " << call + 1;
+      tiered_at = call + 1;
+    }
+  }
+  EXPECT_EQ(tiered_at, 8);  // kTierUpCalls
+}
+
 TEST(OpenDims, AnUnseenShapeRunsOnNativeUntilPreparingItIsWorthItAndStaysPreparedAfter) {
   const ConvModel m;
   CompileOptions options;
@@ -226,11 +260,12 @@ TEST(OpenDims, AnUnseenShapeRunsOnNativeUntilPreparingItIsWorthItAndStaysPrepare
     EXPECT_EQ(c.deferrals, deferrals);
     EXPECT_EQ(c.hits, hits);
   };
-  // The first two unseen shapes are prepared (the first may do once what later preparations reuse; the
-  // second is what a shape costs), the next runs on native (what native costs is measured), and a
-  // prepared shape is found prepared.
+  // The first three unseen shapes are prepared (the first may do once what later preparations reuse; the
+  // second and third are what a shape costs in full and quickly), the next runs on native (what native
+  // costs is measured), and a prepared shape is found prepared.
   expect(run({1, 8, 12, 12}), 1, 0, 0);
   expect(run({1, 8, 11, 12}), 1, 0, 0);
+  expect(run({1, 8, 10, 12}), 1, 0, 0);
   expect(run({1, 8, 9, 13}), 0, 1, 0);
   expect(run({1, 8, 12, 12}), 0, 0, 1);
   // From here the choice is by the times measured (tests/unit/shape_admission_test.cc drives it with

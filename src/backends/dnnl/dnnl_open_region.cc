@@ -13,7 +13,9 @@
 //   (kDirectJit: 0.15-0.45 ms to create against brgemm's 2-4.5 ms, a text
 //   recogniser's four 3x3 convolutions at a new width on Zen 5), and in full
 //   once it has been hit kTierUpCalls times (brgemm ran a ResNet-18 at one
-//   size 12-20% faster there);
+//   size 12-20% faster there), or at once where the runtime asks for it
+//   (ValueStore::prepare_in_full: a shape that keeps coming, where the quick
+//   tier would not pay);
 // - the workspace comes from the run's pool (ValueStore::borrow_workspace), which the
 //   model's other regions share, or, where the run has none, one of the region's own
 //   (grown to the largest shape run) serves every shape;
@@ -324,7 +326,8 @@ std::shared_ptr<OpenDnnlRegion::Specialization> OpenDnnlRegion::specialize(const
 }
 
 std::shared_ptr<const OpenDnnlRegion::Specialization> OpenDnnlRegion::specialization(const std::vector<Shape>& dims,
-                                                                                    bool* created, bool* tiered) const {
+                                                                                    bool* created, bool* tiered,
+                                                                                    bool full) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto found = cache_.find(dims);
   if (found != cache_.end()) {
@@ -348,7 +351,7 @@ std::shared_ptr<const OpenDnnlRegion::Specialization> OpenDnnlRegion::specializa
     }
     return spec;
   }
-  std::shared_ptr<Specialization> spec = specialize(dims, /*full=*/false);
+  std::shared_ptr<Specialization> spec = specialize(dims, full);
   if (!spec->region && std::getenv("TESSERA_DNNL_TUNING_LOG")) {
     std::fprintf(stderr, "dnnl open region: runs on native at these shapes: %s\n", spec->refusal.c_str());
   }
@@ -383,9 +386,10 @@ bool OpenDnnlRegion::try_run(ValueStore& store) const {
   for (ValueId id : region_.inputs) dims.push_back(store.get(id).shape);
   const auto start = std::chrono::steady_clock::now();
   bool created = false, tiered = false;
-  std::shared_ptr<const Specialization> spec = specialization(dims, &created, &tiered);
+  std::shared_ptr<const Specialization> spec = specialization(dims, &created, &tiered, store.prepare_in_full());
   const std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - start;
-  store.shapes_prepared(created, created || tiered ? elapsed.count() : 0.0);  // (a lowering in full: a hit that prepared)
+  // (A lowering in full: a hit that prepared.)
+  store.shapes_prepared(created, created || tiered ? elapsed.count() : 0.0, !spec->quick);
   if (!spec->region) return false;
   for (ValueId id : region_.outputs) {
     TensorView& out = store.output(id);

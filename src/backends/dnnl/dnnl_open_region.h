@@ -69,8 +69,8 @@ class OpenDnnlRegion : public ExecutableRegion {
   /// The region lowered for one set of input shapes, or why it cannot be. Quick (tier 0): its direct
   /// convolutions on oneDNN's JIT kernels that are not brgemm-based (kDirectJit), cheap to create; full
   /// (tier 1): the algorithms measured at the first shape as they were measured, brgemm included. A
-  /// shape's first call takes the quick one (the first shape of all, the full one); a shape hit
-  /// kTierUpCalls times is lowered again in full.
+  /// shape's first call takes the quick one (the first shape of all, and a shape the runtime asks to
+  /// prepare in full, the full one); a shape hit kTierUpCalls times is lowered again in full.
   struct Specialization {
     Graph graph;
     std::unique_ptr<DnnlRegion> region;  // null: runs on native (refusal says why)
@@ -81,9 +81,10 @@ class OpenDnnlRegion : public ExecutableRegion {
     int64_t calls = 0;   // cache hits so far (under mutex_)
   };
   static constexpr int64_t kTierUpCalls = 8;
-  /// The cached lowering for `dims`, made (`*created`) or lowered again in full (`*tiered`) on the way.
+  /// The cached lowering for `dims`, made (`*created`; in full where `full`) or lowered again in full
+  /// (`*tiered`) on the way.
   std::shared_ptr<const Specialization> specialization(const std::vector<Shape>& dims, bool* created,
-                                                       bool* tiered = nullptr) const;
+                                                       bool* tiered = nullptr, bool full = false) const;
   std::shared_ptr<Specialization> specialize(const std::vector<Shape>& dims, bool full) const;
 
   const Graph& region_;
