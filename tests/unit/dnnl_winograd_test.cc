@@ -1,5 +1,5 @@
 // Tessera's Winograd F(4x4, 3x3) kernel for oneDNN regions
-// (dnnl_winograd.cc): called directly on nChw8c buffers against a direct
+// (dnnl_winograd.cc): called directly on nChw8c, nChw16c and channels-last buffers against a direct
 // convolution in double (partial tiles, asymmetric pads, channel counts that
 // leave padding in the last block, several chunks, bias and every post-op it
 // takes), the steps its plan must leave to oneDNN, and, through a whole
@@ -55,6 +55,14 @@ bool kernel_may_run() {
   return flags.count("avx2") && flags.count("fma") && flags.count("f16c") && !(cap && std::string(cap) == "baseline");
 }
 
+/// Its 16-channel form may run too: AVX-512 F, BW, VL and DQ, not capped to AVX2.
+bool wide_kernel_may_run() {
+  const auto flags = cpu_isa::cpu_flags();
+  const char* cap = std::getenv("TESSERA_ISA");
+  return kernel_may_run() && flags.count("avx512f") && flags.count("avx512bw") && flags.count("avx512vl") &&
+         flags.count("avx512dq") && !(cap && std::string(cap) == "avx2");
+}
+
 Step winograd_step(int64_t pad_top, int64_t pad_left, int64_t pad_bottom, int64_t pad_right) {
   Step step;
   step.kind = StepKind::kConvolution;
@@ -71,6 +79,24 @@ size_t blocked_index(int64_t n, int64_t c, int64_t h, int64_t w, int64_t channel
   const int64_t blocks = (channels + 7) / 8;
   return static_cast<size_t>((((n * blocks + c / 8) * rows + h) * cols + w) * 8 + c % 8);
 }
+
+/// A layout the kernel takes, written out by hand: the element of (n, c, h, w) and the channels it
+/// pads to (none in channels-last).
+struct Layout {
+  const char* name;
+  memory::format_tag tag;
+  int64_t block;  // 0: channels-last
+  bool wide;      // the kernel's 16-channel form runs it
+  size_t index(int64_t n, int64_t c, int64_t h, int64_t w, int64_t channels, int64_t rows, int64_t cols) const {
+    if (block == 0) return static_cast<size_t>(((n * rows + h) * cols + w) * channels + c);
+    const int64_t blocks = (channels + block - 1) / block;
+    return static_cast<size_t>((((n * blocks + c / block) * rows + h) * cols + w) * block + c % block);
+  }
+  int64_t padded(int64_t channels) const { return block == 0 ? channels : (channels + block - 1) / block * block; }
+};
+const Layout kLayouts[] = {{"nChw8c", memory::format_tag::nChw8c, 8, false},
+                           {"nChw16c", memory::format_tag::nChw16c, 16, true},
+                           {"nhwc", memory::format_tag::nhwc, 0, true}};
 
 struct Case {
   int64_t n, in_c, out_c, h, w;
@@ -110,56 +136,72 @@ TEST(DnnlWinograd, KernelMatchesDirectConvolutionInDouble) {
       {2, 13, 20, 9, 11, {1, 1, 1, 1}, true, {relu(0.1f), sum(1.0f)}},  // padded blocks on both sides, 3 output blocks
       {1, 64, 21, 14, 10, {0, 0, 0, 0}, true, {clip(0.5f, 6)}},  // a lower bound above 0: padding must stay 0
       {1, 5, 8, 7, 13, {2, 0, 1, 2}, false, {}},
-      {1, 120, 128, 30, 30, {1, 1, 1, 1}, true, {sum(0.5f), relu(0)}},  // 64 tiles in several chunks
+      {1, 120, 128, 30, 30, {1, 1, 1, 1}, true, {sum(0.5f), relu(0)}},  // 64 tiles: register tiles and a rest
+      {2, 32, 48, 22, 19, {1, 1, 1, 1}, true, {relu(0)}},  // whole 16-channel vectors, an odd panel
   };
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> uniform(-1, 1);
+  for (const Layout& layout : kLayouts) {
   for (const Case& c : cases) {
-    const std::string what = std::to_string(c.in_c) + "->" + std::to_string(c.out_c) + " " + std::to_string(c.h) + "x" +
-                             std::to_string(c.w);
+    const std::string what = std::string(layout.name) + " " + std::to_string(c.in_c) + "->" + std::to_string(c.out_c) +
+                             " " + std::to_string(c.h) + "x" + std::to_string(c.w);
     SCOPED_TRACE(what);
     const int64_t oh = c.h + c.pads[0] + c.pads[2] - 2, ow = c.w + c.pads[1] + c.pads[3] - 2;
     Step step = winograd_step(c.pads[0], c.pads[1], c.pads[2], c.pads[3]);
     step.post_ops = c.post_ops;
-    std::vector<memory::desc> roles = {blocked(c.n, c.in_c, c.h, c.w),
+    std::vector<memory::desc> roles = {blocked(c.n, c.in_c, c.h, c.w, layout.tag),
                                        memory::desc({c.out_c, c.in_c, 3, 3}, memory::data_type::f32, memory::format_tag::oihw)};
     if (c.bias) roles.push_back(memory::desc({c.out_c}, memory::data_type::f32, memory::format_tag::x));
-    roles.push_back(blocked(c.n, c.out_c, oh, ow));
+    roles.push_back(blocked(c.n, c.out_c, oh, ow, layout.tag));
     const std::optional<WinogradPlan> plan = dnnl_backend::winograd_plan(step, roles);
-    if (!kernel_may_run()) {
-      EXPECT_FALSE(plan.has_value()) << "planned on a CPU (or ISA cap) without AVX2 and FMA";
+    if (!(layout.wide ? wide_kernel_may_run() : kernel_may_run())) {
+      EXPECT_FALSE(plan.has_value()) << "planned on a CPU (or ISA cap) without " << (layout.wide ? "AVX-512" : "AVX2");
       continue;
     }
     ASSERT_TRUE(plan.has_value());
-    std::vector<float> x(roles[0].get_size() / sizeof(float), 0.0f), w(static_cast<size_t>(c.out_c * c.in_c * 9));
+    EXPECT_EQ(plan->block, layout.wide ? 16 : 8);
+    // Channels-last: x sits between two guards of NaN, which the kernel must neither read (a NaN would
+    // reach every output) nor write (checked below).
+    const size_t guard = layout.block == 0 ? 64 : 0;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> x_buffer(roles[0].get_size() / sizeof(float) + 2 * guard, layout.block == 0 ? nan : 0.0f);
+    float* const x = x_buffer.data() + guard;
+    std::vector<float> w(static_cast<size_t>(c.out_c * c.in_c * 9));
     std::vector<float> bias(static_cast<size_t>(c.out_c));
     for (int64_t b = 0; b < c.n; ++b)
       for (int64_t ch = 0; ch < c.in_c; ++ch)
         for (int64_t i = 0; i < c.h; ++i)
-          for (int64_t j = 0; j < c.w; ++j) x[blocked_index(b, ch, i, j, c.in_c, c.h, c.w)] = uniform(rng);
+          for (int64_t j = 0; j < c.w; ++j) x[layout.index(b, ch, i, j, c.in_c, c.h, c.w)] = uniform(rng);
     for (float& v : w) v = uniform(rng);
     for (float& v : bias) v = uniform(rng);
-    const size_t y_size = roles.back().get_size() / sizeof(float);
-    std::vector<float> y(y_size, 0.0f), before(y_size, 0.0f);
+    const size_t y_size = roles.back().get_size() / sizeof(float) + 2 * guard;
+    std::vector<float> y_buffer(y_size, 0.0f), before(y_size, 0.0f);
+    for (size_t i = 0; i < guard; ++i) before[i] = before[y_size - 1 - i] = -7.0f;  // (must stay)
     for (int64_t b = 0; b < c.n; ++b)  // the sum's operand, already in the output; its padding is 0
       for (int64_t ch = 0; ch < c.out_c; ++ch)
         for (int64_t i = 0; i < oh; ++i)
-          for (int64_t j = 0; j < ow; ++j) before[blocked_index(b, ch, i, j, c.out_c, oh, ow)] = uniform(rng);
-    y = before;
-    std::vector<float> weights(static_cast<size_t>(plan->weight_floats()) + 16, 0.0f);
+          for (int64_t j = 0; j < ow; ++j) before[guard + layout.index(b, ch, i, j, c.out_c, oh, ow)] = uniform(rng);
+    y_buffer = before;
+    float* const y = y_buffer.data() + guard;
+    // NaN beforehand: write_winograd_weights must write every float (a NaN left in a padding row would
+    // reach every output through 0 x NaN).
+    std::vector<float> weights(static_cast<size_t>(plan->weight_floats()) + 16, nan);
     std::vector<float> scratch(static_cast<size_t>(plan->scratch_bytes()) / sizeof(float) + 16);
     dnnl_backend::write_winograd_weights(*plan, w.data(), first_aligned(weights.data()));
-    dnnl_backend::run_winograd(*plan, x.data(), first_aligned(weights.data()), c.bias ? bias.data() : nullptr, y.data(),
+    dnnl_backend::run_winograd(*plan, x, first_aligned(weights.data()), c.bias ? bias.data() : nullptr, y,
                                first_aligned(scratch.data()));
     int failures = 0;
+    for (size_t i = 0; i < guard; ++i) {
+      if ((y_buffer[i] != -7.0f || y_buffer[y_size - 1 - i] != -7.0f) && failures++ < 5) ADD_FAILURE() << "a guard written";
+    }
     double worst = 0;
     for (int64_t b = 0; b < c.n; ++b)
-      for (int64_t o = 0; o < ((c.out_c + 7) / 8) * 8; ++o)
+      for (int64_t o = 0; o < layout.padded(c.out_c); ++o)
         for (int64_t i = 0; i < oh; ++i)
           for (int64_t j = 0; j < ow; ++j) {
-            const size_t at = blocked_index(b, o, i, j, c.out_c, oh, ow);
+            const size_t at = guard + layout.index(b, o, i, j, c.out_c, oh, ow);
             if (o >= c.out_c) {  // the last block's padding channels
-              if (y[at] != 0.0f && failures++ < 5) ADD_FAILURE() << "padding channel " << o << " holds " << y[at];
+              if (y_buffer[at] != 0.0f && failures++ < 5) ADD_FAILURE() << "padding channel " << o << " holds " << y_buffer[at];
               continue;
             }
             double acc = c.bias ? bias[static_cast<size_t>(o)] : 0.0, magnitude = std::fabs(acc);
@@ -168,7 +210,7 @@ TEST(DnnlWinograd, KernelMatchesDirectConvolutionInDouble) {
                 for (int64_t e = 0; e < 3; ++e) {
                   const int64_t yi = i + a - c.pads[0], xj = j + e - c.pads[1];
                   if (yi < 0 || yi >= c.h || xj < 0 || xj >= c.w) continue;
-                  const double term = double(x[blocked_index(b, ci, yi, xj, c.in_c, c.h, c.w)]) *
+                  const double term = double(x[layout.index(b, ci, yi, xj, c.in_c, c.h, c.w)]) *
                                       w[static_cast<size_t>(((o * c.in_c + ci) * 3 + a) * 3 + e)];
                   acc += term;
                   magnitude += std::fabs(term);
@@ -185,14 +227,15 @@ TEST(DnnlWinograd, KernelMatchesDirectConvolutionInDouble) {
             }
             // Winograd's transforms round terms up to 8x larger than a direct sum's: a few float
             // epsilons of the terms' magnitude (measured 1.1e-6 to 1.6e-6 of it on these cases).
-            const double error = std::fabs(double(y[at]) - acc);
+            const double error = std::fabs(double(y_buffer[at]) - acc);
             worst = std::max(worst, error / magnitude);
             if (!(error <= 4e-6 * magnitude) && failures++ < 5) {
-              ADD_FAILURE() << "output (" << b << ", " << o << ", " << i << ", " << j << "): " << y[at] << ", expected "
-                            << acc << " (terms' magnitude " << magnitude << ")";
+              ADD_FAILURE() << "output (" << b << ", " << o << ", " << i << ", " << j << "): " << y_buffer[at]
+                            << ", expected " << acc << " (terms' magnitude " << magnitude << ")";
             }
           }
     std::printf("%s: worst error %.3g of the terms' magnitude\n", what.c_str(), worst);
+  }
   }
 }
 
@@ -250,9 +293,21 @@ TEST(DnnlWinograd, PlanLeavesEverythingElseToOneDnn) {
            blocked(1, 16, 12, 12)},
           "grouped weights");
   const memory::format_tag avx512_layout = memory::format_tag::nChw16c;
-  refused(plain_step, {blocked(1, 16, 12, 12, avx512_layout), weights, blocked(1, 16, 12, 12, avx512_layout)},
-          "nChw16c (AVX-512's layout, where oneDNN has its own Winograd)");
+  EXPECT_EQ(dnnl_backend::winograd_plan(plain_step, {blocked(1, 16, 12, 12, avx512_layout), weights,
+                                                     blocked(1, 16, 12, 12, memory::format_tag::nhwc)})
+                .has_value(),
+            wide_kernel_may_run())
+      << "nChw16c into channels-last";
+  refused(plain_step, {blocked(1, 16, 12, 12, avx512_layout), weights, blocked(1, 16, 12, 12)},
+          "nChw16c into nChw8c");
   refused(plain_step, {blocked(1, 16, 12, 12, memory::format_tag::nchw), weights, blocked(1, 16, 12, 12)}, "a plain source");
+  refused(plain_step,
+          {blocked(1, 16, 12, 12, memory::format_tag::nchw), weights, blocked(1, 16, 12, 12, memory::format_tag::nhwc)},
+          "a plain source into channels-last");
+  refused(plain_step,
+          {memory::desc({1, 16, 12, 12}, memory::data_type::f32, memory::dims{16 * 12 * 13, 1, 12 * 16, 16}), weights,
+           blocked(1, 16, 12, 12, memory::format_tag::nhwc)},
+          "channels-last rows with a gap");
   refused(plain_step, {blocked(1, 16, 12, 12), weights, blocked(1, 16, 11, 12)}, "output rows the pads do not give");
   Step binary = plain_step;
   PostOp mul;
@@ -324,8 +379,9 @@ TEST(DnnlWinograd, ChosenWhereOneDnnLacksWinogradAndModelMatchesReference) {
     }
   const std::vector<double> second = reference_conv3x3_same(first, 64, w2, 40, 28, 28);
 
-  // What this CPU implies: oneDNN's layout is nChw8c below AVX-512 (there oneDNN has its own
-  // Winograd), and the kernel needs AVX2.
+  // What this CPU implies: oneDNN's layout is nChw8c below AVX-512 (with it, a static region has
+  // oneDNN's own Winograd and no candidate of Tessera's: OpenDimsRegionsTakeItAtAnyIsa covers those),
+  // and the kernel needs AVX2.
   const bool kernel_applies = kernel_may_run() && cpu_isa::dnnl_avx2() && !cpu_isa::dnnl_avx512();
   for (const bool forced : {false, true}) {
     SCOPED_TRACE(forced ? "TESSERA_DNNL_TUNE=winograd" : "chosen by measurement");
@@ -374,6 +430,81 @@ TEST(DnnlWinograd, ChosenWhereOneDnnLacksWinogradAndModelMatchesReference) {
       const double actual = outputs[0].as<float>()[i];
       if (!(std::fabs(actual - expected) <= 1e-4 + 1e-4 * std::fabs(expected)) && failures++ < 5) {
         ADD_FAILURE() << "output " << i << ": " << actual << ", expected " << expected;
+      }
+    }
+  }
+}
+
+TEST(DnnlWinograd, OpenDimsRegionsTakeItAtAnyIsaAndEveryShapeMatchesReference) {
+  // A region of open dims has no oneDNN Winograd at any ISA (its weights are laid out per shape's
+  // tiling): Tessera's is its candidate, with 8 channels a vector below AVX-512 and 16 with it (oneDNN's
+  // layouts there: nChw16c, or channels-last for brgemm). Forced (TESSERA_DNNL_TUNE=winograd), the
+  // lowering takes it wherever the CPU runs its form, and the model matches the double reference at
+  // every shape.
+  struct Env {
+    Env() {
+      setenv("TESSERA_DNNL_TUNE", "winograd", 1);
+      setenv("TESSERA_SHAPE_ADMISSION", "eager", 1);  // every shape on oneDNN, none deferred to native
+    }
+    ~Env() {
+      unsetenv("TESSERA_DNNL_TUNE");
+      unsetenv("TESSERA_SHAPE_ADMISSION");
+    }
+  } env;
+  const int64_t channels = 32;
+  const Tensor w1 = random_uniform({channels, channels, 3, 3}, 21, -0.1f, 0.1f), b1 = random_uniform({channels}, 22, -1, 1);
+  const Tensor w2 = random_uniform({channels, channels, 3, 3}, 23, -0.1f, 0.1f);
+  auto graph = [&](const Shape& input) {
+    GraphBuilder b;
+    const ValueId x = b.input("x", input);
+    if (input[2] < 0) b.graph.value(x).type.symbols = {"", "", "h", "w"};
+    const AttributeMap pads = attributes({{"pads", Attribute::of_ints({1, 1, 1, 1})}});
+    const ValueId conv = b.node("Relu", {b.node("Conv", {x, b.constant(w1), b.constant(b1)}, pads)});
+    b.output(b.node("Conv", {conv, b.constant(w2)}, pads));
+    return b.graph;
+  };
+  // The lowering of an open region (it keeps an algorithm memo), at one shape.
+  Graph typed = graph({1, channels, 24, 24});
+  for (const Node& node : typed.nodes) {
+    typed.value(node.outputs[0]).type = TensorType::make(DType::kFloat32, {1, channels, 24, 24});
+  }
+  const bool narrow = cpu_isa::dnnl_avx2() && !cpu_isa::dnnl_avx512();
+  const bool applies = narrow ? kernel_may_run() : cpu_isa::dnnl_avx512() && wide_kernel_may_run();
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl_backend::AlgorithmMemo memo;
+  const dnnl_backend::Program program = dnnl_backend::lower_region(typed, engine, {}, &memo);
+  int chosen = 0;
+  for (const Step& step : program.steps) chosen += step.algorithm == dnnl_backend::kTesseraWinograd;
+  EXPECT_EQ(chosen, applies ? 2 : 0);
+
+  // The whole model with open spatial dims, at several shapes.
+  CompileOptions options;
+  options.backends = {"dnnl", "native"};
+  std::unique_ptr<CompiledModel> model = CompiledModel::compile(graph({1, channels, -1, -1}), options);
+  uint32_t seed = 30;
+  for (const Shape& shape : {Shape{1, channels, 24, 24}, Shape{1, channels, 13, 30}, Shape{1, channels, 24, 24}}) {
+    SCOPED_TRACE(shape_to_string(shape));
+    const Tensor input = random_uniform(shape, seed++, -1, 1);
+    const int64_t h = shape[2], w = shape[3];
+    std::vector<double> first =
+        reference_conv3x3_same(std::vector<double>(input.as<float>(), input.as<float>() + input.numel()), channels, w1,
+                               channels, h, w);
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < h * w; ++i) {
+        double& v = first[static_cast<size_t>(c * h * w + i)];
+        v = std::max(0.0, v + b1.as<float>()[c]);
+      }
+    const std::vector<double> expected = reference_conv3x3_same(first, channels, w2, channels, h, w);
+    RunProfile profile;
+    const std::vector<Tensor> outputs = model->run({input.view()}, {}, &profile);
+    EXPECT_EQ(profile.counts.shape_deferrals + profile.counts.shape_fallbacks, 0);
+    ASSERT_EQ(outputs.size(), 1u);
+    ASSERT_EQ(static_cast<size_t>(outputs[0].numel()), expected.size());
+    int failures = 0;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const double actual = outputs[0].as<float>()[i];
+      if (!(std::fabs(actual - expected[i]) <= 1e-4 + 1e-4 * std::fabs(expected[i])) && failures++ < 5) {
+        ADD_FAILURE() << "output " << i << ": " << actual << ", expected " << expected[i];
       }
     }
   }

@@ -339,7 +339,8 @@ struct WinogradPostOp {
 };
 struct WinogradPlan {
   int64_t batch = 0;
-  int64_t in_blocks = 0, out_blocks = 0;  // padded channels / 8
+  int64_t block = 8;  // channels a vector: 8 (AVX2, nChw8c) or 16 (AVX-512, nChw16c or channels-last)
+  int64_t in_blocks = 0, out_blocks = 0;  // padded channels / block
   int64_t in_channels = 0, out_channels = 0;  // real ones (the rest of the last output block is written 0)
   int64_t in[2] = {0, 0}, out[2] = {0, 0}, pad[2] = {0, 0};  // rows, columns; begin padding
   int64_t tiles[2] = {0, 0};  // 4x4 output tiles per image: rows, columns
@@ -347,7 +348,7 @@ struct WinogradPlan {
   int64_t src_strides[4] = {0, 0, 0, 0};  // elements: batch, channel block, row, column
   int64_t dst_strides[4] = {0, 0, 0, 0};
   std::vector<WinogradPostOp> post_ops;
-  /// Floats of the transformed weights (36 x in_blocks*8 x out panels of 16).
+  /// Floats of the transformed weights (36 x in_blocks*block x out panels of 2*block).
   int64_t weight_floats() const;
   /// Bytes of scratch one run needs (the chunk's transformed inputs and products).
   int64_t scratch_bytes() const;
@@ -356,12 +357,13 @@ struct WinogradPlan {
 bool winograd_available();
 /// The plan for a convolution step's layouts (source, weights, [bias,]
 /// destination), or nullopt where the kernel does not apply: not 2-D 3x3
-/// stride 1 undilated ungrouped float32, source or destination not nChw8c,
-/// a post-op other than relu, clip and sum, or a CPU without AVX2.
+/// stride 1 undilated ungrouped float32, source and destination not both
+/// nChw8c (AVX2), or each nChw16c or channels-last (AVX-512), a post-op
+/// other than relu, clip and sum, or a CPU without AVX2.
 std::optional<WinogradPlan> winograd_plan(const Step& step, const std::vector<memory::desc>& roles);
 /// The weights transformed (G g G^T, in double) and packed for the kernel, from
-/// plain [O, I, 3, 3] weights, into `out`: weight_floats() floats, zeroed
-/// beforehand (padding channels are not written).
+/// plain [O, I, 3, 3] weights, into `out`: weight_floats() floats, every one
+/// written (padding channels 0).
 void write_winograd_weights(const WinogradPlan& plan, const float* plain, float* out);
 /// The first 64-byte aligned float at or after `p` (buffers for the kernel
 /// keep 16 floats to spare for it).
@@ -374,6 +376,11 @@ inline const float* first_aligned(const float* p) { return first_aligned(const_c
 /// (from write_winograd_weights) and `scratch` (scratch_bytes()) are 64-byte aligned.
 void run_winograd(const WinogradPlan& plan, const float* src, const float* weights, const float* bias, float* dst,
                   float* scratch);
+/// run_winograd's kernels for 8 channels a vector (dnnl_winograd_avx2.cc) and 16 (dnnl_winograd_avx512.cc).
+void run_winograd_avx2(const WinogradPlan& plan, const float* src, const float* weights, const float* bias, float* dst,
+                       float* scratch);
+void run_winograd_avx512(const WinogradPlan& plan, const float* src, const float* weights, const float* bias,
+                         float* dst, float* scratch);
 /// run_winograd on a convolution step's memory (`args`: its DNNL_ARG_* map;
 /// the bias where it holds one); `scratch` need not be aligned (16 floats to spare).
 void run_winograd_step(const WinogradPlan& plan, const float* weights, const std::unordered_map<int, memory>& args,

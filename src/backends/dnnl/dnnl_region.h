@@ -24,8 +24,8 @@ struct SharedConstants {
   };
   struct Winograd {
     std::string slot_key;
-    int64_t in_blocks, out_blocks;
-    std::shared_ptr<const std::vector<float>> weights;
+    int64_t block, in_blocks, out_blocks;
+    std::shared_ptr<const Buffer> weights;
   };
   std::mutex mutex;
   std::vector<Reordered> reordered;
@@ -86,7 +86,7 @@ class DnnlRegion : public ExecutableRegion {
     std::optional<MaxPoolPlan> max_pool;        // a max pooling step run as a direct loop instead of its primitive
     std::optional<int64_t> swish;               // an eltwise swish step run by Tessera's loop: its buffer's floats
     std::optional<WinogradPlan> winograd;       // a 3x3 convolution run by Tessera's Winograd kernel
-    std::shared_ptr<const std::vector<float>> winograd_weights;  // its transformed weights, from the first_aligned float on
+    std::shared_ptr<const Buffer> winograd_weights;  // its transformed weights (64-byte aligned)
   };
   /// What one concurrent run needs: a stream, the workspace, memory objects.
   struct RunContext {

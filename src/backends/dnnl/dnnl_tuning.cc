@@ -83,6 +83,11 @@ std::unordered_map<int, memory> scratch_args(const Lowering& lowering, const Ste
 /// Below this many multiply-adds (about 0.1 ms of a direct convolution on one
 /// AVX2 core) Tessera's Winograd kernel is not tried.
 constexpr int64_t kMinWinogradMultiplyAdds = int64_t{1} << 23;
+/// Outputs a side at most that convolutions of open-dims regions are timed on (choose_convolution_algorithm).
+constexpr int64_t kOpenTimingSide = 32;
+/// Filters (output x input channels) per 4x4 output tile of the first shape above which an open-dims
+/// region does not try Tessera's Winograd (the native backend's rule: kWinogradWeightsPerTile).
+constexpr int64_t kOpenWinogradFiltersPerTile = 2048;
 
 }  // namespace
 
@@ -139,19 +144,42 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
   const int64_t batch = full_source.dims().empty() ? 1 : full_source.dims()[0];
   bool one_image = batch > 1 && format_tag_of(full_source) >= 0;
   for (const PostOp& p : step.post_ops) one_image &= p.kind != PostOpKind::kBinary;
-  auto image = [&](const memory::desc& d) -> memory::desc {
-    if (!one_image || d == memory::desc()) return d;
+  // In a region of open dims the choice is kept for every later shape (AlgorithmMemo), so the first
+  // shape is one size among many: timed on a crop of at most kOpenTimingSide outputs a side (both
+  // candidates alike; fewer tiles to share Winograd's weights over only favours the direct one), since
+  // every large layer timed whole made a ResNet-18 trunk's first call at 448x448 take 0.8-1.0 s against
+  // 0.2 s with the same choices unmeasured.
+  const bool open_dims = lowering.algorithm_memo() != nullptr;
+  const memory::dims full_output = output_request.dims();
+  int64_t crop_out[2] = {0, 0};  // 0: not cropped
+  double crop_share = 1;         // the cropped outputs' share of the whole
+  const bool tagged = full_source.data.format_kind == dnnl_format_kind_any || format_tag_of(full_source) >= 0;
+  if (open_dims && tagged && full_source.dims().size() == 4 && full_output.size() == 4 && step.ints.size() >= 8) {
+    for (int d = 0; d < 2; ++d) {
+      if (full_output[static_cast<size_t>(2 + d)] <= kOpenTimingSide) continue;
+      crop_out[d] = kOpenTimingSide;
+      crop_share *= static_cast<double>(kOpenTimingSide) / static_cast<double>(full_output[static_cast<size_t>(2 + d)]);
+    }
+  }
+  auto image = [&](const memory::desc& d, bool output) -> memory::desc {
+    const bool cropped = crop_out[0] > 0 || crop_out[1] > 0;
+    if ((!one_image && !cropped) || d == memory::desc()) return d;
     memory::dims dims = d.dims();
-    dims[0] = 1;
+    if (one_image) dims[0] = 1;
+    for (int i = 0; i < 2; ++i) {
+      if (crop_out[i] == 0) continue;
+      // 3x3, stride 1: outputs = inputs + both pads - 2.
+      const int64_t pads = step.ints[static_cast<size_t>(4 + i)] + step.ints[static_cast<size_t>(6 + i)];
+      dims[static_cast<size_t>(2 + i)] = output ? crop_out[i] : std::max<int64_t>(1, crop_out[i] + 2 - pads);
+    }
     if (d.data.format_kind == dnnl_format_kind_any) return memory::desc(dims, d.data_type(), memory::format_tag::any);
     return layout_like(d, std::vector<int64_t>(dims.begin(), dims.end()));
   };
-  const memory::desc source_layout = image(full_source);
+  const memory::desc source_layout = image(full_source, false);
   // In a region of open dims (the lowering has a memo) oneDNN's Winograd is not a candidate
   // (convolution_candidates): a ResNet-18 trunk's second shape took 90-200 ms to prepare with it against
   // 10-13 with direct convolutions (Zen 5), paid again at every new shape. Tessera's kernel is tried
   // first; where it does not apply, the direct convolution is taken without timing it.
-  const bool open_dims = lowering.algorithm_memo() != nullptr;
   const std::vector<ConvolutionAlgorithm> candidates = convolution_candidates(open_dims);
   // Every candidate that applies is prepared first and then timed in interleaved rounds, so that a
   // disturbance lasting a few milliseconds (a process on the other core, the host taking the vCPU)
@@ -176,8 +204,8 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
     for (size_t i = 0; i < roles.size(); ++i) {
       if (roles[i] == memory::desc()) roles[i] = lowering.desc(step.inputs[i]);
     }
-    roles[0] = image(roles[0]);
-    roles.push_back(image(output_request));
+    roles[0] = image(roles[0], false);
+    roles.push_back(image(output_request, true));
     try {
       Timed t;
       t.algorithm = algorithm;
@@ -193,9 +221,22 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
         std::vector<memory::desc> layouts;
         for (size_t i = 0; i < role_args(step).size(); ++i) layouts.push_back(role_desc(step, t.pd, i));
         const int64_t images = one_image ? batch : 1;
-        if (!force_winograd && step_multiply_adds(step, layouts).value_or(0) * images < kMinWinogradMultiplyAdds) continue;
+        const double multiply_adds = static_cast<double>(step_multiply_adds(step, layouts).value_or(0)) / crop_share;
+        if (!force_winograd && multiply_adds * static_cast<double>(images) < kMinWinogradMultiplyAdds) continue;
         t.plan = winograd_plan(step, layouts);
         if (!t.plan) continue;
+        // With AVX-512 a static region has oneDNN's Winograd: the 16-channel kernel only where that is
+        // not a candidate. Timed beside it, Tessera's won some of a ResNet-18 trunk's layers at 448x448
+        // by a few percent, but whole runs were then 44-46 ms or 55 from compile to compile (oneDNN
+        // alone: 45-47).
+        if (!open_dims && t.plan->block == 16) continue;
+        // In a region of open dims, only where the first shape has a tile per kOpenWinogradFiltersPerTile
+        // filters: the transformed weights (4x the layer's) are kept for every later shape, smaller ones
+        // included, where few tiles would share them (a ResNet-18 trunk first run at 448x448 timed its
+        // 512-channel 14x14 layers faster with Winograd, and their 113 MB of transformed weights took 0.2-0.4
+        // s to fault in on a VM, most of that first call).
+        const int64_t tiles = ((full_output[2] + 3) / 4) * ((full_output[3] + 3) / 4);
+        if (open_dims && !force_winograd && tiles * kOpenWinogradFiltersPerTile < w[0] * w[1]) continue;
         if (force_winograd) return algorithm;
         // The kernel's time does not depend on the weights' values: zeros, in buffers kept for the
         // next layer (zeroing and faulting in fresh ones for every layer was a third of a compile).

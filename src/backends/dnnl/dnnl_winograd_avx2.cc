@@ -189,8 +189,8 @@ void transform_output(const Geometry& g, const float* m, const float* bias, floa
 
 }  // namespace
 
-void run_winograd(const WinogradPlan& plan, const float* src, const float* weights, const float* bias, float* dst,
-                  float* scratch) {
+void run_winograd_avx2(const WinogradPlan& plan, const float* src, const float* weights, const float* bias, float* dst,
+                       float* scratch) {
   const Geometry g{plan,
                    plan.tiles[0] * plan.tiles[1],
                    (plan.out_blocks + 1) / 2,
