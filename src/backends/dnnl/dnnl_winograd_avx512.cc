@@ -19,6 +19,7 @@
 #include <algorithm>
 
 #include "backends/dnnl/dnnl_internal.h"
+#include "backends/dnnl/dnnl_winograd_body.h"
 
 namespace tessera::dnnl_backend {
 namespace {
@@ -26,39 +27,19 @@ namespace {
 constexpr int kBlock = 16;
 constexpr int kRows = 12;  // tiles per register tile
 
-/// r = B^T x for F(4x4, 3x3)'s B^T (rows 4 0 -5 0 1 0 / 0 -4 -4 1 1 0 / 0 4 -4 -1 1 0 /
-/// 0 -2 -1 2 1 0 / 0 2 -1 -2 1 0 / 0 4 0 -5 0 1).
-inline void input_transform(const __m512 x[6], __m512 r[6]) {
-  const __m512 two = _mm512_set1_ps(2), four = _mm512_set1_ps(4), five = _mm512_set1_ps(5);
-  r[0] = _mm512_fmadd_ps(four, x[0], _mm512_fnmadd_ps(five, x[2], x[4]));
-  r[1] = _mm512_fnmadd_ps(four, _mm512_add_ps(x[1], x[2]), _mm512_add_ps(x[3], x[4]));
-  r[2] = _mm512_fmadd_ps(four, _mm512_sub_ps(x[1], x[2]), _mm512_sub_ps(x[4], x[3]));
-  r[3] = _mm512_fmadd_ps(two, _mm512_sub_ps(x[3], x[1]), _mm512_sub_ps(x[4], x[2]));
-  r[4] = _mm512_fnmadd_ps(two, _mm512_sub_ps(x[3], x[1]), _mm512_sub_ps(x[4], x[2]));
-  r[5] = _mm512_fmadd_ps(four, x[1], _mm512_fnmadd_ps(five, x[3], x[5]));
-}
-
-/// r = A^T m for A^T (rows 1 1 1 1 1 0 / 0 1 -1 2 -2 0 / 0 1 1 4 4 0 / 0 1 -1 8 -8 1).
-inline void output_transform(const __m512 m[6], __m512 r[4]) {
-  const __m512 sum12 = _mm512_add_ps(m[1], m[2]), diff12 = _mm512_sub_ps(m[1], m[2]);
-  const __m512 sum34 = _mm512_add_ps(m[3], m[4]), diff34 = _mm512_sub_ps(m[3], m[4]);
-  r[0] = _mm512_add_ps(_mm512_add_ps(m[0], sum12), sum34);
-  r[1] = _mm512_fmadd_ps(_mm512_set1_ps(2), diff34, diff12);
-  r[2] = _mm512_fmadd_ps(_mm512_set1_ps(4), sum34, sum12);
-  r[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8), diff34, diff12), m[5]);
-}
-
-struct Geometry {
-  const WinogradPlan& plan;
-  int64_t tiles_per_image;
-  int64_t num_panels;
-  int64_t point_in_stride;   // floats between points in V
-  int64_t point_out_stride;  // ... in M
-  int64_t block_stride;      // floats between channel blocks of one point (chunk * 16)
+/// The vector operations the shared transforms use (dnnl_winograd_body.h).
+struct Ops {
+  using V = __m512;
+  static V set1(float a) { return _mm512_set1_ps(a); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V fnmadd(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
 };
+using winograd_body::Geometry;
 
 /// Step 1 for tile `tile` (global index; `local` within the chunk) and input channel block `cb`.
-void transform_input(const Geometry& g, const float* src, float* v, int64_t tile, int64_t local, int64_t cb) {
+void input_step(const Geometry& g, const float* src, float* v, int64_t tile, int64_t local, int64_t cb) {
   const WinogradPlan& p = g.plan;
   const int64_t n = tile / g.tiles_per_image;
   const int64_t ty = (tile % g.tiles_per_image) / p.tiles[1];
@@ -81,12 +62,12 @@ void transform_input(const Geometry& g, const float* src, float* v, int64_t tile
     }
   }
   __m512 rows[6][6];  // d B, row by row
-  for (int i = 0; i < 6; ++i) input_transform(d[i], rows[i]);
+  for (int i = 0; i < 6; ++i) winograd_body::input_transform<Ops>(d[i], rows[i]);
   float* out = v + cb * g.block_stride + local * kBlock;
   for (int c = 0; c < 6; ++c) {
     const __m512 column[6] = {rows[0][c], rows[1][c], rows[2][c], rows[3][c], rows[4][c], rows[5][c]};
     __m512 r[6];
-    input_transform(column, r);
+    winograd_body::input_transform<Ops>(column, r);
     for (int i = 0; i < 6; ++i) _mm512_storeu_ps(out + (i * 6 + c) * g.point_in_stride, r[i]);
   }
 }
@@ -128,7 +109,7 @@ void multiply_rows(const float* a, int64_t block_stride, int64_t in_blocks, cons
   multiply_tile<R>(a, block_stride, in_blocks, b, m0, m1);
 }
 
-void multiply(const Geometry& g, const float* v, const float* weights, float* m, int64_t task, int64_t count) {
+void multiply_step(const Geometry& g, const float* v, const float* weights, float* m, int64_t task, int64_t count) {
   const WinogradPlan& p = g.plan;
   const int64_t point = task / g.num_panels, panel = task % g.num_panels;
   const float* a = v + point * g.point_in_stride;
@@ -143,7 +124,7 @@ void multiply(const Geometry& g, const float* v, const float* weights, float* m,
 }
 
 /// Step 3 for tile `tile` (`local` within the chunk) and output channel block `ob`.
-void transform_output(const Geometry& g, const float* m, const float* bias, float* dst, int64_t tile, int64_t local,
+void output_step(const Geometry& g, const float* m, const float* bias, float* dst, int64_t tile, int64_t local,
                       int64_t ob) {
   const WinogradPlan& p = g.plan;
   const float* in = m + ob * g.block_stride + local * kBlock;
@@ -151,7 +132,7 @@ void transform_output(const Geometry& g, const float* m, const float* bias, floa
   for (int i = 0; i < 6; ++i) {
     __m512 row[6];
     for (int j = 0; j < 6; ++j) row[j] = _mm512_loadu_ps(in + (i * 6 + j) * g.point_out_stride);
-    output_transform(row, rows[i]);
+    winograd_body::output_transform<Ops>(row, rows[i]);
   }
   const int64_t real = std::min<int64_t>(kBlock, p.out_channels - ob * kBlock);  // channels of this block that exist
   const __mmask16 keep = static_cast<__mmask16>((1u << real) - 1);
@@ -167,7 +148,7 @@ void transform_output(const Geometry& g, const float* m, const float* bias, floa
   for (int j = 0; j < 4; ++j) {
     const __m512 column[6] = {rows[0][j], rows[1][j], rows[2][j], rows[3][j], rows[4][j], rows[5][j]};
     __m512 y[4];
-    output_transform(column, y);
+    winograd_body::output_transform<Ops>(column, y);
     const int64_t w = tx * 4 + j;
     if (w >= p.out[1]) break;
     for (int i = 0; i < 4; ++i) {
@@ -201,33 +182,18 @@ void transform_output(const Geometry& g, const float* m, const float* bias, floa
   }
 }
 
+/// The steps run_chunks takes (dnnl_winograd_body.h).
+struct Kernels {
+  static constexpr auto input = &input_step;
+  static constexpr auto product = &multiply_step;
+  static constexpr auto output = &output_step;
+};
+
 }  // namespace
 
 void run_winograd_avx512(const WinogradPlan& plan, const float* src, const float* weights, const float* bias,
                          float* dst, float* scratch) {
-  const Geometry g{plan,
-                   plan.tiles[0] * plan.tiles[1],
-                   (plan.out_blocks + 1) / 2,
-                   plan.in_blocks * plan.chunk * kBlock,
-                   plan.out_blocks * plan.chunk * kBlock,
-                   plan.chunk * kBlock};
-  const int64_t tiles = plan.batch * g.tiles_per_image;
-  float* v = scratch;
-  float* m = scratch + 36 * g.point_in_stride;
-#pragma omp parallel
-  for (int64_t start = 0; start < tiles; start += plan.chunk) {
-    const int64_t count = std::min(plan.chunk, tiles - start);
-#pragma omp for schedule(static)
-    for (int64_t k = 0; k < count * plan.in_blocks; ++k) {
-      transform_input(g, src, v, start + k / plan.in_blocks, k / plan.in_blocks, k % plan.in_blocks);
-    }
-#pragma omp for schedule(static)
-    for (int64_t task = 0; task < 36 * g.num_panels; ++task) multiply(g, v, weights, m, task, count);
-#pragma omp for schedule(static)
-    for (int64_t k = 0; k < count * plan.out_blocks; ++k) {
-      transform_output(g, m, bias, dst, start + k / plan.out_blocks, k / plan.out_blocks, k % plan.out_blocks);
-    }
-  }
+  winograd_body::run_chunks<Kernels>(plan, src, weights, bias, dst, scratch);
 }
 
 }  // namespace tessera::dnnl_backend
