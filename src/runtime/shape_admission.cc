@@ -35,8 +35,8 @@
 #include "runtime/shape_admission.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 namespace tessera {

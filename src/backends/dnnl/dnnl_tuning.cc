@@ -16,6 +16,7 @@
 
 #include "backends/dnnl/dnnl_lowering.h"
 #include "backends/dnnl/dnnl_op_tables.h"
+#include "backends/native/kernels/winograd_f4x3.h"
 #include "ir/error.h"
 
 namespace tessera::dnnl_backend {
@@ -85,9 +86,6 @@ std::unordered_map<int, memory> scratch_args(const Lowering& lowering, const Ste
 constexpr int64_t kMinWinogradMultiplyAdds = int64_t{1} << 23;
 /// Outputs a side at most that convolutions of open-dims regions are timed on (choose_convolution_algorithm).
 constexpr int64_t kOpenTimingSide = 32;
-/// Filters (output x input channels) per 4x4 output tile of the first shape above which an open-dims
-/// region does not try Tessera's Winograd (the native backend's rule: kWinogradWeightsPerTile).
-constexpr int64_t kOpenWinogradFiltersPerTile = 2048;
 
 }  // namespace
 
@@ -161,8 +159,8 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
       crop_share *= static_cast<double>(kOpenTimingSide) / static_cast<double>(full_output[static_cast<size_t>(2 + d)]);
     }
   }
+  const bool cropped = crop_out[0] > 0 || crop_out[1] > 0;
   auto image = [&](const memory::desc& d, bool output) -> memory::desc {
-    const bool cropped = crop_out[0] > 0 || crop_out[1] > 0;
     if ((!one_image && !cropped) || d == memory::desc()) return d;
     memory::dims dims = d.dims();
     if (one_image) dims[0] = 1;
@@ -230,13 +228,13 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
         // by a few percent, but whole runs were then 44-46 ms or 55 from compile to compile (oneDNN
         // alone: 45-47).
         if (!open_dims && t.plan->block == 16) continue;
-        // In a region of open dims, only where the first shape has a tile per kOpenWinogradFiltersPerTile
+        // In a region of open dims, only where the first shape has a tile per kWinogradWeightsPerTile
         // filters: the transformed weights (4x the layer's) are kept for every later shape, smaller ones
         // included, where few tiles would share them (a ResNet-18 trunk first run at 448x448 timed its
         // 512-channel 14x14 layers faster with Winograd, and their 113 MB of transformed weights took 0.2-0.4
         // s to fault in on a VM, most of that first call).
         const int64_t tiles = ((full_output[2] + 3) / 4) * ((full_output[3] + 3) / 4);
-        if (open_dims && !force_winograd && tiles * kOpenWinogradFiltersPerTile < w[0] * w[1]) continue;
+        if (open_dims && !force_winograd && tiles * native::kWinogradWeightsPerTile < w[0] * w[1]) continue;
         if (force_winograd) return algorithm;
         // The kernel's time does not depend on the weights' values: zeros, in buffers kept for the
         // next layer (zeroing and faulting in fresh ones for every layer was a third of a compile).

@@ -188,10 +188,9 @@ struct WinogradConv {
 };
 /// Fewest input and output channels, and tiles (4x4 outputs, all images together), for which
 /// winograd_conv_worthwhile says yes; and at least one tile per this many filters (input x output
-/// channels): 32 tiles for 256 x 256 channels, 128 for 512 x 512.
+/// channels, kWinogradWeightsPerTile in winograd_f4x3.h): 32 tiles for 256 x 256 channels, 128 for 512 x 512.
 constexpr int64_t kWinogradMinChannels = 16;
 constexpr int64_t kWinogradMinTiles = 32;
-constexpr int64_t kWinogradWeightsPerTile = 2048;
 /// Whether winograd_conv should run this convolution rather than the direct one: its geometry is
 /// consistent, and enough channels and tiles that the saved multiplies outweigh the transforms.
 bool winograd_conv_worthwhile(const WinogradConv& s);

@@ -1,9 +1,18 @@
 // Winograd F(4x4, 3x3)'s weight transform U = G g G^T, shared by native's
 // kernel (nn_conv_winograd.cc) and the oneDNN backend's (dnnl_winograd.cc):
-// one home for G. In double; each caller rounds and lays U out its own way.
+// one home for G, and for how many tiles its transformed weights need. In
+// double; each caller rounds and lays U out its own way.
 #pragma once
 
+#include <cstdint>
+
 namespace tessera::native {
+
+/// Filters (input x output channels) per 4x4 output tile above which Winograd's transformed weights
+/// (four times the layer's, read by every chunk of tiles) are not worth keeping: native's rule
+/// (winograd_conv_worthwhile; a 512 x 512 convolution on nine tiles ran slower than directly) and the
+/// oneDNN backend's at an open region's first shape (dnnl_tuning.cc).
+constexpr int64_t kWinogradWeightsPerTile = 2048;
 
 /// u[r * 6 + c] = (G g G^T)[r][c] for one 3x3 filter g (row-major).
 inline void winograd_f4x3_weights(const float* g, double u[36]) {
