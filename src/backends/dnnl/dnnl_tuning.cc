@@ -1,10 +1,14 @@
 // Backend tuning chosen by measurement: for a 3x3 convolution oneDNN can run
 // directly or with Winograd's algorithm (fewer multiplications, other
-// layouts; AVX-512 only in oneDNN 2.6), and Tessera's own Winograd kernel
-// (AVX2, dnnl_winograd.cc) can run on the direct convolution's layouts. Both are timed on this machine, with the thread count the runs
-// use, including the reorders each one's layouts would add at its input and
-// output, and the faster wins. The choice is stored in the payload (and the
-// compatibility string pins the machine's instruction set).
+// layouts; AVX-512 and one thread only here), and Tessera's own Winograd
+// kernel (dnnl_winograd.cc; AVX2, and AVX-512 where oneDNN's is not a
+// candidate) can run on the direct convolution's layouts. All are timed on
+// this machine, with the thread count the runs use, including the reorders
+// each one's layouts would add at its input and output, and the fastest
+// wins. The choice is stored in the payload (and the compatibility string
+// pins the machine's instruction set).
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -223,11 +227,13 @@ int32_t choose_convolution_algorithm(const Lowering& lowering, Step step, const 
         if (!force_winograd && multiply_adds * static_cast<double>(images) < kMinWinogradMultiplyAdds) continue;
         t.plan = winograd_plan(step, layouts);
         if (!t.plan) continue;
-        // With AVX-512 a static region has oneDNN's Winograd: the 16-channel kernel only where that is
-        // not a candidate. Timed beside it, Tessera's won some of a ResNet-18 trunk's layers at 448x448
-        // by a few percent, but whole runs were then 44-46 ms or 55 from compile to compile (oneDNN
-        // alone: 45-47).
-        if (!open_dims && t.plan->block == 16) continue;
+        // With AVX-512 a static region on one thread has oneDNN's Winograd: the 16-channel kernel only
+        // where that is not a candidate. Timed beside it, Tessera's won some of a ResNet-18 trunk's
+        // layers at 448x448 by a few percent, but whole runs were then 44-46 ms or 55 from compile to
+        // compile (oneDNN alone: 45-47). On more than one thread oneDNN's is not used (see
+        // dnnl_primitives.cc), and without Tessera's every 3x3 convolution there was direct: VGG-11 on
+        // Zen 4 took 77-82 ms at 2 threads against 67 on one.
+        if (!open_dims && t.plan->block == 16 && omp_get_max_threads() == 1) continue;
         // In a region of open dims, only where the first shape has a tile per kWinogradWeightsPerTile
         // filters: the transformed weights (4x the layer's) are kept for every later shape, smaller ones
         // included, where few tiles would share them (a ResNet-18 trunk first run at 448x448 timed its
