@@ -12,9 +12,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backends/dnnl/dnnl_region.h"
 #include "graph_builder.h"
 #include "ir/error.h"
 #include "runtime/session.h"
@@ -203,6 +205,26 @@ TEST(DnnlStepThreads, OneThreadSessionsMeasureNothing) {
   std::unique_ptr<CompiledModel> model = block.compile(1);
   EXPECT_TRUE(one_thread_notes(*model).empty());
   block.expect_outputs(*model);
+}
+
+TEST(DnnlStepThreads, AContenderMustBeatTheTeamByFivePercent) {
+  using dnnl_backend::pick_step_threads_config;
+  using dnnl_backend::StepThreadsConfig;
+  // Nothing else measured: the team.
+  EXPECT_EQ(pick_step_threads_config(4.0, std::nullopt, std::nullopt), StepThreadsConfig::kTeam);
+  // A mix or one thread about as fast as the team (the encoder that then ran 2x slower): the team.
+  EXPECT_EQ(pick_step_threads_config(4.0, 3.9, std::nullopt), StepThreadsConfig::kTeam);
+  EXPECT_EQ(pick_step_threads_config(4.0, std::nullopt, 3.85), StepThreadsConfig::kTeam);
+  // Clearly faster: kept (ShuffleNetV2's mix read 25% faster on Zen 5).
+  EXPECT_EQ(pick_step_threads_config(4.0, 3.0, std::nullopt), StepThreadsConfig::kMixed);
+  EXPECT_EQ(pick_step_threads_config(4.0, std::nullopt, 3.7), StepThreadsConfig::kOne);
+  // Both clearly faster: the faster of the two; one thread must also beat a kept mix.
+  EXPECT_EQ(pick_step_threads_config(4.0, 3.0, 2.5), StepThreadsConfig::kOne);
+  EXPECT_EQ(pick_step_threads_config(4.0, 3.0, 3.2), StepThreadsConfig::kMixed);
+  // One thread clearly faster than the team while the mix is not kept: one thread.
+  EXPECT_EQ(pick_step_threads_config(4.0, 3.9, 3.7), StepThreadsConfig::kOne);
+  // NaN (a failed timing) never wins.
+  EXPECT_EQ(pick_step_threads_config(4.0, std::nan(""), std::nan("")), StepThreadsConfig::kTeam);
 }
 
 TEST(DnnlStepThreads, BadValueIsAClearError) {

@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -133,5 +134,12 @@ class DnnlRegion : public ExecutableRegion {
   mutable std::mutex mutex_;
   mutable std::vector<std::unique_ptr<RunContext>> free_contexts_;
 };
+
+/// Which configuration of a region's candidate steps choose_step_threads keeps, from the medians of
+/// whole runs: every step on the session's threads (`team`), the per-step choice (`mixed`, where
+/// some step chose one thread) and every step on one (`one`, in a small region). A contender other
+/// than the team must be at least 5% faster than it (the one-thread form also faster than a kept mix).
+enum class StepThreadsConfig { kTeam, kMixed, kOne };
+StepThreadsConfig pick_step_threads_config(double team, std::optional<double> mixed, std::optional<double> one);
 
 }  // namespace tessera::dnnl_backend

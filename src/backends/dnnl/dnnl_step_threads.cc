@@ -7,9 +7,10 @@
 // inputs, alternating the two configurations; a step gets one thread where
 // its median there is no slower, and then whole runs of that mix are timed
 // against runs with every step on N threads: the mix is kept only where it is
-// faster. In a small region every step is a candidate, and runs with all of
-// them on one thread are timed too: the fastest of the three configurations
-// is kept. The data the runs compute is never read.
+// at least 5% faster. In a small region every step is a candidate, and runs
+// with all of them on one thread are timed too: the fastest of the three
+// configurations is kept, where it beats the team by that margin
+// (pick_step_threads_config). The data the runs compute is never read.
 //
 // Why: a parallel step pays a fork-join (about 3 µs here) and, on reorders and
 // concats, the second core's reads of data the first one wrote. On the Zen 5
@@ -28,6 +29,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include <omp.h>
@@ -59,6 +61,24 @@ double median(std::vector<double> times) {
 }
 
 }  // namespace
+
+StepThreadsConfig pick_step_threads_config(double team, std::optional<double> mixed, std::optional<double> one) {
+  // A contender other than the team must be kMargin faster: each switch from one-thread steps back to
+  // the team wakes its threads, and on a guest that packs wake-ups onto busy vCPUs (Zen 4, Linux 6.18)
+  // the woken thread could stay beside its waker for whole runs, every team step then taking twice
+  // as long. A BERT-shaped encoder at sequence 500 on 2 threads read 4.1-4.4 ms in most processes and
+  // 5.6-7.8 in two of eight with a mix that had measured about as fast as the team; with every step
+  // on the team, 4.2 in eight of eight.
+  constexpr double kMargin = 0.95;
+  StepThreadsConfig config = StepThreadsConfig::kTeam;
+  double best = team;
+  if (mixed && *mixed < kMargin * team) {
+    config = StepThreadsConfig::kMixed;
+    best = *mixed;
+  }
+  if (one && *one < std::min(best, kMargin * team)) config = StepThreadsConfig::kOne;
+  return config;
+}
 
 void DnnlRegion::choose_step_threads() {
   std::vector<size_t> candidates;
@@ -152,16 +172,14 @@ void DnnlRegion::choose_step_threads() {
     return;
   }
   omp_set_num_threads(num_threads_);
-  double best = all_team.empty() ? 0 : median(all_team);
-  bool keep_mix = false, keep_one = false;
-  if (any_chosen && median(mixed) < best) {
-    keep_mix = true;
-    best = median(mixed);
-  }
-  if (!all_one.empty() && median(all_one) < best) {
-    keep_one = true;
+  const StepThreadsConfig config =
+      all_team.empty() ? StepThreadsConfig::kTeam  // no step chose one thread, and the region is not small
+                       : pick_step_threads_config(median(all_team), any_chosen ? std::optional<double>(median(mixed)) : std::nullopt,
+                                                  all_one.empty() ? std::nullopt : std::optional<double>(median(all_one)));
+  const bool keep_mix = config == StepThreadsConfig::kMixed, keep_one = config == StepThreadsConfig::kOne;
+  if (keep_one) {
     whole_one_ms_ = median(all_one);
-    whole_team_ms_ = best;
+    whole_team_ms_ = any_chosen ? std::min(median(all_team), median(mixed)) : median(all_team);
   }
   for (size_t k : candidates) {
     if (keep_one || (keep_mix && chosen[k])) {
