@@ -1,6 +1,7 @@
 // The native backend's parallel_for (backends/native/thread_pool.cc): every index once, from
 // concurrent callers; exceptions reach the caller; nested calls run inline; a caller never waits
-// for a helper that another job holds; sleeping helpers are woken for long jobs.
+// for a helper that another job holds; sleeping helpers are woken for long jobs, and before the
+// first chunk for a job its caller calls large.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -136,6 +137,38 @@ TEST(NativeThreadPool, ALongJobWakesASleepingHelper) {
       threads.insert(std::this_thread::get_id());
     });
     EXPECT_EQ(threads.size(), 2u) << "attempt " << attempt;
+  }
+}
+
+// A job its caller calls large wakes a sleeping helper before the caller's first chunk: chunk 0
+// waits for chunk 1 to start on another thread, which it can only where the helper was woken before
+// the caller's first chunk ended (whichever of the two the caller took). Without `large` the pool
+// has the caller run a chunk first, and the wait runs out.
+TEST(NativeThreadPool, ALargeJobWakesASleepingHelperBeforeItsFirstChunk) {
+  const ThreadPool pool(2);
+  // The helper exists (a new one joins whatever job is open when it starts).
+  pool.parallel_for(64, 1, [](int64_t, int64_t) { std::this_thread::sleep_for(std::chrono::microseconds(100)); });
+  for (const bool large : {true, false}) {
+    SCOPED_TRACE(large ? "large" : "not large");
+    // Long enough apart that the helper has gone to sleep (it spins about 20 µs).
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::atomic<bool> second_started{false};
+    std::atomic<bool> waited_out{false};
+    std::thread::id ran_on[2];
+    pool.parallel_for(2, 1, [&](int64_t begin, int64_t) {
+      ran_on[begin] = std::this_thread::get_id();
+      if (begin == 1) {
+        second_started = true;
+        return;
+      }
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+      while (!second_started && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      waited_out = !second_started;
+    }, large);
+    EXPECT_EQ(waited_out.load(), !large);
+    if (large) EXPECT_NE(ran_on[0], ran_on[1]) << "both chunks ran on one thread";
   }
 }
 

@@ -51,7 +51,12 @@ class ThreadPool {
   /// gets no core does not hold up the others). Returns when all chunks are
   /// done; rethrows the first exception. Inside another parallel_for (or any
   /// OpenMP parallel region) it runs on the calling thread alone.
-  void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) const;
+  ///
+  /// A sleeping helper is woken only once the caller's first chunk shows that the rest is worth
+  /// the wake-up, unless `large` says so beforehand (a caller that knows its work, such as a GEMM of
+  /// millions of multiply-adds): then it is woken before the first chunk, so that it starts while
+  /// there are chunks left for it.
+  void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn, bool large = false) const;
 
  private:
   int num_threads_;

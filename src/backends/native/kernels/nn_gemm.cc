@@ -350,6 +350,10 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
   };
 
   const int64_t total_panels = (n + nr - 1) / nr;
+  // A product this large is worth waking a sleeping helper for before the first chunk (over 50 µs on
+  // one core at any ISA), where the pool would otherwise time a chunk first (ThreadPool::parallel_for).
+  constexpr double kWakeAtOnceMacs = double(int64_t{1} << 22);
+  const bool large = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= kWakeAtOnceMacs;
   if (threads > 1 && total_panels >= 8 * threads) {
     // Wide B: column chunks of at most nc_max, at least two per thread, and a
     // multiple of the thread count so that no thread is left with one more.
@@ -369,7 +373,7 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
           compute(k0, kc, n0, nlen, b_block, 0, m_panels, 0, panels, a_buffer);
         }
       }
-    });
+    }, large);
     return;
   }
 
@@ -408,7 +412,7 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
           compute(k0, kc, n0, nlen, b_block, panel, panel + 1, first, std::min(n_panels, first + panels_per_group),
                   a_buffer);
         }
-      });
+      }, large);
     }
   }
 }
