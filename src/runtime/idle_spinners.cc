@@ -87,21 +87,16 @@ class Spinners {
 
   /// False where no spinner will spin for this scope (the caller then owes no leave()).
   bool enter(int threads) {
-    if (decided_.load(std::memory_order_acquire)) {
-      if (!spin_.load(std::memory_order_relaxed)) return false;
-      active_.fetch_add(1, std::memory_order_acq_rel);
-      if (created_.load(std::memory_order_acquire) >= threads - 1 && sleepers_.load(std::memory_order_acquire) == 0)
-        return true;
+    if (!decided_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(mutex_);
-      start_locked(threads);
-      return true;
+      // Not decidable now (inside a parallel region): no spinning this time.
+      if (!decided_.load() && !decide_locked(threads)) return false;
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!decided_.load()) {
-      if (!decide_locked(threads)) return false;  // not decided yet (inside a parallel region): no spinning now
-    }
-    if (!spin_.load()) return false;
+    if (!spin_.load(std::memory_order_relaxed)) return false;
     active_.fetch_add(1, std::memory_order_acq_rel);
+    if (created_.load(std::memory_order_acquire) >= threads - 1 && sleepers_.load(std::memory_order_acquire) == 0)
+      return true;
+    std::lock_guard<std::mutex> lock(mutex_);
     start_locked(threads);
     return true;
   }

@@ -98,11 +98,7 @@ class Workers {
     if (job.helpers_wanted > 0 && job.large && sleepers_.load(std::memory_order_acquire) > 0) {
       // Known to be worth it: timing a first chunk would leave a late helper few chunks or none (a
       // 256 x 128 x 512 MatMul in 4 chunks ran 0.25-0.32 ms on 2 threads against 0.30 on one).
-      if (job.helpers_wanted == 1) {
-        wake_.notify_one();
-      } else {
-        wake_.notify_all();
-      }
+      wake_for(job);
     } else if (job.helpers_wanted > 0 && sleepers_.load(std::memory_order_acquire) > 0) {
       const int64_t c = job.next.fetch_add(1, std::memory_order_relaxed);
       if (c < job.num_chunks) {
@@ -110,13 +106,7 @@ class Workers {
         run_chunk(job, c);
         const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
         const int64_t left = job.num_chunks - job.next.load(std::memory_order_relaxed);
-        if (left > 0 && us * static_cast<double>(left) > kWakeWorthMicroseconds) {
-          if (job.helpers_wanted == 1) {
-            wake_.notify_one();
-          } else {
-            wake_.notify_all();
-          }
-        }
+        if (left > 0 && us * static_cast<double>(left) > kWakeWorthMicroseconds) wake_for(job);
       }
     }
     run_chunks(job);
@@ -137,6 +127,15 @@ class Workers {
   }
 
  private:
+  /// Wakes as many sleeping helpers as `job` wants.
+  void wake_for(const Job& job) {
+    if (job.helpers_wanted == 1) {
+      wake_.notify_one();
+    } else {
+      wake_.notify_all();
+    }
+  }
+
   void loop() {
     for (;;) {
       // A short spin first: the next native step often comes within microseconds.
