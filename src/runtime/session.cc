@@ -654,12 +654,17 @@ void CompiledModel::finish() {
     Region plain = partition_.regions[r];
     plain.composites = match_composites(g, *uses, plain.nodes, fallback_backend_->declarations());
     plan.fallback_region = extract_region(g, plain);
-    // Its products read their weights in place: the region keeps its own copy of them (a oneDNN region's
-    // reordered weights), and native's packed one made a GPT-2-sized decoder hold each weight three
-    // times (1.77 GB resident for 652 MB). Its one-token steps read B in place as fast.
+    // Where the region expects its few-row shapes to run here (a decoder's token steps), its products
+    // read their weights in place: the region keeps its own copy of them (a oneDNN region's reordered
+    // weights), and native's packed one made a GPT-2-sized decoder hold each weight three times
+    // (1.77 GB resident for 652 MB), while one to three rows read B in place as fast. Elsewhere the
+    // fallback runs whole calls at unseen shapes (an encoder fed every length), where packing B block
+    // by block on every call cost a BERT-shaped encoder's trace 0.2 ms of CPU a call at 2 threads; its
+    // packed copy is made when the fallback is first compiled, which a model run at known shapes never is.
+    const bool few_rows = plan.open_shapes && plan.executable->expects_fallback_shapes();
     for (Node& node : plan.fallback_region.graph.nodes) {
       // (A composite passes it to the MatMul it becomes: MatMulBias.)
-      if (node.op_type == "MatMul" || node.op_type == "Gemm" || node.attrs.has("body")) {
+      if (few_rows && (node.op_type == "MatMul" || node.op_type == "Gemm" || node.attrs.has("body"))) {
         node.attrs.set(kWeightsInPlaceAttribute, Attribute::of_int(1));
       }
     }
@@ -684,6 +689,9 @@ void CompiledModel::finish() {
     for (ValueId id : region.outputs) summary.outputs.push_back(g.value(id).name);
     for (const Composite& composite : region.composites) summary.composites.push_back(composite_text(g, composite));
     summary.payload_bytes = plan.payload.size();
+    for (const Node& node : plan.fallback_region.graph.nodes) {
+      if (node.attrs.has(kWeightsInPlaceAttribute)) summary.fallback_weights_in_place = true;
+    }
     region_summaries_.push_back(std::move(summary));
   }
   inputs_.clear();

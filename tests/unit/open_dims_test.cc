@@ -389,6 +389,32 @@ TEST(OpenDims, AFewRowProductsFallbackIsCompiledWithTheModel) {
     if (matmul_backend == "dnnl") EXPECT_EQ(profile.counts.shape_fallbacks, rows < 4 ? 1 : 0);
     expect_relu_of_product(out, input, w);
   }
+  // Its fallback reads the weights in place (the region keeps its own copy; one to three rows read B in
+  // place as fast as packed).
+  for (const RegionSummary& region : model->regions()) {
+    if (region.backend == "dnnl") EXPECT_TRUE(region.fallback_weights_in_place);
+  }
+}
+
+TEST(OpenDims, AFallbackForUnseenShapesKeepsItsWeightsPacked) {
+  // Weights too small for a few-row fallback (an encoder's projection): native runs the region at the
+  // shapes oneDNN has not prepared, whole calls of any length, and there packing B block by block on
+  // every call cost a BERT-shaped encoder's trace 0.2 ms of CPU a call; the fallback keeps a packed copy.
+  const Tensor w = random_uniform({128, 512}, 13, -0.1f, 0.1f);
+  std::string matmul_backend, note;
+  std::unique_ptr<CompiledModel> model = compile_open_rows_product(w, &matmul_backend, &note);
+  int dnnl_regions = 0;
+  for (const RegionSummary& region : model->regions()) {
+    EXPECT_FALSE(region.fallback_weights_in_place) << region.backend;
+    dnnl_regions += region.backend == "dnnl";
+  }
+  if (cpu_isa::dnnl_avx512()) EXPECT_EQ(dnnl_regions, 1) << note;
+  // Every call at a new row count (oneDNN's or native's run), right.
+  for (int64_t rows : {40, 41, 300, 2, 42, 43, 44}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    const Tensor input = random_uniform({rows, 128}, static_cast<uint32_t>(rows), -1, 1);
+    expect_relu_of_product(model->run({input.view()})[0], input, w);
+  }
 }
 
 }  // namespace
