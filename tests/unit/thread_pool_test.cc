@@ -1,7 +1,8 @@
 // The native backend's parallel_for (backends/native/thread_pool.cc): every index once, from
 // concurrent callers; exceptions reach the caller; nested calls run inline; a caller never waits
 // for a helper that another job holds; sleeping helpers are woken for long jobs, and before the
-// first chunk for a job its caller calls large.
+// first chunk for a job its caller calls large; inside a WarmScope a helper is still there for a
+// short job after a gap that would have put it to sleep.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -170,6 +171,47 @@ TEST(NativeThreadPool, ALargeJobWakesASleepingHelperBeforeItsFirstChunk) {
     EXPECT_EQ(waited_out.load(), !large);
     if (large) EXPECT_NE(ran_on[0], ran_on[1]) << "both chunks ran on one thread";
   }
+}
+
+/// Runs a two-chunk job that is not large, whose chunk 0 waits (up to 50 ms) for chunk 1 to start on
+/// another thread: true when it did, which only a helper already awake can do (a sleeping one is woken
+/// only after the caller's first chunk).
+bool second_chunk_came_while_the_first_waited(const ThreadPool& pool) {
+  std::atomic<bool> second_started{false};
+  std::atomic<bool> came{false};
+  pool.parallel_for(2, 1, [&](int64_t begin, int64_t) {
+    if (begin == 1) {
+      second_started = true;
+      return;
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    while (!second_started && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    came = second_started.load();
+  });
+  return came;
+}
+
+// Inside a WarmScope (a native region's run) a helper spins past a 300 µs gap between jobs, where it
+// would sleep after about 20 µs outside one. A warm helper sleeps when another thread takes its core,
+// so under a loaded machine some tries may find it asleep: one of ten must find it awake.
+TEST(NativeThreadPool, InsideAWarmScopeAHelperWaitsThroughAGapBetweenJobs) {
+  const ThreadPool pool(2);
+  pool.parallel_for(64, 1, [](int64_t, int64_t) { std::this_thread::sleep_for(std::chrono::microseconds(100)); });
+  int awake = 0;
+  for (int attempt = 0; attempt < 10 && awake == 0; ++attempt) {
+    const ThreadPool::WarmScope warm(pool);
+    // The helper's last job before the gap (large: it is woken for it, wherever it was).
+    pool.parallel_for(8, 1, [](int64_t, int64_t) { std::this_thread::sleep_for(std::chrono::microseconds(50)); }, true);
+    // The gap: this thread busy (a run's inline steps), not asleep.
+    const auto gap_end = std::chrono::steady_clock::now() + std::chrono::microseconds(300);
+    while (std::chrono::steady_clock::now() < gap_end) {
+    }
+    awake += second_chunk_came_while_the_first_waited(pool);
+  }
+  EXPECT_GE(awake, 1) << "the helper slept through every gap";
+  // Outside any scope it sleeps after about 20 µs: a 50 ms gap leaves it asleep however loaded the machine.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(second_chunk_came_while_the_first_waited(pool));
 }
 
 }  // namespace

@@ -94,6 +94,7 @@ class NativeRegion : public ExecutableRegion {
   void run(ValueStore& store) const override {
     // Values read for the last time go back to the store (release_after_), so that later ones of shapes known
     // only at run time reuse their memory.
+    const ThreadPool::WarmScope warm(*pool_);
     if (!store.profiling()) {
       for (size_t i = 0; i < nodes_.size(); ++i) {
         run_node(nodes_[i], store, *pool_);

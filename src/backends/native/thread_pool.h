@@ -4,8 +4,9 @@
 // late finds every chunk taken), so a small op at N threads costs what it
 // costs on one when waking an idle core is slow (a VM whose idle vCPU halts:
 // 0.1-1.8 ms). Helpers spin about 20 µs after a job, then sleep, so between
-// native steps they take no core from oneDNN's OpenMP team (the threads of
-// oneDNN's primitives) or a neighbour. parallel_for may be called from several
+// native regions they take no core from oneDNN's OpenMP team (the threads of
+// oneDNN's primitives) or a neighbour; inside a native region's run (a
+// WarmScope) they spin up to 1 ms between its steps. parallel_for may be called from several
 // threads at once (concurrent runs of one model share the helpers), and the
 // calling thread always takes part.
 #pragma once
@@ -57,6 +58,20 @@ class ThreadPool {
   /// millions of multiply-adds): then it is woken before the first chunk, so that it starts while
   /// there are chunks left for it.
   void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn, bool large = false) const;
+
+  /// While one lives (a native region's run), helpers spin up to kWarmSpin (1 ms) for the next job
+  /// instead of 20 µs, yielding their core now and then and sleeping once a yield hands it to another
+  /// thread; a scope on a thread preempted since its last scope is not warm. Any thread may hold one.
+  class WarmScope {
+   public:
+    explicit WarmScope(const ThreadPool& pool);
+    ~WarmScope();
+    WarmScope(const WarmScope&) = delete;
+    WarmScope& operator=(const WarmScope&) = delete;
+
+   private:
+    bool warm_;
+  };
 
  private:
   int num_threads_;
