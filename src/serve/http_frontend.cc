@@ -68,7 +68,9 @@ json model_stats_json(const ServedModel& model) {
                 {"compute_output", duration(s.compute_output)},
                 {"cache_hit", duration({})},
                 {"cache_miss", duration({})}}},
-              {"batch_stats", batches}};
+              {"batch_stats", batches},
+              // Tessera's own (clients of the protocol ignore keys they do not know).
+              {"tessera", {{"load_runs", s.load_runs}, {"batching", s.batching}}}};
 }
 
 /// The request body's JSON object, or {} for an empty body.

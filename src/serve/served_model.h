@@ -76,6 +76,8 @@ struct ModelStats {
   std::vector<Region> regions;  // summed over the runs of requests (not warm-ups)
   int64_t pending = 0;          // queued, not yet running
   tsr_model_stats_t runtime{};  // the compiled model's own counters (tsr_model_stats)
+  int64_t load_runs = 0;        // runs before the model was ready: warm-ups and the batching measurement
+  std::string batching;         // what the batching measurement found and chose ("" without dynamic batching)
 };
 
 class ServedModel {
@@ -121,6 +123,8 @@ class ServedModel {
   std::vector<Tensor> run_model(const std::vector<Tensor>& inputs, int64_t* infer_ns, std::vector<double>* region_ms);
   std::vector<Tensor> run_model_values(const std::vector<Tensor>& inputs);
   void record_failure(ErrorKind kind, int64_t ns);
+  /// Decides wait_for_company_ by timing the model at batch 1 and at a full batch (see the .cc).
+  void measure_batching(const std::vector<ModelSettings::Warmup>& warmups);
 
   std::string name_, version_;
   ModelSettings settings_;
@@ -134,6 +138,9 @@ class ServedModel {
   bool stopping_ = false;
   std::vector<std::thread> instances_;
   std::atomic<bool> ready_{false};
+  /// A lone request waits up to max_queue_delay for others to batch with: only where a batch measured
+  /// cheaper a row than single requests (measure_batching); else the queue is taken as it stands.
+  bool wait_for_company_ = true;
   mutable std::mutex stats_mutex_;
   ModelStats stats_;
 };

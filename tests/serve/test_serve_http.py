@@ -38,6 +38,10 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
     write_relu_model(str(repo / "relu" / "1" / "model.onnx"))
     write_slow_model(str(repo / "slow" / "1" / "model.onnx"))
     write_config(str(repo / "slow"), "max_batch_size: 0\ninstance_group [ { count: 1 } ]\n")
+    # The same kind of model, smaller (256 rows of 8 products of 256 x 256 a request): a batch of 8 costs
+    # about 8 requests, so batching does not pay and a lone request must not wait its 0.5 s delay.
+    write_slow_model(str(repo / "linear" / "1" / "model.onnx"), width=256, layers=8)
+    write_config(str(repo / "linear"), "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 500000 }\n")
     # tiny_resnet as an artifact, compiled by the CLI
     os.makedirs(repo / "tiny" / "1")
     subprocess.run([CLI, "compile", os.path.join(ROOT, "models", "tiny_resnet.onnx"), "-o",
@@ -69,7 +73,7 @@ def test_health_and_metadata(server):
     status, index = server.json("POST", "/v2/repository/index", {})
     assert status == 200
     assert {(e["name"], e.get("version"), e["state"]) for e in index} == {
-        (n, "1", "READY") for n in ("mlp", "dtypes", "strings", "relu", "slow", "tiny")}
+        (n, "1", "READY") for n in ("mlp", "dtypes", "strings", "relu", "slow", "linear", "tiny")}
 
 
 @pytest.mark.parametrize("batch", [1, 3, 8])
@@ -263,7 +267,8 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_rows(server):
     # Tessera's own counters: every execution is one model run (plus the default warm-up run), and a
     # model compiled once prepares per-shape state at most once per batch size seen
     runs = metric(after, "tessera_model_runs_total", **labels)
-    assert runs == metric(after, "nv_inference_exec_count", **labels) + 1, runs
+    assert s["tessera"]["load_runs"] == 6, s["tessera"]  # the warm-up, 2 + 3 measuring batching
+    assert runs == metric(after, "nv_inference_exec_count", **labels) + 6, runs
     assert metric(after, "tessera_shape_cache_misses_total", **labels) <= 9
     assert metric(after, "tessera_shape_fallbacks_total", **labels) == 0
     # every run timed by region, each region named by its backend, within the runs' own time
@@ -273,6 +278,30 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_rows(server):
     region_us = sum(v for _, v in regions.values()) * 1e6
     runs_us = sum(b["compute_infer"]["ns"] for b in s["batch_stats"]) / 1000
     assert 0 < region_us <= runs_us + len(regions), (region_us, runs_us)
+
+
+def lone_request_seconds(server, model, x):
+    body, header_len = binary_body({"x": ("FP32", x, x.shape)})
+    start = time.monotonic()
+    status, _, data = server.request("POST", f"/v2/models/{model}/infer", body, {"Inference-Header-Content-Length": str(header_len)})
+    assert status == 200, data
+    return time.monotonic() - start
+
+
+def test_a_lone_request_waits_for_company_only_where_batching_pays(server):
+    # Measured at load: the MLP's batch of 8 costs little more than one request, so a lone request waits
+    # its 20 ms max_queue_delay for others (Triton's behaviour); the linear model's batch costs 8 requests,
+    # so a lone request runs at once instead of waiting 0.5 s, and queued requests still run as one batch.
+    notes = {}
+    for model in ("mlp", "linear"):
+        status, stats = server.json("GET", f"/v2/models/{model}/stats")
+        (s,) = stats["model_stats"]
+        notes[model] = s["tessera"]["batching"]
+        assert f"model '{model}' version 1: {notes[model]}" in "".join(server.log), server.log
+    assert notes["mlp"].startswith("requests wait up to max_queue_delay for a batch"), notes
+    assert notes["linear"].startswith("requests do not wait for company"), notes
+    assert lone_request_seconds(server, "mlp", np.ones((1, 4), np.float32)) >= 0.02
+    assert lone_request_seconds(server, "linear", np.ones((1, 256), np.float32)) < 0.25
 
 
 def promtool():
