@@ -123,7 +123,7 @@ class ServedModel {
   std::vector<Tensor> run_model(const std::vector<Tensor>& inputs, int64_t* infer_ns, std::vector<double>* region_ms);
   std::vector<Tensor> run_model_values(const std::vector<Tensor>& inputs);
   void record_failure(ErrorKind kind, int64_t ns);
-  /// Decides wait_for_company_ by timing the model at batch 1 and at a full batch (see the .cc).
+  /// Decides batching_pays_ by timing the model at batch 1 and at a full batch (see the .cc).
   void measure_batching(const std::vector<ModelSettings::Warmup>& warmups);
 
   std::string name_, version_;
@@ -138,9 +138,9 @@ class ServedModel {
   bool stopping_ = false;
   std::vector<std::thread> instances_;
   std::atomic<bool> ready_{false};
-  /// A lone request waits up to max_queue_delay for others to batch with: only where a batch measured
-  /// cheaper a row than single requests (measure_batching); else the queue is taken as it stands.
-  bool wait_for_company_ = true;
+  /// Dynamic batching runs only where a batch measured cheaper a row than single requests
+  /// (measure_batching); else requests run one at a time, as with batching off.
+  bool batching_pays_ = true;
   mutable std::mutex stats_mutex_;
   ModelStats stats_;
 };

@@ -288,20 +288,32 @@ def lone_request_seconds(server, model, x):
     return time.monotonic() - start
 
 
-def test_a_lone_request_waits_for_company_only_where_batching_pays(server):
-    # Measured at load: the MLP's batch of 8 costs little more than one request, so a lone request waits
-    # its 20 ms max_queue_delay for others (Triton's behaviour); the linear model's batch costs 8 requests,
-    # so a lone request runs at once instead of waiting 0.5 s, and queued requests still run as one batch.
+def test_requests_are_batched_only_where_batching_pays(server):
+    # Measured at load: the MLP's batch of 8 costs little more than one request, so requests are batched
+    # and a lone one waits its 20 ms max_queue_delay for others (Triton's behaviour); the linear model's
+    # batch costs 8 requests, so its requests run one at a time: a lone one does not wait its 0.5 s, and
+    # concurrent ones run as separate executions.
     notes = {}
     for model in ("mlp", "linear"):
         status, stats = server.json("GET", f"/v2/models/{model}/stats")
         (s,) = stats["model_stats"]
         notes[model] = s["tessera"]["batching"]
         assert f"model '{model}' version 1: {notes[model]}" in "".join(server.log), server.log
-    assert notes["mlp"].startswith("requests wait up to max_queue_delay for a batch"), notes
-    assert notes["linear"].startswith("requests do not wait for company"), notes
+    assert notes["mlp"].startswith("requests are batched (a batch pays)"), notes
+    assert notes["linear"].startswith("requests run one at a time (batching does not pay here)"), notes
     assert lone_request_seconds(server, "mlp", np.ones((1, 4), np.float32)) >= 0.02
     assert lone_request_seconds(server, "linear", np.ones((1, 256), np.float32)) < 0.25
+    before = server.metrics()
+    threads = [threading.Thread(target=lone_request_seconds, args=(server, "linear", np.full((1, 256), k, np.float32)))
+               for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    after = server.metrics()
+    labels = dict(model="linear", version="1")
+    assert metric(after, "nv_inference_count", **labels) - metric(before, "nv_inference_count", **labels) == 6
+    assert metric(after, "nv_inference_exec_count", **labels) - metric(before, "nv_inference_exec_count", **labels) == 6
 
 
 def promtool():
