@@ -29,6 +29,7 @@
 #include "passes/unroll_constant_loop.h"
 #include "passes/fold_pad.h"
 #include "passes/remove_no_ops.h"
+#include "passes/transpose_as_reshape.h"
 #include "passes/trim_conv_taps.h"
 #include "runtime/backend_registry.h"
 #include "runtime/compiled_body.h"
@@ -230,6 +231,8 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
     after_pass(graph, "fold_pad");
   }
   if (!trim_conv_taps(graph).empty()) after_pass(graph, "trim_conv_taps");
+  const std::vector<std::string> views = transpose_as_reshape(graph);
+  if (!views.empty()) after_pass(graph, "transpose_as_reshape");
 
   for (size_t i = 0; i < graph.outputs.size() && i < declared_output_symbols.size(); ++i) {
     TensorType& t = graph.value(graph.outputs[i]).type;
@@ -371,6 +374,11 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
     model->placement_.push_back({g.nodes[i].name, g.nodes[i].op_type, model->partition_.backends[model->partition_.regions[r].backend],
                                  "", static_cast<int64_t>(r), model->partition_.decisions[i].why});
     executed.insert(g.nodes[i].name);
+  }
+  for (NodePlacement& p : model->placement_) {
+    if (std::find(views.begin(), views.end(), p.node_name) != views.end()) {
+      p.note = "a Transpose that moves only dims of size 1: runs as a Reshape (a view, no copy)";
+    }
   }
   for (const Region& region : model->partition_.regions) {
     for (const Composite& composite : region.composites) {

@@ -469,6 +469,44 @@ def test_no_op_nodes_cost_nothing(tmp_path):
         assert len([r for r in session.regions() if r["backend"] == "dnnl"]) == 1, session.regions()
 
 
+@pytest.mark.parametrize("backends", [None, ["native"]])
+def test_a_transpose_that_moves_only_dims_of_size_1_is_a_view(tmp_path, backends):
+    """PyTorch's batch-first transformer layers transpose [1, seq, d] to [seq, 1, d] and back: the elements
+    stay in order, so it runs as a Reshape (a view), open dims included (seq may be 1 at run time too).
+    A Transpose that reorders dims of other sizes, or that would need two open dims inferred, stays one."""
+    w = (RNG.standard_normal((16, 16)) * 0.1).astype(np.float32)
+    nodes = [helper.make_node("Transpose", ["x"], ["t1"], perm=[1, 0, 2], name="to_batch_first"),
+             helper.make_node("MatMul", ["t1", "w"], ["m"], name="mm"),
+             helper.make_node("Transpose", ["m"], ["y"], perm=[1, 0, 2], name="to_seq_first"),
+             helper.make_node("Transpose", ["x"], ["r"], perm=[2, 0, 1], name="real"),
+             helper.make_node("Transpose", ["q"], ["q1"], perm=[1, 0, 2, 3], name="one_open_moves"),
+             helper.make_node("Transpose", ["q"], ["q2"], perm=[1, 2, 0, 3], name="two_open_move")]
+    graph = helper.make_graph(
+        nodes, "views",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", 1, 16]),
+         helper.make_tensor_value_info("q", TensorProto.FLOAT, ["a", 1, "b", 8])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "r", "q1", "q2")],
+        [numpy_helper.from_array(w, "w")])
+    path = str(tmp_path / "views.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    session = tessera.InferenceSession(path, backends=backends)
+    for seq, a, b in ((5, 3, 4), (1, 1, 1), (33, 2, 7), (5, 3, 4)):
+        x = RNG.standard_normal((seq, 1, 16)).astype(np.float32)
+        q = RNG.standard_normal((a, 1, b, 8)).astype(np.float32)
+        y, r, q1, q2 = session.run(None, {"x": x, "q": q})
+        expected = np.transpose(np.transpose(x, (1, 0, 2)).astype(np.float64) @ w, (1, 0, 2))
+        np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(r, np.transpose(x, (2, 0, 1)))
+        np.testing.assert_array_equal(q1, np.transpose(q, (1, 0, 2, 3)))
+        np.testing.assert_array_equal(q2, np.transpose(q, (1, 2, 0, 3)))
+    where = {p["node"]: p for p in session.placement()}
+    view_note = "a Transpose that moves only dims of size 1: runs as a Reshape (a view, no copy)"
+    for name in ("to_batch_first", "to_seq_first", "one_open_moves"):
+        assert where[name]["op_type"] == "Reshape" and where[name]["note"] == view_note, where[name]
+    for name in ("real", "two_open_move"):
+        assert where[name]["op_type"] == "Transpose" and where[name]["note"] != view_note, where[name]
+
+
 def test_hardsigmoid_runs_on_onednn_without_splitting_its_region(tmp_path):
     """torchvision's MobileNetV3 exports HardSwish as x * HardSigmoid(x) and its squeeze-excite gates as
     HardSigmoid, which oneDNN 2.6 has no eltwise for: it is an eltwise_linear and a clip there now. On
