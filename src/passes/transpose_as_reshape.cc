@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "ir/ops/tensor_internal.h"
+
 namespace tessera {
 namespace {
 
@@ -12,17 +14,8 @@ std::vector<int64_t> view_shape(const Graph& graph, const Node& node) {
   const TensorType& in = graph.value(node.inputs[0]).type;
   if (!in.is_tensor() || !in.rank_known || in.dims.empty()) return {};
   const int64_t rank = static_cast<int64_t>(in.dims.size());
-  std::vector<int64_t> perm = node.attrs.get_ints_or("perm", {});
-  if (perm.empty()) {
-    for (int64_t d = rank - 1; d >= 0; --d) perm.push_back(d);  // (the default reverses the dims)
-  }
-  if (static_cast<int64_t>(perm.size()) != rank) return {};
-  std::vector<char> used(static_cast<size_t>(rank), 0);
-  for (int64_t& d : perm) {
-    if (d < 0) d += rank;
-    if (d < 0 || d >= rank || used[static_cast<size_t>(d)]) return {};  // (the verifier names a bad perm)
-    used[static_cast<size_t>(d)] = 1;
-  }
+  // (Shape inference already ran it on this node: a bad perm failed the compile there, naming the node.)
+  const std::vector<int64_t> perm = transpose_perm(node, rank);
   // The dims that are not statically 1 must keep their order.
   int64_t last = -1;
   for (int64_t d : perm) {

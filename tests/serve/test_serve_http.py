@@ -264,7 +264,7 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_rows(server):
     assert s["execution_count"] == metric(after, "nv_inference_exec_count", **labels)
     assert sum(b["compute_infer"]["count"] for b in s["batch_stats"]) == s["execution_count"]
     assert max(b["batch_size"] for b in s["batch_stats"]) > 1
-    # Tessera's own counters: every execution is one model run (plus the default warm-up run), and a
+    # Tessera's own counters: every execution is one model run (plus the load's runs), and a
     # model compiled once prepares per-shape state at most once per batch size seen
     runs = metric(after, "tessera_model_runs_total", **labels)
     assert s["tessera"]["load_runs"] == 6, s["tessera"]  # the warm-up, 2 + 3 measuring batching

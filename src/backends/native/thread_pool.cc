@@ -139,6 +139,10 @@ class Workers {
     }
   }
 
+  void enter_warm() { warm_.fetch_add(1, std::memory_order_acq_rel); }
+  void leave_warm() { warm_.fetch_sub(1, std::memory_order_acq_rel); }
+
+ private:
   /// Spins until a job is open or the spin runs out: kColdSpin, or kWarmSpin while a WarmScope lives
   /// (yielding now and then, and ending at a yield that another thread took the core for).
   void spin_for_a_job() const {
@@ -169,10 +173,6 @@ class Workers {
     }
   }
 
-  void enter_warm() { warm_.fetch_add(1, std::memory_order_acq_rel); }
-  void leave_warm() { warm_.fetch_sub(1, std::memory_order_acq_rel); }
-
- private:
   void loop() {
     for (;;) {
       spin_for_a_job();
