@@ -498,7 +498,7 @@ def resident_mb():
 def test_thousands_of_shapes_keep_memory_bounded(tmp_path, monkeypatch):
     # A convolution with open height and width, fed 1,400 distinct shapes through one session compiled
     # once: oneDNN's process-wide primitive cache (1024 entries by default) held every shape's JIT code,
-    # 45 -> 141 MB; Tessera bounds it (ONEDNN_PRIMITIVE_CACHE_CAPACITY still wins), and bounds what its
+    # 45 -> 141 MB; Tessera turns it off (ONEDNN_PRIMITIVE_CACHE_CAPACITY still wins), and bounds what its
     # oneDNN regions keep per shape by bytes (TESSERA_SHAPE_CACHE_MB, read when the region loads; here
     # 8 MB, about 55 shapes of this model: the default, 128, would be reached after the loop).
     assert "ONEDNN_PRIMITIVE_CACHE_CAPACITY" not in os.environ and "DNNL_PRIMITIVE_CACHE_CAPACITY" not in os.environ

@@ -85,6 +85,40 @@ def test_torchvision_resnet18_matches_pytorch():
         np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
 
 
+def test_sessions_of_a_densenet_one_after_another_in_one_process(tmp_path):
+    """Sessions of DenseNet-121 created and dropped one after another in one process (a server reloading a
+    model, a notebook re-running a cell): with oneDNN 2.6's primitive cache on (128 entries, as Tessera set
+    it), its evictions corrupted the heap and the second session's compile crashed (Zen 4, AVX-512:
+    SIGSEGV in dnnl_primitive_create or "malloc_consolidate(): invalid chunk size"). Tessera now turns
+    the cache off. Run in a child process, so that a crash fails this test with its output; each session's
+    output against PyTorch's."""
+    import subprocess
+    import torchvision
+    torch.manual_seed(0)
+    net = torchvision.models.densenet121(weights=None).eval()
+    x = torch.randn(1, 3, 64, 64)
+    path = tmp_path / "densenet.onnx"
+    torch.onnx.export(net, (x,), str(path), input_names=["x"], output_names=["y"], opset_version=13)
+    with torch.no_grad():
+        np.save(tmp_path / "expected.npy", net(x).numpy())
+    np.save(tmp_path / "x.npy", x.numpy())
+    child = f"""
+import gc, numpy as np, tessera
+x, expected = np.load({str(tmp_path / "x.npy")!r}), np.load({str(tmp_path / "expected.npy")!r})
+for i in range(3):
+    session = tessera.InferenceSession({str(path)!r}, threads=1)
+    (y,) = session.run(None, {{"x": x}})
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+    del session
+    gc.collect()
+    print("session", i, "ok", flush=True)
+"""
+    env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "DNNL_PRIMITIVE_CACHE_CAPACITY")}
+    run = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=240)
+    assert run.returncode == 0, (run.returncode, run.stdout, run.stderr[-3000:])
+    assert run.stdout.split("\n")[:3] == ["session 0 ok", "session 1 ok", "session 2 ok"], run.stdout
+
+
 def test_output_names_select_and_order():
     model = make_model([helper.make_node("Add", ["x", "x"], ["double"]), helper.make_node("Neg", ["x"], ["neg"])],
                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],

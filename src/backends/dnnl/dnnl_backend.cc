@@ -19,16 +19,21 @@ namespace {
 
 using dnnl_backend::DnnlRegion;
 
-/// Entries of oneDNN's process-wide primitive cache (default 1024). Regions
-/// hold their own primitives, so the cache only saves re-creating one that a
-/// region compiled earlier in the process also has (a recompile, tune, check);
-/// every entry keeps its JIT code alive. With the default, a session fed
-/// thousands of distinct shapes grew by about 40 KB per shape until 1024
-/// primitives were held (a 3x3 convolution with relu, 1,600 shapes: 45 ->
-/// 141 MB in 7.9 s), whatever the session's max_variants; at 128: 45 -> 70 MB
-/// in 2.3 s, flat after the first few hundred shapes. The user's
+/// Entries of oneDNN's process-wide primitive cache: none. Regions hold their own primitives, so the
+/// cache only saved re-creating one that a region compiled earlier in the process also had (a
+/// recompile, tune, check, a new shape's convolutions that another shape or layer also has), and
+/// oneDNN 2.6's cache corrupts the heap when it evicts entries: with 128 entries, a second
+/// DenseNet-121 session in one process (or one compile whose region is compiled again after a node
+/// was refused) crashed in dnnl_primitive_create or in malloc ("malloc_consolidate(): invalid chunk
+/// size"), at AVX-512 (Zen 4; not with oneDNN capped at AVX2); TensorFlow turned the cache off for
+/// oneDNN 2.6 for the same kind of corruption, and on again from 2.7.1. Without it (Zen 4): no crash;
+/// the convolution shape-churn traces within noise (recogniser 1057-1429 ms with it, 1067-1212
+/// without; detector 2747-3293 and 2693-3340); a compile up to 0.1 s longer (MobileNetV3-Large 117-146
+/// -> 169-181 ms, Inception-v3 1.24-1.36 -> 1.42-1.46 s at one thread), each layer JITting its own
+/// kernels. It also bounds memory: with the default of 1024 entries, a session fed thousands of
+/// distinct shapes grew by about 40 KB per shape. The user's
 /// ONEDNN_PRIMITIVE_CACHE_CAPACITY (or DNNL_...) wins.
-constexpr int kPrimitiveCacheCapacity = 128;
+constexpr int kPrimitiveCacheCapacity = 0;
 
 void bound_primitive_cache() {
   static std::once_flag once;
