@@ -12,7 +12,8 @@ Two models, exported from PyTorch with seeded random weights:
 Finite outputs are compared with PyTorch's within 1e-4 of the output scale.
 
 With the default backends every op of both models runs on oneDNN (max
-pooling and ReLU6 included): oneDNN's max-based kernels are exact only for
+pooling and ReLU6 included; ResNet-18's classifier at batch 1 is placed on
+native): oneDNN's max-based kernels are exact only for
 finite inputs, so the runtime's guard must run the region on native for the
 special pixel (the profile says so), and must not for the clean input.
 
@@ -114,7 +115,10 @@ def check(name, tessera, work):
     if got is None or got.shape != expected.shape:
         print("FAIL %s clean: %s" % (name, stdout if got is None else "output shape %s" % (got.shape,)))
         ok = False
-    elif "ran on native" in stdout or " -> native" in stdout:
+    elif "ran on native" in stdout or [line for line in stdout.splitlines()
+                                       if " -> native" in line and not line.strip().startswith("/fc/Gemm (Gemm) ")]:
+        # (ResNet-18's classifier at batch 1 is placed on native: a product of one row against 512 x 1000
+        # weights, which native's one-row kernel streams faster. Nothing else may run there.)
         print("FAIL %s clean: something ran on native:\n%s" % (name, stdout))
         ok = False
     elif float(np.max(np.abs(got.astype(np.float64) - expected))) > 1e-4 * max(scale, 1e-3):

@@ -80,7 +80,7 @@ ValueId region_value(const Graph& region, const Node& node, const Graph& graph, 
   return at == graph.inputs.end() ? kNoValue : node.inputs[static_cast<size_t>(at - graph.inputs.begin())];
 }
 
-/// A float32 MatMul or Gemm against constant weights of at least kSlowBrgemmMinWeights elements whose
+/// A float32 MatMul or Gemm against constant weights of at least kOpenFewRowMinWeights elements whose
 /// rows (the first operand's dims but its last) are not all known: at one to three rows its region runs
 /// on native (slow_kernel_reason).
 bool few_row_product(const Graph& region, const Node& node) {
@@ -90,7 +90,7 @@ bool few_row_product(const Graph& region, const Node& node) {
   }
   const ValueId weights = region_value(region, node, *graph, main->inputs[1]);
   const Value* w = weights != kNoValue ? &region.value(weights) : &graph->value(main->inputs[1]);
-  if (!w->constant || w->constant->dtype() != DType::kFloat32 || w->constant->numel() < kSlowBrgemmMinWeights) return false;
+  if (!w->constant || w->constant->dtype() != DType::kFloat32 || w->constant->numel() < kOpenFewRowMinWeights) return false;
   const TensorType& a = graph->value(main->inputs[0]).type;
   if (!a.rank_known || a.dims.empty()) return true;
   for (size_t d = 0; d + 1 < a.dims.size(); ++d) {
@@ -220,7 +220,7 @@ OpenDnnlRegion::OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, 
       heavy |= step.kind == StepKind::kConvolution || step.kind == StepKind::kDeconvolution ||
                step.kind == StepKind::kMatMul || step.kind == StepKind::kInnerProduct || step.kind == StepKind::kPooling;
     }
-    DnnlRegion probed(graph, std::move(program), engine_, num_threads_, &constants_);
+    DnnlRegion probed(graph, std::move(program), engine_, num_threads_, &constants_, false, kOpenFewRowMinWeights);
     finite_only_ = probed.exact_only_for_finite_inputs() || convolutions;
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       std::string why = probed.node_refusal(i);
@@ -307,7 +307,8 @@ std::shared_ptr<OpenDnnlRegion::Specialization> OpenDnnlRegion::specialize(const
       memo = &quick_memo;
     }
     Program program = lower_region(spec->graph, engine_, {}, memo);
-    auto region = std::make_unique<DnnlRegion>(spec->graph, std::move(program), engine_, num_threads_, &constants_);
+    auto region = std::make_unique<DnnlRegion>(spec->graph, std::move(program), engine_, num_threads_, &constants_, false,
+                                                 kOpenFewRowMinWeights);
     for (size_t i = 0; i < spec->graph.nodes.size(); ++i) {
       const std::string why = region->node_refusal(i);
       if (!why.empty()) {

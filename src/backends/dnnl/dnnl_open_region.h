@@ -56,7 +56,7 @@ class OpenDnnlRegion : public ExecutableRegion {
   /// lowering, and true for a region with a convolution (Winograd may be
   /// chosen at a shape) or one that was not probed.
   bool exact_only_for_finite_inputs() const override { return finite_only_; }
-  /// A float32 MatMul or Gemm against constant weights of kSlowBrgemmMinWeights or more whose row count
+  /// A float32 MatMul or Gemm against constant weights of kOpenFewRowMinWeights or more whose row count
   /// is open: at fewer than kSlowBrgemmMaxRows rows the region runs on native.
   bool expects_fallback_shapes() const override { return few_row_products_; }
   std::string node_algorithm(size_t node) const override;
