@@ -90,27 +90,10 @@ inline float sum_exp_shifted(const float* x, int64_t n, float shift) {
   return s;
 }
 
-typedef int IntLanes __attribute__((vector_size(64)));
-
 /// exp_vectorizable of sixteen values that are at most 0 or NaN (x - max in a softmax row): the same
-/// values, without the upper clamp, written on Lanes so that the row's sum adds up in the same loop.
+/// values, without the upper clamp, on Lanes so that the row's sum adds up in the same loop.
 inline Lanes exp_lanes_of_nonpositive(Lanes x) {
-  const Lanes low = x < -87.3f ? Lanes{} - 87.3f : x;  // (a NaN compares false and stays)
-  const Lanes n = (low * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  Lanes r = low - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  Lanes p = Lanes{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const IntLanes n_int = __builtin_convertvector(n == n ? n : Lanes{}, IntLanes);  // (as exp_of_clamped)
-  const IntLanes bits = (n_int + 127) << 23;
-  Lanes two_to_n;
-  __builtin_memcpy(&two_to_n, &bits, sizeof two_to_n);
-  return p * two_to_n;
+  return exp_of_clamped(x < -87.3f ? Lanes{} - 87.3f : x);  // (a NaN compares false and stays)
 }
 
 inline void softmax_rows(const float* x, float* y, int64_t rows, int64_t n) {
