@@ -6,6 +6,7 @@
 #include "ir/int8_weights.h"
 #include "ir/op_schema.h"
 #include "ir/shape_util.h"
+#include "passes/shape_values.h"
 
 namespace tessera {
 namespace {
@@ -48,7 +49,9 @@ void infer_and_fold(Graph& graph, const NodeEvaluator& evaluate) {
     }
     return true;
   };
+  ShapeValues shape_values(evaluate);
   for (Node& node : graph.nodes) {
+    shape_values.give_reshape_a_constant_target(graph, node);
     const OpSchema* schema = OpRegistry::instance().find(node.domain, node.op_type);
     if (!schema) throw_unsupported(node.describe(), ": unknown op");
     if (!schema->input_dtypes.empty() && node.has_input(0)) {
@@ -101,6 +104,14 @@ void infer_and_fold(Graph& graph, const NodeEvaluator& evaluate) {
     }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       if (node.outputs[i] != kNoValue) graph.value(node.outputs[i]).type = outputs[i];
+    }
+    // A shape computation known in full though the tensor it measures has open dims.
+    if (schema->deterministic) {
+      if (std::optional<Tensor> known = shape_values.observe(graph, node)) {
+        Value& out = graph.value(node.outputs[0]);
+        out.type = TensorType::make(known->dtype(), known->shape());
+        out.constant = std::make_shared<const Tensor>(std::move(*known));
+      }
     }
   }
 }

@@ -12,7 +12,10 @@ using NodeEvaluator = std::function<std::vector<Tensor>(const Node&, const std::
 /// Infers every value's dtype and shape in topological order and folds nodes
 /// whose inputs are all constant (deterministic ops, outputs up to a size limit)
 /// into constants, so that shape computations (Shape→Gather→Concat→Reshape)
-/// become static. Needs: bind_input_shapes, schema normalisation. Keeps: graph
+/// become static. With open dims, what passes/shape_values.h knows of a shape
+/// computation folds too (an element of Shape(x) where x's dim is static), and a
+/// Reshape to a computed target known but for its open dims reads a constant
+/// target (0 and -1 there). Needs: bind_input_shapes, schema normalisation. Keeps: graph
 /// inputs and outputs. Guarantees: each node's inputs have the dtypes its
 /// schema accepts (else a user error naming node, op and value); values have
 /// static shapes wherever they do not depend on input data.
