@@ -53,7 +53,8 @@ void gemv_packed(int64_t n, int64_t k, const float* x, int64_t x_stride, const P
 
 /// Up to kGemmRowsMax rows of A against B read in place (row-major: col_stride 1), with the epilogue
 /// (accumulate, bias, clamp). Several threads split K into runs of B's rows (four a thread, so that a
-/// helper woken after the caller's first run still takes its share): each reads its runs front to
+/// helper woken after the caller's first run still takes its share; each a multiple of eight rows, the
+/// kernel's step): each reads its runs front to
 /// back into its own rows of partial sums, which the caller adds up. (Splitting the columns gave each
 /// thread short pieces of every row of B, which the prefetchers followed worse.) A with a column
 /// stride is copied into contiguous rows first (m x k floats).
@@ -71,7 +72,7 @@ void gemm_rows_in_place(const GemmMicrokernel& kernel, int64_t m, int64_t n, int
     lda = k;
   }
   const int64_t threads = pool ? pool->num_threads() : 1;
-  const int64_t k4 = (k + 3) / 4;  // runs of 4 rows: the kernel's step
+  const int64_t k8 = (k + 7) / 8;  // runs of 8 rows: the kernel's step
   const int64_t tasks = threads > 1 && m * n * k >= (int64_t{1} << 15) ? std::min<int64_t>(4 * threads, std::max<int64_t>(1, k / 32)) : 1;
   if (tasks == 1) {
     kernel.run_rows(k, pa, lda, static_cast<int>(m), b.data, b.row_stride, c, ldc, n, accumulate);
@@ -93,7 +94,7 @@ void gemm_rows_in_place(const GemmMicrokernel& kernel, int64_t m, int64_t n, int
       }
       float* out = partial + slot * m * n;
       for (int64_t t = begin; t < end; ++t) {
-        const int64_t p0 = std::min(k, t * k4 / tasks * 4), p1 = std::min(k, (t + 1) * k4 / tasks * 4);
+        const int64_t p0 = std::min(k, t * k8 / tasks * 8), p1 = std::min(k, (t + 1) * k8 / tasks * 8);
         if (p1 <= p0 && !first) continue;
         kernel.run_rows(p1 - p0, pa + p0, lda, static_cast<int>(m), b.data + p0 * b.row_stride, b.row_stride, out, n, n, !first);
         first = false;
