@@ -30,7 +30,8 @@ using dnnl_backend::DnnlRegion;
 /// the convolution shape-churn traces within noise (recogniser 1057-1429 ms with it, 1067-1212
 /// without; detector 2747-3293 and 2693-3340); a compile up to 0.1 s longer (MobileNetV3-Large 117-146
 /// -> 169-181 ms, Inception-v3 1.24-1.36 -> 1.42-1.46 s at one thread), each layer JITting its own
-/// kernels. It also bounds memory: with the default of 1024 entries, a session fed thousands of
+/// kernels; Tessera now shares equal primitives itself, in a map of its own that only drops handles
+/// (dnnl_primitive_share.cc). It also bounds memory: with the default of 1024 entries, a session fed thousands of
 /// distinct shapes grew by about 40 KB per shape. The user's
 /// ONEDNN_PRIMITIVE_CACHE_CAPACITY (or DNNL_...) wins.
 constexpr int kPrimitiveCacheCapacity = 0;
@@ -43,9 +44,17 @@ void bound_primitive_cache() {
   });
 }
 
+/// One CPU engine for every instance of the backend: a primitive runs only on a stream of the engine it
+/// was created on, and regions share equal primitives (dnnl_primitive_share.cc) whichever session made
+/// them. Never destroyed, as regions may outlive other statics.
+const dnnl::engine& process_engine() {
+  static const dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
 class DnnlBackend : public Backend {
  public:
-  DnnlBackend() : engine_(dnnl::engine::kind::cpu, 0) {
+  DnnlBackend() : engine_(process_engine()) {
     bound_primitive_cache();
     dnnl_backend::release_openmp_team_at_fork();
   }

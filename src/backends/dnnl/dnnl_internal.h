@@ -181,6 +181,18 @@ dnnl::primitive_attr make_attributes(const Step& step, const std::vector<memory:
 dnnl::primitive_desc_base make_primitive_desc(const Step& step, const std::vector<memory::desc>& descs,
                                          const std::vector<memory::desc>& slot_descs, const dnnl::engine& engine,
                                          bool avoid_brdgmm = false);
+/// The primitive of `pd`, shared with every earlier caller whose descriptor was equal
+/// (dnnl_primitive_share.cc: oneDNN's own cache is off), else created; bounded, thread-safe.
+dnnl::primitive create_shared_primitive(const dnnl::primitive_desc_base& pd);
+/// What create_shared_primitive did in this process: returned a shared primitive, created one it then
+/// kept, created one it could not key; and the entries it holds now.
+struct SharedPrimitiveCounts {
+  int64_t hits = 0;
+  int64_t created = 0;
+  int64_t unkeyed = 0;
+  int64_t entries = 0;
+};
+SharedPrimitiveCounts shared_primitive_counts();
 /// True where `pd` is oneDNN's brgemm depthwise convolution (`brdgmm_dw`; see avoid_brdgmm).
 bool is_brdgmm(const dnnl::primitive_desc_base& pd);
 /// The layout a primitive descriptor uses for role `index` (inputs in order, then the output).

@@ -495,7 +495,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     }
     omp_set_num_threads(compiled.threads);
     try {
-      compiled.primitive = dnnl::primitive(pending_primitives[k].get());
+      compiled.primitive = create_shared_primitive(pending_primitives[k]);
     } catch (const dnnl::error& e) {
       omp_set_num_threads(num_threads_);
       throw_user_error("oneDNN payload: step ", k, " cannot be created: ", e.what());
@@ -513,7 +513,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
     if (pending_single[k]) {
       omp_set_num_threads(1);
       try {
-        compiled.single_primitive = dnnl::primitive(pending_single[k]->get());
+        compiled.single_primitive = create_shared_primitive(*pending_single[k]);
         compiled.single_candidate = true;
       } catch (const std::exception&) {
         // no one-thread primitive: the step keeps the session's threads
