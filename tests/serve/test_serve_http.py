@@ -267,8 +267,8 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_rows(server):
     # Tessera's own counters: every execution is one model run (plus the load's runs), and a
     # model compiled once prepares per-shape state at most once per batch size seen
     runs = metric(after, "tessera_model_runs_total", **labels)
-    assert s["tessera"]["load_runs"] == 6, s["tessera"]  # the warm-up, 2 + 3 measuring batching
-    assert runs == metric(after, "nv_inference_exec_count", **labels) + 6, runs
+    assert s["tessera"]["load_runs"] == 9, s["tessera"]  # the warm-up, 4 + 4 measuring batching
+    assert runs == metric(after, "nv_inference_exec_count", **labels) + 9, runs
     assert metric(after, "tessera_shape_cache_misses_total", **labels) <= 9
     assert metric(after, "tessera_shape_fallbacks_total", **labels) == 0
     # every run timed by region, each region named by its backend, within the runs' own time
