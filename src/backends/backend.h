@@ -167,10 +167,6 @@ class ExecutableRegion {
   /// runtime keeps such a region's inputs intact until it has run, so that a
   /// region that calls ValueStore::made_non_finite can be run again.
   virtual bool exact_only_for_finite_inputs() const { return false; }
-  /// True when a region compiled with open dims expects some calls' shapes to run on the fallback backend
-  /// by its own rules (oneDNN: a matmul of one to three rows against large weights, a decoder's token):
-  /// the runtime then compiles that fallback with the model instead of at the first such call.
-  virtual bool expects_fallback_shapes() const { return false; }
   /// The reduced precision a region node computes in ("bf16"), or "" when it
   /// computes in its values' own types. Read by placement reports.
   virtual std::string node_precision(size_t node) const { return ""; }

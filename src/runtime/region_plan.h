@@ -178,8 +178,7 @@ class DetachedRegionStore : public ValueStore {
 /// `standalone` (accuracy checks): a device region copies every input in from
 /// the host and every output back out, keeping nothing resident, so that all
 /// boundary values of the run are on the host after each region.
-/// Compiles the plan's fallback region once (whichever thread gets there first): at its first need, or
-/// with the model for a region that expects some shapes to run there (expects_fallback_shapes).
+/// Compiles the plan's fallback region once (whichever thread gets there first), at its first need.
 /// True when this call compiled it.
 bool compile_fallback(const RegionPlan& plan);
 void run_region(const RegionPlan& plan, RunStore& store, ResidentValues& resident, RunProfile* profile,

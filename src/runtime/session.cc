@@ -662,27 +662,10 @@ void CompiledModel::finish() {
     Region plain = partition_.regions[r];
     plain.composites = match_composites(g, *uses, plain.nodes, fallback_backend_->declarations());
     plan.fallback_region = extract_region(g, plain);
-    // Where the region expects its few-row shapes to run here (a decoder's token steps), its products
-    // read their weights in place: the region keeps its own copy of them (a oneDNN region's reordered
-    // weights), and native's packed one made a GPT-2-sized decoder hold each weight three times
-    // (1.77 GB resident for 652 MB), while one to three rows read B in place as fast. Elsewhere the
-    // fallback runs whole calls at unseen shapes (an encoder fed every length), where packing B block
-    // by block on every call cost a BERT-shaped encoder's trace 0.2 ms of CPU a call at 2 threads; its
-    // packed copy is made when the fallback is first compiled, which a model run at known shapes never is.
-    const bool few_rows = plan.open_shapes && plan.executable->expects_fallback_shapes();
-    for (Node& node : plan.fallback_region.graph.nodes) {
-      // (A composite passes it to the MatMul it becomes: MatMulBias.)
-      if (few_rows && (node.op_type == "MatMul" || node.op_type == "Gemm" || node.attrs.has("body"))) {
-        node.attrs.set(kWeightsInPlaceAttribute, Attribute::of_int(1));
-      }
-    }
     plan.constants_not_finite = false;
     for (const Value& v : plan.region.graph.values) {
       if (v.constant && !all_finite(v.constant->view())) plan.constants_not_finite = true;
     }
-    // Compiled at its first such call, a GPT-2-sized decoder's fallback (native packing 650 MB of
-    // weights) made its first one-token step take 0.9 s instead of 20 ms.
-    if (plan.open_shapes && plan.executable->expects_fallback_shapes()) compile_fallback(plan);
   }
 
   region_summaries_.clear();
@@ -697,9 +680,6 @@ void CompiledModel::finish() {
     for (ValueId id : region.outputs) summary.outputs.push_back(g.value(id).name);
     for (const Composite& composite : region.composites) summary.composites.push_back(composite_text(g, composite));
     summary.payload_bytes = plan.payload.size();
-    for (const Node& node : plan.fallback_region.graph.nodes) {
-      if (node.attrs.has(kWeightsInPlaceAttribute)) summary.fallback_weights_in_place = true;
-    }
     region_summaries_.push_back(std::move(summary));
   }
   inputs_.clear();

@@ -90,9 +90,6 @@ struct RegionSummary {
   std::vector<std::string> outputs;
   std::vector<std::string> composites;  // "ConvActivation: conv_3, relu_3"
   size_t payload_bytes = 0;
-  /// Its native fallback (open dims, or the non-finite guard) reads its products' constant weights where
-  /// they lie, keeping no packed copy: only where the region expects few-row shapes to run there.
-  bool fallback_weights_in_place = false;
 };
 
 /// What runs did that a profile and the model's stats count.

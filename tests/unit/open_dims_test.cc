@@ -351,10 +351,10 @@ void expect_relu_of_product(const Tensor& out, const Tensor& input, const Tensor
 }
 
 TEST(OpenDims, ProbeSendsWhatOneDnnRunsSlowlyElsewhereAsThisCpuImplies) {
-  // A float32 matmul of open rows: at the probe's 256 rows, below AVX-512 oneDNN 2.6 runs it with
-  // gemm:jit, slower than native's packed GEMM, so it is placed on native (as a static compile of
-  // that size does); from AVX-512 on oneDNN keeps it.
-  const Tensor w = random_uniform({256, 256}, 11, -0.1f, 0.1f);
+  // A float32 matmul of open rows against weights too small for open_rows_product (128 x 256): at the
+  // probe's 256 rows, below AVX-512 oneDNN 2.6 runs it with gemm:jit, slower than native's packed GEMM,
+  // so it is placed on native (as a static compile of that size does); from AVX-512 on oneDNN keeps it.
+  const Tensor w = random_uniform({128, 256}, 11, -0.1f, 0.1f);
   std::string matmul_backend, note;
   std::unique_ptr<CompiledModel> model = compile_open_rows_product(w, &matmul_backend, &note);
   if (cpu_isa::dnnl_avx512()) {
@@ -365,50 +365,62 @@ TEST(OpenDims, ProbeSendsWhatOneDnnRunsSlowlyElsewhereAsThisCpuImplies) {
   }
   // Either way it computes the product, at any number of rows.
   for (int64_t rows : {1, 3, 300}) {
-    const Tensor input = random_uniform({rows, 256}, static_cast<uint32_t>(rows), -1, 1);
+    const Tensor input = random_uniform({rows, 128}, static_cast<uint32_t>(rows), -1, 1);
     SCOPED_TRACE(std::to_string(rows) + " rows");
     expect_relu_of_product(model->run({input.view()})[0], input, w);
   }
 }
 
-TEST(OpenDims, AFewRowProductsFallbackIsCompiledWithTheModel) {
-  // A float32 matmul of open rows against 2^21 weights (a decoder's projection): where oneDNN keeps it
-  // (AVX-512), one to three rows run on native, whose region is compiled with the model, not by the
-  // first such call (a GPT-2-sized decoder's first token took 0.9 s for that). Below AVX-512 the probe
-  // places it on native outright. Either way no run compiles anything, and every row count is right.
-  const Tensor w = random_uniform({1024, 2048}, 12, -0.05f, 0.05f);
+TEST(OpenDims, ProductsOfOpenRowsAgainstLargeWeightsAreNativesAtEveryRowCount) {
+  // From 2^16 weights a float32 product of open rows is native's on every CPU (open_rows_product):
+  // its one packed copy serves a decoder's prompt and its single tokens alike, where oneDNN ran the
+  // prompt from a copy of its own and its one-row calls fell back to native. No call falls back or
+  // compiles anything, and every row count is right.
+  for (const Shape& dims : {Shape{256, 256}, Shape{1024, 2048}}) {
+    const Tensor w = random_uniform(dims, 12, -0.05f, 0.05f);
+    std::string matmul_backend, note;
+    std::unique_ptr<CompiledModel> model = compile_open_rows_product(w, &matmul_backend, &note);
+    EXPECT_EQ(matmul_backend, "native") << note;
+    EXPECT_NE(note.find("with open rows, a product against constant weights"), std::string::npos) << note;
+    for (int64_t rows : {1, 2, 5, 70, 1}) {
+      SCOPED_TRACE(std::to_string(dims[0]) + " x " + std::to_string(dims[1]) + ", " + std::to_string(rows) + " rows");
+      const Tensor input = random_uniform({rows, dims[0]}, static_cast<uint32_t>(rows), -1, 1);
+      RunProfile profile;
+      const Tensor out = model->run({input.view()}, {}, &profile)[0];
+      EXPECT_EQ(profile.counts.fallback_compiles, 0);
+      EXPECT_EQ(profile.counts.shape_fallbacks, 0);
+      expect_relu_of_product(out, input, w);
+    }
+  }
+  // One weight fewer, or the same weights with static rows: oneDNN keeps it where it has brgemm.
+  if (!cpu_isa::dnnl_avx512()) return;
   std::string matmul_backend, note;
-  std::unique_ptr<CompiledModel> model = compile_open_rows_product(w, &matmul_backend, &note);
-  if (cpu_isa::dnnl_avx512()) EXPECT_EQ(matmul_backend, "dnnl") << note;
-  for (int64_t rows : {1, 2, 5, 1}) {
-    SCOPED_TRACE(std::to_string(rows) + " rows");
-    const Tensor input = random_uniform({rows, 1024}, static_cast<uint32_t>(rows), -1, 1);
-    RunProfile profile;
-    const Tensor out = model->run({input.view()}, {}, &profile)[0];
-    EXPECT_EQ(profile.counts.fallback_compiles, 0);
-    if (matmul_backend == "dnnl") EXPECT_EQ(profile.counts.shape_fallbacks, rows < 4 ? 1 : 0);
-    expect_relu_of_product(out, input, w);
+  compile_open_rows_product(random_uniform({255, 256}, 13, -0.05f, 0.05f), &matmul_backend, &note);
+  EXPECT_EQ(matmul_backend, "dnnl") << note;
+  GraphBuilder b;
+  const Tensor w = random_uniform({256, 256}, 14, -0.05f, 0.05f);
+  b.output(b.node("Relu", {b.node("MatMul", {b.input("x", {64, 256}), b.constant(w)})}));
+  CompileOptions options;
+  options.backends = {"dnnl", "native"};
+  std::unique_ptr<CompiledModel> model = CompiledModel::compile(b.graph, options);
+  for (const NodePlacement& p : model->placement()) {
+    if (p.op_type == "MatMul") EXPECT_EQ(p.backend, "dnnl") << p.why << " " << p.note;
   }
-  // Its fallback reads the weights in place (the region keeps its own copy; one to three rows read B in
-  // place as fast as packed).
-  for (const RegionSummary& region : model->regions()) {
-    if (region.backend == "dnnl") EXPECT_TRUE(region.fallback_weights_in_place);
-  }
+  const Tensor input = random_uniform({64, 256}, 15, -1, 1);
+  expect_relu_of_product(model->run({input.view()})[0], input, w);
 }
 
-TEST(OpenDims, AFallbackForUnseenShapesKeepsItsWeightsPacked) {
-  // Weights too small for a few-row fallback (an encoder's projection): native runs the region at the
-  // shapes oneDNN has not prepared, whole calls of any length, and there packing B block by block on
-  // every call cost a BERT-shaped encoder's trace 0.2 ms of CPU a call; the fallback keeps a packed copy.
-  const Tensor w = random_uniform({128, 512}, 13, -0.1f, 0.1f);
+TEST(OpenDims, UnseenRowCountsRunRightOnOneDnnOrItsFallback) {
+  // Weights below open_rows_product's bound (an encoder's small projection) stay on oneDNN from
+  // AVX-512 on; native runs the region at the shapes oneDNN has not prepared, whole calls of any length.
+  const Tensor w = random_uniform({128, 384}, 13, -0.1f, 0.1f);
   std::string matmul_backend, note;
   std::unique_ptr<CompiledModel> model = compile_open_rows_product(w, &matmul_backend, &note);
   int dnnl_regions = 0;
-  for (const RegionSummary& region : model->regions()) {
-    EXPECT_FALSE(region.fallback_weights_in_place) << region.backend;
-    dnnl_regions += region.backend == "dnnl";
+  for (const RegionSummary& region : model->regions()) dnnl_regions += region.backend == "dnnl";
+  if (cpu_isa::dnnl_avx512()) {
+    EXPECT_EQ(dnnl_regions, 1) << note;
   }
-  if (cpu_isa::dnnl_avx512()) EXPECT_EQ(dnnl_regions, 1) << note;
   // Every call at a new row count (oneDNN's or native's run), right.
   for (int64_t rows : {40, 41, 300, 2, 42, 43, 44}) {
     SCOPED_TRACE(std::to_string(rows) + " rows");

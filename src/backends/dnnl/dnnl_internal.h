@@ -135,9 +135,6 @@ struct Program {
 /// kSlowBrgemmMinWeights elements (256 KiB), goes to another backend (slow_kernel_reason, dnnl_region.cc).
 constexpr int64_t kSlowBrgemmMaxRows = 4;
 constexpr int64_t kSlowBrgemmMinWeights = int64_t{1} << 16;
-/// The same for a region of open dims, where such a product sends the whole region to native at that
-/// shape (OpenDnnlRegion::specialize): only weights of 8 MiB and more, which dominate their region.
-constexpr int64_t kOpenFewRowMinWeights = int64_t{1} << 21;
 /// Steps with fewer output elements are not guarded: their reference kernel costs little.
 constexpr int64_t kReferenceGuardElements = 1024;
 /// True when oneDNN chose its reference implementation ("ref:any", "ref:..."),

@@ -80,42 +80,10 @@ ValueId region_value(const Graph& region, const Node& node, const Graph& graph, 
   return at == graph.inputs.end() ? kNoValue : node.inputs[static_cast<size_t>(at - graph.inputs.begin())];
 }
 
-/// A float32 MatMul or Gemm against constant weights of at least kOpenFewRowMinWeights elements whose
-/// rows (the first operand's dims but its last) are not all known: at one to three rows its region runs
-/// on native (slow_kernel_reason).
-bool few_row_product(const Graph& region, const Node& node) {
-  const auto [main, graph] = main_node(region, node);
-  if (!main->domain.empty() || (main->op_type != "MatMul" && main->op_type != "Gemm") || main->inputs.size() < 2) {
-    return false;
-  }
-  const ValueId weights = region_value(region, node, *graph, main->inputs[1]);
-  const Value* w = weights != kNoValue ? &region.value(weights) : &graph->value(main->inputs[1]);
-  if (!w->constant || w->constant->dtype() != DType::kFloat32 || w->constant->numel() < kOpenFewRowMinWeights) return false;
-  const TensorType& a = graph->value(main->inputs[0]).type;
-  if (!a.rank_known || a.dims.empty()) return true;
-  for (size_t d = 0; d + 1 < a.dims.size(); ++d) {
-    if (a.dims[d] < 0) return true;
-  }
-  return false;
-}
-
 bool is_heavy(const Node& node) {
   static const char* const kHeavy[] = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool"};
   return node.domain.empty() && std::find_if(std::begin(kHeavy), std::end(kHeavy),
                                              [&](const char* op) { return node.op_type == op; }) != std::end(kHeavy);
-}
-
-/// The rows (the first operand's elements over its last dim) of a few_row_product node of the
-/// specialised region `graph`, or -1 where they are not known from the region's values.
-int64_t product_rows(const Graph& graph, const Node& node) {
-  const auto [main, body] = main_node(graph, node);
-  const ValueId a = region_value(graph, node, *body, main->inputs[0]);
-  if (a == kNoValue) return -1;
-  const TensorType& type = graph.value(a).type;
-  if (!type.is_static() || type.dims.empty()) return -1;
-  int64_t rows = 1;
-  for (size_t d = 0; d + 1 < type.dims.size(); ++d) rows *= type.dims[d];
-  return rows;
 }
 
 }  // namespace
@@ -195,10 +163,6 @@ OpenDnnlRegion::OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, 
     }
   }
   for (auto& [node, why] : shape_refusals(region)) probe_refusals_.emplace(node, std::move(why));
-  for (size_t i = 0; i < region.nodes.size(); ++i) {
-    if (probe_refusals_.count(static_cast<int32_t>(i))) continue;
-    few_row_products_ |= few_row_product(region, region.nodes[i]);
-  }
   // The probe: the inputs at the core's probe dims, convolutions direct (nothing measured), constants
   // into the shared store (where the shapes run later find them).
   if (probe_input_dims.size() != region.inputs.size()) return;
@@ -220,7 +184,7 @@ OpenDnnlRegion::OpenDnnlRegion(const Graph& region, const dnnl::engine& engine, 
       heavy |= step.kind == StepKind::kConvolution || step.kind == StepKind::kDeconvolution ||
                step.kind == StepKind::kMatMul || step.kind == StepKind::kInnerProduct || step.kind == StepKind::kPooling;
     }
-    DnnlRegion probed(graph, std::move(program), engine_, num_threads_, &constants_, false, kOpenFewRowMinWeights);
+    DnnlRegion probed(graph, std::move(program), engine_, num_threads_, &constants_, false);
     finite_only_ = probed.exact_only_for_finite_inputs() || convolutions;
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       std::string why = probed.node_refusal(i);
@@ -257,19 +221,6 @@ std::shared_ptr<OpenDnnlRegion::Specialization> OpenDnnlRegion::specialize(const
                                                                           bool full) const {
   auto spec = std::make_shared<Specialization>();
   spec->graph = specialize_shapes(region_, dims);  // dims that do not fit the graph: the user's error
-  // A product of one to three rows against large weights (a decoder's token step): the lowering
-  // would refuse it after creating every primitive of the region (slow_kernel_reason), about
-  // 0.7 ms a region for a GPT-2-small layer, which the first token step paid twelve times.
-  for (size_t i = 0; few_row_products_ && i < spec->graph.nodes.size(); ++i) {
-    if (!few_row_product(region_, region_.nodes[i])) continue;
-    const int64_t rows = product_rows(spec->graph, spec->graph.nodes[i]);
-    if (rows >= 0 && rows < kSlowBrgemmMaxRows) {
-      spec->refusal = spec->graph.nodes[i].describe() + ": a float32 product of " + std::to_string(rows) + " row" +
-                      (rows == 1 ? "" : "s") + " against large weights runs on native (its one-row kernel streams "
-                      "the weights about twice as fast as oneDNN's)";
-      return spec;
-    }
-  }
   for (const Node& node : spec->graph.nodes) {
     // An empty value: oneDNN 2.6 has no use for one (its AVX-512 matmul divides by the row count: a
     // SIGFPE at batch 0), and a composite's members are not checked one by one below.
@@ -307,8 +258,7 @@ std::shared_ptr<OpenDnnlRegion::Specialization> OpenDnnlRegion::specialize(const
       memo = &quick_memo;
     }
     Program program = lower_region(spec->graph, engine_, {}, memo);
-    auto region = std::make_unique<DnnlRegion>(spec->graph, std::move(program), engine_, num_threads_, &constants_, false,
-                                                 kOpenFewRowMinWeights);
+    auto region = std::make_unique<DnnlRegion>(spec->graph, std::move(program), engine_, num_threads_, &constants_, false);
     for (size_t i = 0; i < spec->graph.nodes.size(); ++i) {
       const std::string why = region->node_refusal(i);
       if (!why.empty()) {

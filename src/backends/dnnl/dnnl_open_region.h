@@ -33,6 +33,11 @@ std::map<int32_t, std::string> shape_refusals(const Graph& region);
 
 /// Why a product of two computed operands whose second has open dims runs on native: shape_refusals'
 /// reason, and the declarations' (check_matmul), which say it before any region is compiled.
+/// Why a float32 product of open rows against large constant weights runs on native (check_matmul and
+/// check_gemm, dnnl_declarations.cc, say why).
+inline constexpr char kOpenRowsProductRefusal[] =
+    "with open rows, a product against constant weights: native packs them once and runs every row count from "
+    "that copy (a decoder's prompt and its single tokens alike)";
 inline constexpr char kOpenDimsProductRefusal[] =
     "with open dims, a product of two computed operands (attention over a growing cache): native runs it at every "
     "length without a oneDNN primitive for each, and reads a bound cache in place";
@@ -56,9 +61,6 @@ class OpenDnnlRegion : public ExecutableRegion {
   /// lowering, and true for a region with a convolution (Winograd may be
   /// chosen at a shape) or one that was not probed.
   bool exact_only_for_finite_inputs() const override { return finite_only_; }
-  /// A float32 MatMul or Gemm against constant weights of kOpenFewRowMinWeights or more whose row count
-  /// is open: at fewer than kSlowBrgemmMaxRows rows the region runs on native.
-  bool expects_fallback_shapes() const override { return few_row_products_; }
   std::string node_algorithm(size_t node) const override;
   std::string node_refusal(size_t node) const override;
   /// A caller's contiguous buffer (I/O binding): written in place once its
@@ -100,7 +102,6 @@ class OpenDnnlRegion : public ExecutableRegion {
   mutable AlgorithmMemo algorithms_;
   std::map<int32_t, std::string> probe_refusals_;  // region node -> why (found by the probe)
   bool finite_only_ = true;
-  bool few_row_products_ = false;
 };
 
 }  // namespace tessera::dnnl_backend

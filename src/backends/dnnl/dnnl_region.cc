@@ -142,8 +142,7 @@ constexpr int64_t kSlowGemmMinMacs = int64_t{1} << 22;
 /// 197x3072 x 3072x768 11.0 against 10.4); and a float32 matmul of one to
 /// three rows against large weights, answered by brgemm or gemm:jit (below).
 /// Small products stay: there it is as fast.
-std::string slow_kernel_reason(const Step& step, const dnnl::primitive_desc_base& pd, const std::vector<memory::desc>& roles,
-                               int64_t few_row_min_weights) {
+std::string slow_kernel_reason(const Step& step, const dnnl::primitive_desc_base& pd, const std::vector<memory::desc>& roles) {
   const std::string impl = pd.impl_info_str();
   if (is_reference(pd) && element_count(roles.back()) >= kReferenceGuardElements) {
     return "oneDNN has only its reference kernel (" + impl + ") for it, typically 100x slower than its JIT kernels, and no "
@@ -165,13 +164,13 @@ std::string slow_kernel_reason(const Step& step, const dnnl::primitive_desc_base
   // Gemms of 13 zoo classifiers at batch 1 (0.5 to 2 M weights: 512 x 1000 to 2048 x 1000) took 1.6-2.6x
   // native's time at one thread and up to 2.1x at two (Zen 4). Alone and hot in the caches, neither is
   // faster from 256 x 256 on (1 x 512 x 1000: 0.026 and 0.028 ms; 1 x 2048 x 1000 at two threads 0.096
-  // against 0.051), so products of 64 K weights and more go (`few_row_min_weights`; regions of open dims
-  // keep a higher bound, see kOpenFewRowMinWeights).
+  // against 0.051), so products of kSlowBrgemmMinWeights (64 K) weights and more go. With their rows open
+  // such products are native's from the start (open_rows_product, dnnl_declarations.cc).
   if (step.kind == StepKind::kMatMul && (impl.rfind("brg", 0) == 0 || impl.rfind("gemm:", 0) == 0) &&
       roles[0].data_type() == memory::data_type::f32 && roles.size() >= 3) {
     const memory::dims src = roles[0].dims();
     const int64_t rows = src.size() >= 2 ? element_count(roles[0]) / src.back() : 1;
-    if (rows < kSlowBrgemmMaxRows && element_count(roles[1]) >= few_row_min_weights) {
+    if (rows < kSlowBrgemmMaxRows && element_count(roles[1]) >= kSlowBrgemmMinWeights) {
       return "oneDNN runs this float32 matmul of " + std::to_string(rows) + " row" + (rows == 1 ? "" : "s") + " with " +
              impl + ", which streams the weights at about half the rate of the native one-row kernel";
     }
@@ -222,7 +221,7 @@ std::string format_microseconds(double ms) {
 }  // namespace
 
 DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads,
-                       SharedConstants* shared, bool measure_step_threads, int64_t few_row_min_weights)
+                       SharedConstants* shared, bool measure_step_threads)
     : region_(region), program_(std::move(program)), engine_(engine), num_threads_(num_threads) {
   // oneDNN fixes a primitive's thread count when it is created: create them with the session's.
   omp_set_num_threads(num_threads_);
@@ -420,7 +419,7 @@ DnnlRegion::DnnlRegion(const Graph& region, Program program, const dnnl::engine&
       if (compiled.winograd) scratchpad = std::max<int64_t>(scratchpad, compiled.winograd->scratch_bytes() + 64);
       // A step run by its own loop never runs the primitive: however slow that one is does not matter.
       if (step.node >= 0 && !compiled.concat_copy && !compiled.max_pool && !compiled.swish && !compiled.winograd) {
-        if (std::string why = slow_kernel_reason(step, pd, roles, few_row_min_weights); !why.empty()) slow_kernels_[step.node] = std::move(why);
+        if (std::string why = slow_kernel_reason(step, pd, roles); !why.empty()) slow_kernels_[step.node] = std::move(why);
       }
       for (const PostOp& p : step.post_ops) {
         if (p.kind == PostOpKind::kSum && p.slot != step.output) {

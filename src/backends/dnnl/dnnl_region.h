@@ -41,11 +41,8 @@ class DnnlRegion : public ExecutableRegion {
   /// first and added to it, instead of being reordered for this region alone.
   /// `measure_step_threads`: steps of modest work are timed on one thread and on the session's,
   /// in the region's own order, and each runs on the faster (choose_step_threads).
-  /// `few_row_min_weights`: a float32 product of fewer than kSlowBrgemmMaxRows rows against at least
-  /// this many weights is refused (node_refusal), as native's one-row kernel streams them faster.
   DnnlRegion(const Graph& region, Program program, const dnnl::engine& engine, int num_threads,
-             SharedConstants* shared = nullptr, bool measure_step_threads = false,
-             int64_t few_row_min_weights = kSlowBrgemmMinWeights);
+             SharedConstants* shared = nullptr, bool measure_step_threads = false);
   ~DnnlRegion() override;
   void run(ValueStore& store) const override { run_in(store, nullptr); }
   /// Runs with the intermediates and scratchpad in `workspace` (workspace_bytes()

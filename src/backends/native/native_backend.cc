@@ -219,7 +219,6 @@ Node lower_matmul_chain(const Graph& region, const Node& composite, const Graph&
   matmul.op_type = "MatMul";
   matmul.opset = 13;
   matmul.outputs = composite.outputs;
-  if (const Attribute* in_place = composite.attrs.find(kWeightsInPlaceAttribute)) matmul.attrs.set(kWeightsInPlaceAttribute, *in_place);
   if (int8_weights) {
     const Node& dq = body.nodes[0];
     if (product.inputs.size() < 2 || product.inputs[1] != dq.outputs[0] || product.inputs[0] == dq.outputs[0]) fail();

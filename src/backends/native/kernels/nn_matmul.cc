@@ -37,19 +37,12 @@ decltype(auto) dispatch_matrix(DType dtype, Fn&& fn) {
   }
 }
 
-/// A node whose constant B is read where it lies instead of packed (attribute tessera_weights_in_place,
-/// kWeightsInPlaceAttribute: the session sets it on a region's native fallback, whose region keeps its
-/// own copy of the weights). Few rows read it in place at the same speed; more rows pack it block by
-/// block per call.
-bool weights_in_place(const Node& node) { return node.attrs.get_int_or(kWeightsInPlaceAttribute, 0) != 0; }
-
 // ------------------------------------------------------------------ Gemm --
 
 std::shared_ptr<void> prepare_gemm(const Node& node, const std::vector<const Tensor*>& constants,
                                    const std::vector<TensorType>& types) {
   const Tensor* b = constants.size() > 1 ? constants[1] : nullptr;
   if (!b || b->dtype() != DType::kFloat32 || b->shape().size() != 2) return nullptr;
-  if (weights_in_place(node)) return nullptr;
   const bool trans_b = node.attrs.get_int_or("transB", 0) != 0;
   const int64_t rows = b->shape()[0], cols = b->shape()[1];
   const int64_t k = trans_b ? cols : rows, n = trans_b ? rows : cols;
@@ -136,7 +129,6 @@ std::shared_ptr<void> prepare_matmul(const Node& node, const std::vector<const T
   }
   if (transpose_b) return nullptr;  // B is computed (attention's K)
   if (!b || b->dtype() != DType::kFloat32 || b->shape().size() != 2) return nullptr;
-  if (weights_in_place(node)) return nullptr;
   const int64_t k = b->shape()[0], n = b->shape()[1];
   auto state = std::make_shared<PackedWeights>();
   state->b = pack_gemm_b(best_gemm_microkernel(), {b->as<float>(), n, 1}, k, n);
