@@ -154,9 +154,42 @@ TEST(NnGemm, FewRowsAgainstPackedBMatchesReference) {
   }
 }
 
+TEST(NnGemm, RowsOfAStrideThatAliasesInL1MatchReference) {
+  // Row-major A whose row stride is a multiple of 2 KiB (512 or 1024 floats): full panels are copied row
+  // by row at another stride instead of read in place (their rows shared a few L1 sets). Packed B (up to
+  // 48 rows each B panel meets every A panel; more rows panel by panel) and B packed per call, K over
+  // several blocks and shorter than the stride, with and without threads, accumulate and bias.
+  native::ThreadPool pool(2);
+  struct Case { int64_t m, n, k, lda; bool packed_b, threads; };
+  const Case cases[] = {{12, 70, 512, 512, true, false},   {24, 300, 1024, 1024, true, true},
+                        {30, 33, 500, 512, true, false},   {64, 130, 1024, 1024, true, true},
+                        {36, 520, 512, 512, false, true},  {13, 40, 700, 1024, false, false}};
+  for (const native::GemmMicrokernel* kernel : native::available_gemm_microkernels()) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(kernel->name) + " m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" +
+                   std::to_string(c.k) + " lda=" + std::to_string(c.lda) + (c.packed_b ? " packed B" : ""));
+      Tensor a = random_float({c.m, c.lda}, 31), b = random_float({c.k, c.n}, 32), bias = random_float({c.m}, 33);
+      Tensor expected = random_float({c.m, c.n}, 34), actual = expected.clone();
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < c.n; ++j) {
+          double sum = expected.as<float>()[i * c.n + j] + double(bias.as<float>()[i]);
+          for (int64_t p = 0; p < c.k; ++p) sum += double(a.as<float>()[i * c.lda + p]) * b.as<float>()[p * c.n + j];
+          expected.as<float>()[i * c.n + j] = static_cast<float>(sum);
+        }
+      }
+      const native::MatrixRef bref{b.as<float>(), c.n, 1};
+      native::PackedMatrix pb;
+      if (c.packed_b) pb = native::pack_gemm_b(*kernel, bref, c.k, c.n);
+      native::gemm_f32(*kernel, c.m, c.n, c.k, GemmA{nullptr, {a.as<float>(), c.lda, 1}},
+                       c.packed_b ? GemmB{&pb, {}, {}} : GemmB{nullptr, {}, bref}, actual.as<float>(), c.n, true,
+                       bias.as<float>(), c.threads ? &pool : nullptr);
+      expect_close(actual, expected, 1e-4, 1e-4);
+    }
+  }
+}
+
 TEST(NnGemm, FewRowsAgainstBInPlaceMatchReference) {
-  // One to four rows against B that nothing packed (a region's native fallback reads its weights where
-  // they lie; a value computed at run time) take GemmMicrokernel::run_rows: B read in place, row-major
+  // One to four rows against B that nothing packed (a value computed at run time) take GemmMicrokernel::run_rows: B read in place, row-major
   // with a row stride longer than N, K split among threads (runs of four rows, partial sums per
   // thread), K not a multiple of four, N not a multiple of 16, A strided or transposed, the epilogue,
   // C accumulated with K split, and C wider than a chunk kept in cache (16384 columns at four rows).
