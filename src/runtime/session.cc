@@ -312,58 +312,88 @@ std::unique_ptr<CompiledModel> CompiledModel::compile(Graph graph, const Compile
     order_nodes_by_region(model->graph_, model->partition_);
     after_pass(model->graph_, "partition");
     bf16 = bf16_nodes(model->graph_, options.precision, &final_layer);
-    for (const Region& region : model->partition_.regions) {
-      RegionGraph extracted = extract_region(model->graph_, region);
-      RegionOptions options_here = region_options;
+    const size_t num_regions = model->partition_.regions.size();
+    std::vector<std::unique_ptr<RegionPlan>> plans(num_regions);
+    std::vector<RegionGraph> extracted(num_regions);
+    std::vector<RegionOptions> options_of(num_regions, region_options);
+    std::vector<std::string> keys(num_regions);
+    for (size_t r = 0; r < num_regions; ++r) {
+      const Region& region = model->partition_.regions[r];
+      extracted[r] = extract_region(model->graph_, region);
+      RegionOptions& options_here = options_of[r];
       if (!probe_dims.empty()) {
-        for (ValueId local : extracted.graph.inputs) {
-          options_here.probe_input_dims.push_back(probe_dims[static_cast<size_t>(extracted.global_value[static_cast<size_t>(local)])]);
+        for (ValueId local : extracted[r].graph.inputs) {
+          options_here.probe_input_dims.push_back(probe_dims[static_cast<size_t>(extracted[r].global_value[static_cast<size_t>(local)])]);
         }
       }
       if (options.precision.bf16) {
-        options_here.bf16_nodes.assign(extracted.graph.nodes.size(), 0);
-        for (size_t i = 0; i < extracted.global_nodes.size(); ++i) {
-          for (size_t node : extracted.global_nodes[i]) options_here.bf16_nodes[i] |= bf16[node];
+        options_here.bf16_nodes.assign(extracted[r].graph.nodes.size(), 0);
+        for (size_t i = 0; i < extracted[r].global_nodes.size(); ++i) {
+          for (size_t node : extracted[r].global_nodes[i]) options_here.bf16_nodes[i] |= bf16[node];
         }
       }
-      const Backend* backend = model->backends_[region.backend].get();
-      std::string key = region_compile_key(backend->name(), extracted.graph, options_here);
-      std::unique_ptr<RegionPlan> plan;
-      if (auto found = compiled_before.find(key); found != compiled_before.end()) {
-        plan = std::move(found->second);
+      keys[r] = region_compile_key(model->backends_[region.backend]->name(), extracted[r].graph, options_here);
+      if (auto found = compiled_before.find(keys[r]); found != compiled_before.end()) {
+        plans[r] = std::move(found->second);
         compiled_before.erase(found);
-        plan->region.global_value = std::move(extracted.global_value);
-        plan->region.global_nodes = std::move(extracted.global_nodes);
+        plans[r]->region.global_value = std::move(extracted[r].global_value);
+        plans[r]->region.global_nodes = std::move(extracted[r].global_nodes);
         ++model->compile_rounds_.regions_reused;
-      } else {
-        plan = std::make_unique<RegionPlan>();
-        plan->backend = backend;
-        plan->region = std::move(extracted);
-        plan->fallback_options = region_options;
-        CompiledRegion compiled = plan->backend->compile(plan->region.graph, options_here);
-        plan->payload_owned = std::move(compiled.payload);
-        plan->payload = plan->payload_owned;
-        plan->executable = std::move(compiled.executable);
-        ++model->compile_rounds_.regions_compiled;
-      }
-      plan->backend_index = region.backend;
-      region_keys.push_back(std::move(key));
-      model->regions_.push_back(std::move(plan));
-    }
-    const size_t known = policy.compile_refusals.size();
-    for (const std::unique_ptr<RegionPlan>& plan : model->regions_) {
-      for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
-        const std::string why = plan->executable->node_refusal(i);
-        if (why.empty()) continue;
-        // A fused node's refusal names its first member (members are in topological order: the
-        // convolution or matmul the chain grew from); the rest may fuse again, elsewhere or on this backend.
-        const std::string& name = model->graph_.nodes[plan->region.global_nodes[i].front()].name;
-        bool seen = false;
-        for (const CompileRefusal& r : policy.compile_refusals) seen |= r.backend == plan->backend->name() && r.node == name;
-        if (!seen) policy.compile_refusals.push_back({plan->backend->name(), name, why});
       }
     }
-    if (policy.compile_refusals.size() == known) break;
+    // What the new partition no longer has goes before anything is compiled (a decoder's native regions
+    // of the first round held a packed copy of their weights while the second packed them again).
+    compiled_before.clear();
+    auto compile = [&](size_t r) {
+      auto plan = std::make_unique<RegionPlan>();
+      plan->backend = model->backends_[model->partition_.regions[r].backend].get();
+      plan->region = std::move(extracted[r]);
+      plan->fallback_options = region_options;
+      CompiledRegion compiled = plan->backend->compile(plan->region.graph, options_of[r]);
+      plan->payload_owned = std::move(compiled.payload);
+      plan->payload = plan->payload_owned;
+      plan->executable = std::move(compiled.executable);
+      ++model->compile_rounds_.regions_compiled;
+      plans[r] = std::move(plan);
+    };
+    // Whether a compiled region refused a node not refused before (recorded in the policy).
+    auto new_refusals = [&] {
+      const size_t known = policy.compile_refusals.size();
+      for (const std::unique_ptr<RegionPlan>& plan : plans) {
+        if (!plan) continue;
+        for (size_t i = 0; i < plan->region.global_nodes.size(); ++i) {
+          const std::string why = plan->executable->node_refusal(i);
+          if (why.empty()) continue;
+          // A fused node's refusal names its first member (members are in topological order: the
+          // convolution or matmul the chain grew from); the rest may fuse again, elsewhere or on this backend.
+          const std::string& name = model->graph_.nodes[plan->region.global_nodes[i].front()].name;
+          bool seen = false;
+          for (const CompileRefusal& r : policy.compile_refusals) seen |= r.backend == plan->backend->name() && r.node == name;
+          if (!seen) policy.compile_refusals.push_back({plan->backend->name(), name, why});
+        }
+      }
+      return policy.compile_refusals.size() != known;
+    };
+    // The backends that may refuse nodes first; the fallback backend's regions only once no new refusal
+    // came, since a refusal partitions again and changes them (packing a decoder's 650 MB of weights
+    // for regions the next round replaced cost a second copy of them at the peak, and the time).
+    for (size_t r = 0; r < num_regions; ++r) {
+      if (!plans[r] && static_cast<int>(model->partition_.regions[r].backend) != policy.fallback) compile(r);
+    }
+    bool again = new_refusals();
+    if (!again) {
+      for (size_t r = 0; r < num_regions; ++r) {
+        if (!plans[r]) compile(r);
+      }
+      again = new_refusals();
+    }
+    for (size_t r = 0; r < num_regions; ++r) {
+      if (!plans[r]) continue;
+      plans[r]->backend_index = model->partition_.regions[r].backend;
+      region_keys.push_back(std::move(keys[r]));
+      model->regions_.push_back(std::move(plans[r]));
+    }
+    if (!again) break;
   }
 
   // Placement: every executed node (graph order, as profiles use), then the folded ones.
