@@ -94,6 +94,10 @@ std::optional<size_t> parse_size(const std::string& text) {
   return n;
 }
 
+/// How long a connection may wait for a request's next bytes, or to take the response's, before the
+/// server closes it: the keep-alive timeout's 60 s.
+constexpr time_t kIoTimeoutSeconds = 60;
+
 // Path patterns: MODEL and VERSION are any text without '/'.
 const std::string kModel = R"(/v2/models/([^/]+))";
 const std::string kVersioned = kModel + R"((?:/versions/([^/]+))?)";
@@ -107,6 +111,11 @@ HttpFrontend::HttpFrontend(ServerState& state, bool metrics_only, int threads, s
   server_->set_payload_max_length(max_body_bytes);
   server_->set_keep_alive_max_count(1u << 30);
   server_->set_keep_alive_timeout(60);
+  // A client may pause longer than httplib's 5 s between connecting and its request's bytes (a loaded
+  // machine: under the sanitizers at -j2, one of 16 concurrent clients was cut off, "connection reset by
+  // peer"), or between the pieces of a large body.
+  server_->set_read_timeout(kIoTimeoutSeconds, 0);
+  server_->set_write_timeout(kIoTimeoutSeconds, 0);
   server_->set_tcp_nodelay(true);
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on the same
   // port binds without an error and takes half the connections.

@@ -211,6 +211,32 @@ def test_artifact_outputs_equal_tessera_run(server, tmp_path):
         np.testing.assert_array_equal(got, expected)
 
 
+def test_a_client_that_pauses_inside_its_request_is_served(server):
+    """A request whose body comes 6 s after its headers (a client on a loaded machine: Python's http.client
+    sends the two with separate calls; a slow link between a large body's pieces) is served: httplib's
+    default read timeout closed the connection after 5 s, and the client then read "connection reset by
+    peer" (once in the sanitized CI, one of 16 concurrent clients)."""
+    body = json.dumps({"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, -2, 3, -4]}]})
+    raw = socket.create_connection(("127.0.0.1", server.http), timeout=60)
+    try:
+        raw.sendall(("POST /v2/models/relu/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     f"Connection: close\r\nContent-Length: {len(body)}\r\n\r\n").encode())
+        time.sleep(6)
+        raw.sendall(body.encode())
+        reply = b""
+        while True:
+            chunk = raw.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    finally:
+        raw.close()
+    status_line, _, rest = reply.partition(b"\r\n")
+    assert status_line.startswith(b"HTTP/1.1 200"), reply[:300]
+    outputs = json.loads(rest.split(b"\r\n\r\n", 1)[1])["outputs"]
+    assert outputs[0]["data"] == [1, 0, 3, 0]
+
+
 def test_large_message(server):
     x = np.random.default_rng(5).standard_normal((64, 65536)).astype(np.float32)  # 16 MiB
     body, header_len = binary_body({"x": ("FP32", x, x.shape)})
