@@ -105,8 +105,7 @@ struct RunCounts {
   /// Region runs at shapes their backend had not prepared that ran on native instead, as cheaper by
   /// measurement than preparing them (runtime/shape_admission.cc).
   int64_t shape_deferrals = 0;
-  /// Native fallback regions compiled during the run, at their first need (a region that expects to
-  /// need one has it compiled with the model: ExecutableRegion::expects_fallback_shapes).
+  /// Native fallback regions compiled during the run, at their first need.
   int64_t fallback_compiles = 0;
   /// Working memory allocated during the run (not taken from what earlier runs
   /// left for reuse): values of shapes known only at run time, backends'

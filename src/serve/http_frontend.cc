@@ -94,9 +94,9 @@ std::optional<size_t> parse_size(const std::string& text) {
   return n;
 }
 
-/// How long a connection may wait for a request's next bytes, or to take the response's, before the
-/// server closes it: the keep-alive timeout's 60 s.
-constexpr time_t kIoTimeoutSeconds = 60;
+/// How long a connection may stay idle before the server closes it: waiting for its next request
+/// (keep-alive), for a request's next bytes, or to take the response's.
+constexpr time_t kIdleTimeoutSeconds = 60;
 
 // Path patterns: MODEL and VERSION are any text without '/'.
 const std::string kModel = R"(/v2/models/([^/]+))";
@@ -110,12 +110,12 @@ HttpFrontend::HttpFrontend(ServerState& state, bool metrics_only, int threads, s
   server_->new_task_queue = [pool] { return new httplib::ThreadPool(pool); };
   server_->set_payload_max_length(max_body_bytes);
   server_->set_keep_alive_max_count(1u << 30);
-  server_->set_keep_alive_timeout(60);
-  // A client may pause longer than httplib's 5 s between connecting and its request's bytes (a loaded
-  // machine: under the sanitizers at -j2, one of 16 concurrent clients was cut off, "connection reset by
-  // peer"), or between the pieces of a large body.
-  server_->set_read_timeout(kIoTimeoutSeconds, 0);
-  server_->set_write_timeout(kIoTimeoutSeconds, 0);
+  server_->set_keep_alive_timeout(kIdleTimeoutSeconds);
+  // httplib's default read timeout, 5 s, answered 400 to a client that paused longer inside a request
+  // (Python's http.client sends the headers and the body with separate calls; a loaded machine, or a
+  // slow link between a large body's pieces), which then read "connection reset by peer".
+  server_->set_read_timeout(kIdleTimeoutSeconds, 0);
+  server_->set_write_timeout(kIdleTimeoutSeconds, 0);
   server_->set_tcp_nodelay(true);
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, with which a second server on the same
   // port binds without an error and takes half the connections.

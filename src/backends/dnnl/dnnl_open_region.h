@@ -31,13 +31,13 @@ inline constexpr int64_t kDefaultShapeCacheBytes = int64_t{32} << 20;
 /// the region lower again). Part of node_refusal.
 std::map<int32_t, std::string> shape_refusals(const Graph& region);
 
-/// Why a product of two computed operands whose second has open dims runs on native: shape_refusals'
-/// reason, and the declarations' (check_matmul), which say it before any region is compiled.
 /// Why a float32 product of open rows against large constant weights runs on native (check_matmul and
 /// check_gemm, dnnl_declarations.cc, say why).
 inline constexpr char kOpenRowsProductRefusal[] =
     "with open rows, a product against constant weights: native packs them once and runs every row count from "
     "that copy (a decoder's prompt and its single tokens alike)";
+/// Why a product of two computed operands whose second has open dims runs on native: shape_refusals'
+/// reason, and the declarations' (check_matmul), which say it before any region is compiled.
 inline constexpr char kOpenDimsProductRefusal[] =
     "with open dims, a product of two computed operands (attention over a growing cache): native runs it at every "
     "length without a oneDNN primitive for each, and reads a bound cache in place";

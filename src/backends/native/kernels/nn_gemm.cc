@@ -260,7 +260,7 @@ void gemm_f32(const GemmMicrokernel& kernel, int64_t m, int64_t n, int64_t k, co
     gemv_packed(n, k, a.ref.data, a.ref.col_stride, *b.packed, c, accumulate, row_bias, clamp, pool);
     return;
   }
-  // Few rows against a row-major B nothing packed (weights kept in place, a value computed at run time):
+  // Few rows against a row-major B nothing packed (a value computed at run time):
   // B read once where it lies, instead of packed block by block and read again.
   if (m <= kGemmRowsMax && !b.packed && !b.pack && b.ref.col_stride == 1 && !a.packed && kernel.run_rows) {
     gemm_rows_in_place(kernel, m, n, k, a.ref, b.ref, c, ldc, accumulate, row_bias, clamp, pool);

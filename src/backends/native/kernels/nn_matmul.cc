@@ -9,7 +9,6 @@
 #include <optional>
 
 #include "backends/native/dispatch.h"
-#include "backends/native/native_backend.h"
 #include "backends/native/kernels/nn_int8_weights.h"
 #include "backends/native/kernels/nn_internal.h"
 #include "ir/small_vector.h"
